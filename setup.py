@@ -1,8 +1,8 @@
-"""Setuptools shim: ships the twisted.plugins dropins next to the rmqpy package.
+"""Setuptools entry: ships the ``twisted/plugins`` dropins beside the rmqpy package.
 
-setup.cfg's ``find:`` cannot see ``twisted/plugins`` (it has no ``__init__.py``, on purpose:
-Twisted's own ``twisted.plugins`` package must stay the owner of that namespace).
+``find:`` in setup.cfg cannot see ``twisted/plugins`` because it has no ``__init__.py`` on
+purpose (Twisted owns that namespace), so it is named here explicitly.
 """
-from setuptools import setup
+from setuptools import find_packages, setup
 
-setup(packages=["rmqpy"] + [], package_dir={}, data_files=[])
+setup(packages=find_packages(include=["rmqpy", "rmqpy.*"]) + ["twisted.plugins"])
