@@ -1,0 +1,279 @@
+"""The remoting frame and RemotingCommand: schemas and codec.
+
+Wire layout (all big-endian)::
+
+    int32 length             = 4 + headerLength + bodyLength (excludes itself)
+    int8  serializeType      JSON = 0, ROCKETMQ = 1
+    int24 headerLength
+    bytes header             JSON text or the ROCKETMQ binary header
+    bytes body
+
+The construct schemas below are the declarative statement of the format; the encode and
+decode functions are a hand-written ``struct`` hot path that the unit tests check against
+the schemas byte for byte.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Mapping, TypeVar
+
+from construct import (Bytes, GreedyRange, Int8ub, Int16sb, Int16ub, Int24ub, Int32sb, Int32ub,
+                       PascalString, Prefixed, Struct, this)
+
+from rmqpy.protocol import fastjson
+from rmqpy.protocol.codes import LanguageCode, MQVersion, ResponseCode, SerializeType
+
+RPC_RESPONSE = 0x1
+RPC_ONEWAY = 0x2
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
+
+# ---------------------------------------------------------------- schemas (source of truth)
+
+#: One whole frame as it travels, length prefix included.
+FrameSchema = Struct(
+    "length" / Int32ub,
+    "serialize_type" / Int8ub,
+    "header_length" / Int24ub,
+    "header" / Bytes(this.header_length),
+    "body" / Bytes(this.length - 4 - this.header_length),
+)
+
+#: The ROCKETMQ binary header; a zero length stands for null (remark) or is skipped (ext).
+ExtFieldSchema = Struct(
+    "key" / PascalString(Int16ub, "utf8"),
+    "value" / PascalString(Int32ub, "utf8"),
+)
+BinaryHeaderSchema = Struct(
+    "code" / Int16sb,
+    "language" / Int8ub,
+    "version" / Int16sb,
+    "opaque" / Int32sb,
+    "flag" / Int32sb,
+    "remark" / PascalString(Int32ub, "utf8"),
+    "ext_fields" / Prefixed(Int32ub, GreedyRange(ExtFieldSchema)),
+)
+
+
+
+class FrameError(ValueError):
+    """A frame or header that cannot be decoded: the connection that sent it is closed."""
+
+
+class HeaderError(ValueError):
+    """A custom header (extFields) with a missing required field or a bad value."""
+
+
+H = TypeVar("H")
+
+
+@dataclass(eq=False)
+class RemotingCommand:
+    """A request or response of the RocketMQ remoting protocol."""
+
+    code: int
+    language: int = LanguageCode.JAVA
+    version: int = MQVersion.CURRENT
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] | None = None
+    body: bytes | None = None
+    serialize_type: int = SerializeType.JSON
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def request(cls, code: int, header: Any = None, body: bytes | None = None, *,
+                oneway: bool = False, serialize_type: int = SerializeType.JSON,
+                ext_fields: Mapping[str, str] | None = None) -> RemotingCommand:
+        fields = dict(ext_fields or {})
+        if header is not None:
+            fields.update(header.encode())
+        cmd = cls(code=int(code), ext_fields=fields or None, body=body, serialize_type=serialize_type)
+        if oneway:
+            cmd.flag |= RPC_ONEWAY
+        return cmd
+
+    def response(self, code: int = ResponseCode.SUCCESS, remark: str | None = None, header: Any = None,
+                 body: bytes | None = None, ext_fields: Mapping[str, str] | None = None) -> RemotingCommand:
+        """The response to this request: same opaque and serialize type, RESPONSE flag set."""
+        fields = dict(ext_fields or {})
+        if header is not None:
+            fields.update(header.encode())
+        return RemotingCommand(code=int(code), opaque=self.opaque, flag=RPC_RESPONSE, remark=remark,
+                               ext_fields=fields or None, body=body, serialize_type=self.serialize_type)
+
+    # ------------------------------------------------------------------ accessors
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RPC_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & RPC_ONEWAY)
+
+    def decode_header(self, header_cls: type[H]) -> H:
+        """Typed view of extFields; raises :class:`HeaderError` naming a missing field."""
+        return header_cls.decode(self.ext_fields or {})  # type: ignore[attr-defined]
+
+    def ext(self, key: str, default: str | None = None) -> str | None:
+        return (self.ext_fields or {}).get(key, default)
+
+    def __repr__(self) -> str:
+        from rmqpy.protocol.codes import RequestCode, code_name
+        kind = "response" if self.is_response else ("oneway" if self.is_oneway else "request")
+        name = code_name(self.code, ResponseCode if self.is_response else RequestCode)
+        return (f"<RemotingCommand {kind} {name} opaque={self.opaque} ext={self.ext_fields} "
+                f"remark={self.remark!r} body={len(self.body or b'')}B>")
+
+
+# ---------------------------------------------------------------- hot-path codec
+
+_FRAME_PREFIX = struct.Struct(">II")
+_BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+
+_LANGUAGE_BY_NAME = {lang.name: int(lang) for lang in LanguageCode}
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        return _encode_binary_header(cmd)
+    return _encode_json_header(cmd)
+
+
+def encode(cmd: RemotingCommand) -> bytes:
+    """The whole frame, length prefix included."""
+    header = encode_header(cmd)
+    body = cmd.body or b""
+    return _FRAME_PREFIX.pack(4 + len(header) + len(body),
+                              (int(cmd.serialize_type) << 24) | len(header)) + header + body
+
+
+def decode(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame *without* its 4-byte length prefix (as the framer hands it over)."""
+    frame = memoryview(frame)
+    if len(frame) < 4:
+        raise FrameError(f"frame of {len(frame)} bytes is shorter than its header-length word")
+    (word,) = _U32.unpack_from(frame, 0)
+    serialize_type, header_len = word >> 24, word & 0xFFFFFF
+    if header_len > len(frame) - 4:
+        raise FrameError(f"header length {header_len} runs past the frame end ({len(frame) - 4} bytes)")
+    header = frame[4:4 + header_len]
+    body = bytes(frame[4 + header_len:]) or None
+    if serialize_type == SerializeType.JSON:
+        cmd = _decode_json_header(header)
+    elif serialize_type == SerializeType.ROCKETMQ:
+        cmd = _decode_binary_header(header)
+    else:
+        raise FrameError(f"unknown serialize type {serialize_type}")
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd
+
+
+def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    try:
+        language = LanguageCode(cmd.language).name
+    except ValueError:
+        language = "OTHER"
+    doc: dict[str, Any] = {
+        "code": int(cmd.code),
+        "extFields": {k: str(v) for k, v in cmd.ext_fields.items() if v is not None} if cmd.ext_fields else None,
+        "flag": int(cmd.flag),
+        "language": language,
+        "opaque": int(cmd.opaque),
+        "remark": cmd.remark,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": int(cmd.version),
+    }
+    return fastjson.dumps(doc).encode("utf-8")
+
+
+def _decode_json_header(header: memoryview) -> RemotingCommand:
+    try:
+        doc = fastjson.loads(bytes(header))
+    except ValueError as exc:
+        raise FrameError(f"invalid JSON header: {exc}") from None
+    if not isinstance(doc, dict) or "code" not in doc:
+        raise FrameError("JSON header is not an object with a code")
+    language = doc.get("language", "JAVA")
+    if isinstance(language, str):
+        language = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER)
+    ext = doc.get("extFields")
+    if ext is not None and not isinstance(ext, dict):
+        raise FrameError("extFields is not an object")
+    try:
+        return RemotingCommand(
+            code=int(doc["code"]), language=int(language), version=int(doc.get("version") or 0),
+            opaque=int(doc.get("opaque") or 0), flag=int(doc.get("flag") or 0),
+            remark=doc.get("remark"),
+            ext_fields={str(k): _ext_str(v) for k, v in ext.items()} if ext is not None else None)
+    except (TypeError, ValueError) as exc:
+        raise FrameError(f"bad field in JSON header: {exc}") from None
+
+
+def _ext_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return fastjson.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def _encode_binary_header(cmd: RemotingCommand) -> bytes:
+    parts = [_BIN_FIXED.pack(int(cmd.code), int(cmd.language), int(cmd.version), int(cmd.opaque), int(cmd.flag))]
+    remark = cmd.remark.encode("utf-8") if cmd.remark else b""
+    parts.append(_I32.pack(len(remark)))
+    parts.append(remark)
+    ext = bytearray()
+    for key, value in (cmd.ext_fields or {}).items():
+        if key is None or value is None:
+            continue
+        k = key.encode("utf-8")
+        v = str(value).encode("utf-8")
+        ext += _U16.pack(len(k)) + k + _I32.pack(len(v)) + v
+    parts.append(_I32.pack(len(ext)))
+    parts.append(bytes(ext))
+    return b"".join(parts)
+
+
+def _decode_binary_header(header: memoryview) -> RemotingCommand:
+    try:
+        code, language, version, opaque, flag = _BIN_FIXED.unpack_from(header, 0)
+        pos = _BIN_FIXED.size
+        (remark_len,) = _I32.unpack_from(header, pos)
+        pos += 4
+        if remark_len < 0 or pos + remark_len > len(header):
+            raise FrameError(f"remark length {remark_len} runs past the header")
+        remark = bytes(header[pos:pos + remark_len]).decode("utf-8") if remark_len else None
+        pos += remark_len
+        (ext_len,) = _I32.unpack_from(header, pos)
+        pos += 4
+        if ext_len < 0 or pos + ext_len > len(header):
+            raise FrameError(f"extFields length {ext_len} runs past the header")
+        end = pos + ext_len
+        ext: dict[str, str] | None = {} if ext_len else None
+        while pos < end:
+            (klen,) = _U16.unpack_from(header, pos)
+            pos += 2
+            key = bytes(header[pos:pos + klen]).decode("utf-8")
+            pos += klen
+            (vlen,) = _I32.unpack_from(header, pos)
+            pos += 4
+            if vlen < 0 or pos + vlen > end:
+                raise FrameError(f"extFields value of {key!r} runs past the header")
+            value = bytes(header[pos:pos + vlen]).decode("utf-8")
+            pos += vlen
+            if klen and vlen:  # Java reads an empty key or value as null
+                ext[key] = value  # type: ignore[index]
+        if pos != end:
+            raise FrameError("extFields entries overrun their declared length")
+    except struct.error as exc:
+        raise FrameError(f"truncated ROCKETMQ header: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise FrameError(f"ROCKETMQ header text is not UTF-8: {exc.reason}") from None
+    return RemotingCommand(code=code, language=language & 0xFF, version=version, opaque=opaque, flag=flag,
+                           remark=remark, ext_fields=ext)
