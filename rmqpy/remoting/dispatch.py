@@ -1,0 +1,99 @@
+"""Request dispatch: a processor per request code, as NettyRemotingServer does it.
+
+A processor is any object with ``process_request(channel, request)`` that returns a
+response :class:`RemotingCommand`, ``None`` (no answer: oneway), or a Deferred of either.
+Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a processor that raises gets SYSTEM_ERROR
+with the exception text, and the connection stays open.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Protocol
+
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from rmqpy.protocol.codes import RequestCode, ResponseCode, code_name
+from rmqpy.protocol.command import RPC_RESPONSE, HeaderError, RemotingCommand
+
+if TYPE_CHECKING:
+    from rmqpy.remoting.protocol import RemotingProtocol
+
+
+class RequestProcessor(Protocol):
+    def process_request(self, channel: "RemotingProtocol", request: RemotingCommand
+                        ) -> RemotingCommand | None | defer.Deferred: ...
+
+
+class ChannelListener(Protocol):
+    def channel_closed(self, channel: "RemotingProtocol") -> None: ...
+
+
+class RequestDispatcher:
+    """Maps request codes to processors and tells listeners about closed connections."""
+
+    log = Logger()
+
+    def __init__(self) -> None:
+        self._processors: dict[int, RequestProcessor] = {}
+        self._default: RequestProcessor | None = None
+        self._listeners: list[ChannelListener] = []
+
+    def register(self, codes: int | Iterable[int], processor: RequestProcessor) -> None:
+        for code in ([codes] if isinstance(codes, int) else codes):
+            self._processors[int(code)] = processor
+
+    def register_default(self, processor: RequestProcessor) -> None:
+        self._default = processor
+
+    def registered_codes(self) -> list[int]:
+        return sorted(self._processors)
+
+    def add_channel_listener(self, listener: ChannelListener) -> None:
+        self._listeners.append(listener)
+
+    # -------------------------------------------------------------- called by the protocol
+    def channel_connected(self, channel: "RemotingProtocol") -> None:
+        for listener in self._listeners:
+            hook = getattr(listener, "channel_connected", None)
+            if hook is not None:
+                hook(channel)
+
+    def channel_closed(self, channel: "RemotingProtocol") -> None:
+        for listener in self._listeners:
+            try:
+                listener.channel_closed(channel)
+            except Exception:
+                self.log.failure("channel listener {listener!r} failed", listener=listener)
+
+    def dispatch(self, channel: "RemotingProtocol", request: RemotingCommand) -> defer.Deferred:
+        processor = self._processors.get(request.code, self._default)
+        if processor is None:
+            self.log.warn("{peer}: request code {code} not supported", peer=channel.remote_address,
+                          code=request.code)
+            d = defer.succeed(request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                               f" request type {request.code} not supported"))
+        else:
+            d = defer.maybeDeferred(processor.process_request, channel, request)
+            d.addErrback(self._on_error, channel, request)
+        d.addCallback(self._reply, channel, request)
+        d.addErrback(lambda f: self.log.failure("reply to {peer} failed", f, peer=channel.remote_address))
+        return d
+
+    def _on_error(self, failure: Failure, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        if failure.check(HeaderError):
+            self.log.warn("{peer}: {code}: {err}", peer=channel.remote_address,
+                          code=code_name(request.code, RequestCode), err=failure.value)
+        else:
+            self.log.failure("{peer}: processing {code} failed", failure, peer=channel.remote_address,
+                             code=code_name(request.code, RequestCode))
+        return request.response(ResponseCode.SYSTEM_ERROR, f"{type(failure.value).__name__}: {failure.value}")
+
+    @staticmethod
+    def _reply(response: RemotingCommand | None, channel: "RemotingProtocol", request: RemotingCommand) -> None:
+        if response is None or request.is_oneway:
+            return
+        response.opaque = request.opaque
+        response.flag |= RPC_RESPONSE
+        response.serialize_type = request.serialize_type
+        channel.send_command(response)

@@ -1,0 +1,180 @@
+"""One remoting connection, usable from either end.
+
+Frames are length-prefixed (the ``LengthFieldBasedFrameDecoder`` of NettyDecoder). Requests
+are handed to a :class:`RequestDispatcher`; responses complete the Deferred of the
+``invoke`` that sent the request. A frame that cannot be decoded closes this connection
+with a log line and nothing else: every other connection keeps being served.
+"""
+from __future__ import annotations
+
+import itertools
+import struct
+from typing import TYPE_CHECKING
+
+from twisted.internet import defer, protocol
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from rmqpy.protocol import command as codec
+from rmqpy.protocol.command import RPC_ONEWAY, FrameError, RemotingCommand
+
+if TYPE_CHECKING:
+    from rmqpy.remoting.dispatch import RequestDispatcher
+
+_LENGTH = struct.Struct(">I")
+_opaques = itertools.count(0)  # one counter per process, as Java's RemotingCommand.requestId
+
+
+class RemotingError(Exception):
+    """Base of failures of ``invoke``."""
+
+
+class RemotingTimeoutError(RemotingError):
+    pass
+
+
+class RemotingConnectionError(RemotingError):
+    pass
+
+
+def next_opaque() -> int:
+    return next(_opaques) & 0x7FFFFFFF
+
+
+class RemotingProtocol(protocol.Protocol):
+    log = Logger()
+
+    def __init__(self, dispatcher: "RequestDispatcher | None", clock: IReactorTime,
+                 max_frame: int = codec.DEFAULT_MAX_FRAME) -> None:
+        self.dispatcher = dispatcher
+        self.clock = clock
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+        self._pending: dict[int, tuple[defer.Deferred, object]] = {}
+        self.connected_ = False
+        self.remote_address = "?"
+        self.remote_host = ""
+        self.remote_port = 0
+        self.attributes: dict[str, object] = {}  # per-connection state kept by processors
+
+    # -------------------------------------------------------------- connection events
+    def connectionMade(self) -> None:
+        self.connected_ = True
+        peer = self.transport.getPeer()
+        self.remote_host = getattr(peer, "host", "")
+        self.remote_port = getattr(peer, "port", 0)
+        self.remote_address = f"{self.remote_host}:{self.remote_port}"
+        if self.dispatcher is not None:
+            self.dispatcher.channel_connected(self)
+
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
+        self.connected_ = False
+        pending, self._pending = self._pending, {}
+        for d, timer in pending.values():
+            if timer.active():  # type: ignore[attr-defined]
+                timer.cancel()  # type: ignore[attr-defined]
+            d.errback(RemotingConnectionError(f"connection to {self.remote_address} closed"))
+        if self.dispatcher is not None:
+            self.dispatcher.channel_closed(self)
+
+    def dataReceived(self, data: bytes) -> None:
+        buf = self._buffer
+        buf += data
+        while len(buf) >= 4 and self.connected_:
+            (length,) = _LENGTH.unpack_from(buf, 0)
+            if length + 4 > self.max_frame or length < 4:
+                self._drop(f"frame length {length} outside 4..{self.max_frame - 4}")
+                return
+            if len(buf) < length + 4:
+                return
+            frame = bytes(buf[4:4 + length])
+            del buf[:4 + length]
+            try:
+                cmd = codec.decode(frame)
+            except FrameError as exc:
+                self._drop(str(exc))
+                return
+            self._command_received(cmd)
+
+    def _drop(self, why: str) -> None:
+        self.log.error("closing connection from {peer}: {why}", peer=self.remote_address, why=why)
+        self._buffer.clear()
+        self.connected_ = False
+        self.transport.loseConnection()
+
+    def _command_received(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            entry = self._pending.pop(cmd.opaque, None)
+            if entry is None:
+                self.log.warn("{peer}: response for unknown opaque {opaque}", peer=self.remote_address,
+                              opaque=cmd.opaque)
+                return
+            d, timer = entry
+            if timer.active():  # type: ignore[attr-defined]
+                timer.cancel()  # type: ignore[attr-defined]
+            d.callback(cmd)
+        elif self.dispatcher is not None:
+            self.dispatcher.dispatch(self, cmd)
+        else:
+            self.log.warn("{peer}: request {cmd!r} on a connection without processors",
+                          peer=self.remote_address, cmd=cmd)
+
+    # -------------------------------------------------------------- sending
+    def send_command(self, cmd: RemotingCommand) -> None:
+        if self.connected_:
+            self.transport.write(codec.encode(cmd))
+
+    def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred:
+        """Send a request; the Deferred fires with the response or fails on timeout/close."""
+        if not self.connected_:
+            return defer.fail(RemotingConnectionError(f"connection to {self.remote_address} is closed"))
+        request.opaque = next_opaque()
+        d: defer.Deferred = defer.Deferred()
+
+        def expire() -> None:
+            entry = self._pending.pop(request.opaque, None)
+            if entry is not None:
+                entry[0].errback(RemotingTimeoutError(
+                    f"wait response on {self.remote_address} timeout {timeout * 1000:.0f}(ms)"))
+
+        self._pending[request.opaque] = (d, self.clock.callLater(timeout, expire))
+        self.send_command(request)
+        return d
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        request.opaque = next_opaque()
+        request.flag |= RPC_ONEWAY
+        self.send_command(request)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.loseConnection()
+
+
+class RemotingServerFactory(protocol.Factory):
+    """Builds server-side connections that all share one dispatcher."""
+
+    def __init__(self, dispatcher: "RequestDispatcher", clock: IReactorTime,
+                 max_frame: int = codec.DEFAULT_MAX_FRAME) -> None:
+        self.dispatcher = dispatcher
+        self.clock = clock
+        self.max_frame = max_frame
+        self.channels: set[RemotingProtocol] = set()
+
+    def buildProtocol(self, addr: object) -> RemotingProtocol:
+        proto = _TrackedProtocol(self.dispatcher, self.clock, self.max_frame)
+        proto.factory = self
+        return proto
+
+
+class _TrackedProtocol(RemotingProtocol):
+    factory: RemotingServerFactory
+
+    def connectionMade(self) -> None:
+        self.factory.channels.add(self)
+        super().connectionMade()
+
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
+        self.factory.channels.discard(self)
+        super().connectionLost(reason)
