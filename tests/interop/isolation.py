@@ -1,0 +1,781 @@
+"""Network isolation for the interop suite.
+
+Every official RocketMQ client (Java, Go, mqadmin) that the interop suite
+drives runs on a *client host* of its own: a Linux network namespace with a
+veth pair to the host.  Our name server and broker run on the host, and the
+namespace can reach nothing but them.
+
+Topology (one ``HostNetwork`` per test process, a /22 out of
+``RMQPY_INTEROP_SUBNET``, default ``10.213.0.0/16``)::
+
+    host                                          namespace rmqpy-<pid>-<n>
+    ----                                          -------------------------
+    rq<pid>n<k>  (port-less bridge, "anchor")
+        host_ip   10.213.B.1/32   <-- servers listen / advertise here
+    rq<pid>h<n>  (veth) gateway_ip 10.213.B.(4n+1)/30 <==> eth0  client_ip 10.213.B.(4n+2)/30
+                                                        lo    127.0.0.1 (its own)
+                                                  routes: the /30, host_ip via gateway_ip
+
+* ``host_ip`` is the same for every ClientHost of one HostNetwork, so a
+  broker's single ``brokerIP1`` is reachable from all of them.
+* The namespace has no default route: it reaches only the /30 and
+  ``host_ip``, i.e. only servers on the host bound to 0.0.0.0 or to
+  ``host_ip``.  Its 127.0.0.1 is its own loopback, so a server bound only to
+  the host's 127.0.0.1 is *not* reachable (the "wrong brokerIP1" case).
+* IPv6 is switched off on the namespace's eth0 (no link-local path to the
+  host); the namespace keeps ``::1`` on its own loopback.
+* Nothing here enables IP forwarding or NAT, or touches any firewall table:
+  ns -> host_ip is local delivery on the host.  ``HostNetwork`` records
+  ``ip_forward`` when it starts and ``close()`` reports if anything changed it.
+
+Names carry the owning pid, so a later run removes what a killed run left
+behind (``cleanup_stale()``, called when a HostNetwork starts and at exit)
+without touching the namespaces of concurrent runs.
+
+Kinds (``RMQPY_INTEROP_ISOLATION``):
+
+* unset or ``netns``: the above.  If it cannot be set up (not root, no
+  ``ip``), ``IsolationError`` is raised -- never a silent fallback.
+* ``none``: explicit opt-out; clients run on the host over loopback, and
+  ``isolation_kind()`` / the report header say ``none``.
+
+Usage::
+
+    from tests.interop.isolation import get_host_network
+
+    net = get_host_network()             # per-process singleton
+    start_broker(listen="0.0.0.0", broker_ip1=net.host_ip)
+    with net.new_client_host() as ch:
+        ch.run(["java", "-jar", "producer.jar", f"{net.host_ip}:9876"], timeout=120)
+        proc = ch.popen(["go-consumer", ...], stdout=subprocess.PIPE)
+
+Pytest: ``from tests.interop.isolation import host_network, client_host,
+pytest_report_header`` in a conftest.py gives fixtures and the header line.
+
+CLI: ``python -m tests.interop.isolation check|cleanup|kind``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import fcntl
+import ipaddress
+import itertools
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from typing import Iterable, Sequence
+
+__all__ = [
+    "ENV_ISOLATION",
+    "ENV_SUBNET",
+    "IsolationError",
+    "ClientHost",
+    "LoopbackClientHost",
+    "HostNetwork",
+    "isolation_kind",
+    "kinds_used",
+    "get_host_network",
+    "new_client_host",
+    "cleanup_stale",
+    "describe",
+    "report_line",
+    "pytest_report_header",
+]
+
+ENV_ISOLATION = "RMQPY_INTEROP_ISOLATION"
+ENV_SUBNET = "RMQPY_INTEROP_SUBNET"
+DEFAULT_SUBNET = "10.213.0.0/16"
+BLOCK_PREFIX = 22  # one HostNetwork: 255 /30 client links + the anchor
+KNOWN_KINDS = ("netns", "none")
+LOCK_PATH = "/run/lock/rmqpy-interop.lock"
+NS_PREFIX = "rmqpy-"
+
+_NS_RE = re.compile(r"^rmqpy-(\d+)-(\d+)$")
+_LINK_RE = re.compile(r"^rq(\d+)[nh]\d+$")
+
+_IP = "ip"  # tests may point this elsewhere to simulate a missing iproute2
+
+
+class IsolationError(RuntimeError):
+    """The requested isolation could not be set up (or torn down)."""
+
+
+# --------------------------------------------------------------------------
+# kind selection and reporting
+
+_kinds_used: set[str] = set()
+
+
+def isolation_kind() -> str:
+    """The isolation this run uses, from ``RMQPY_INTEROP_ISOLATION``.
+
+    ``"netns"`` (default) or ``"none"`` (explicit opt-out).  Raises
+    IsolationError on an unknown value.
+    """
+    raw = os.environ.get(ENV_ISOLATION, "").strip().lower()
+    kind = raw or "netns"
+    if kind not in KNOWN_KINDS:
+        raise IsolationError(
+            f"{ENV_ISOLATION}={raw!r} is not one of {', '.join(KNOWN_KINDS)}"
+        )
+    return kind
+
+
+def kinds_used() -> list[str]:
+    """Kinds of ClientHost actually created in this process so far."""
+    return sorted(_kinds_used)
+
+
+def describe() -> dict:
+    """Facts for a test report (junit properties, header, logs)."""
+    try:
+        kind = isolation_kind()
+    except IsolationError as e:
+        kind = f"invalid ({e})"
+    d = {"isolation": kind, "isolation_used": ",".join(kinds_used()) or "-"}
+    net = _default_network
+    if net is not None and not net.closed:
+        d["isolation_host_ip"] = net.host_ip
+        if net.kind == "netns":
+            d["isolation_block"] = str(net.block)
+    return d
+
+
+def report_line() -> str:
+    d = describe()
+    line = f"interop isolation: {d['isolation']}"
+    if d["isolation"] == "none":
+        line += f" (clients on the host over loopback: {ENV_ISOLATION}=none)"
+    elif d["isolation"] == "netns":
+        line += " (each client in its own network namespace)"
+    return line
+
+
+def pytest_report_header(config):  # re-exported by a conftest.py
+    return report_line()
+
+
+# --------------------------------------------------------------------------
+# small helpers
+
+
+def _run(argv: Sequence[str], *, check: bool = True, timeout: float = 30,
+         input: str | None = None) -> subprocess.CompletedProcess:
+    try:
+        cp = subprocess.run(list(argv), capture_output=True, text=True,
+                            timeout=timeout, input=input)
+    except FileNotFoundError as e:
+        raise IsolationError(
+            f"cannot run {argv[0]!r}: {e}. Network-namespace isolation needs "
+            f"iproute2 and root: run tests/interop/setup_host.sh as root, or set "
+            f"{ENV_ISOLATION}=none explicitly to run clients on the host."
+        ) from e
+    if check and cp.returncode != 0:
+        raise IsolationError(
+            f"{' '.join(argv)} failed (exit {cp.returncode}): "
+            f"{(cp.stderr or cp.stdout).strip()}"
+        )
+    return cp
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return _run([_IP, *args], check=check)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_ip_forward() -> str | None:
+    try:
+        with open("/proc/sys/net/ipv4/ip_forward") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def list_netns() -> list[str]:
+    cp = _ip("netns", "list", check=False)
+    if cp.returncode != 0:
+        return []
+    return [line.split()[0] for line in cp.stdout.splitlines() if line.strip()]
+
+
+def list_links() -> list[str]:
+    cp = _ip("-o", "link", "show", check=False)
+    names = []
+    for line in cp.stdout.splitlines():
+        # "7: rq123h1@if6: <BROADCAST,...> ..."
+        parts = line.split(":", 2)
+        if len(parts) >= 2:
+            names.append(parts[1].strip().split("@", 1)[0])
+    return names
+
+
+def _host_ipv4_networks() -> list[ipaddress.IPv4Network]:
+    """Networks already in use on the host: interface addresses and routes."""
+    nets = []
+    cp = _ip("-o", "-4", "addr", "show", check=False)
+    for line in cp.stdout.splitlines():
+        m = re.search(r"\binet (\S+)", line)
+        if m:
+            nets.append(ipaddress.ip_interface(m.group(1)).network)
+    cp = _ip("-4", "route", "show", "table", "all", check=False)
+    for line in cp.stdout.splitlines():
+        tok = line.split()
+        if not tok:
+            continue
+        dst = tok[1] if tok[0] in ("local", "broadcast", "unicast", "unreachable",
+                                   "blackhole", "prohibit", "throw") and len(tok) > 1 else tok[0]
+        if dst == "default":
+            continue
+        try:
+            nets.append(ipaddress.ip_network(dst, strict=False))
+        except ValueError:
+            pass
+    return nets
+
+
+class _FileLock:
+    """Cross-process lock so concurrent runs do not pick the same block."""
+
+    def __init__(self, path: str = LOCK_PATH):
+        self.path = path
+        self.fd = None
+
+    def __enter__(self):
+        d = os.path.dirname(self.path)
+        try:
+            os.makedirs(d, exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            # fall back to a private lock file; still serialises threads
+            self.fd = os.open(f"/tmp/rmqpy-interop-{os.getuid()}.lock",
+                              os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+
+def _kill_pids(pids: Iterable[int], grace: float = 3.0) -> None:
+    pids = [p for p in pids if p != os.getpid()]
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if _pid_alive(p) and not _is_zombie(p)]
+        if pids:
+            time.sleep(0.05)
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _netns_pids(name: str) -> list[int]:
+    cp = _ip("netns", "pids", name, check=False)
+    return [int(x) for x in cp.stdout.split() if x.isdigit()]
+
+
+def cleanup_stale(*, include_own: bool = False) -> list[str]:
+    """Delete ``rmqpy-*`` namespaces and ``rq*`` links whose owning pid is dead.
+
+    Returns the names removed.  Namespaces of live processes (concurrent
+    runs) are left alone; with include_own=True, this process's are removed
+    too.
+    """
+    if shutil.which(_IP) is None and not os.path.exists(_IP):
+        return []
+    removed = []
+
+    def stale(pid: int) -> bool:
+        if pid == os.getpid():
+            return include_own
+        return not _pid_alive(pid)
+
+    with _FileLock():
+        for link in list_links():
+            m = _LINK_RE.match(link)
+            if m and stale(int(m.group(1))):
+                if _ip("link", "del", link, check=False).returncode == 0:
+                    removed.append(link)
+        for ns in list_netns():
+            m = _NS_RE.match(ns)
+            if m and stale(int(m.group(1))):
+                _kill_pids(_netns_pids(ns))
+                if _ip("netns", "del", ns, check=False).returncode == 0:
+                    removed.append(ns)
+    return removed
+
+
+# --------------------------------------------------------------------------
+# client hosts
+
+
+class _ClientHostBase:
+    kind = "?"
+    name: str
+    host_ip: str
+    client_ip: str
+
+    def __init__(self):
+        self._procs: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
+        self._closed = False
+        self._lock = threading.Lock()
+
+    # subclasses: command(argv) -> list[str]
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        raise NotImplementedError
+
+    def popen(self, argv: Sequence[str], **kw) -> subprocess.Popen:
+        """subprocess.Popen(argv) inside this client host; env/cwd preserved
+        (or as given in kw).  The process is killed at close() if still running."""
+        if self._closed:
+            raise IsolationError(f"{self.name} is closed")
+        p = subprocess.Popen(self.command(argv), **kw)
+        self._procs.add(p)
+        return p
+
+    def run(self, argv: Sequence[str], timeout: float | None = None, *,
+            check: bool = False, capture_output: bool = True, text: bool = True,
+            **kw) -> subprocess.CompletedProcess:
+        """subprocess.run(argv) inside this client host (output captured,
+        text mode by default).  The child is killed on timeout."""
+        if self._closed:
+            raise IsolationError(f"{self.name} is closed")
+        return subprocess.run(self.command(argv), timeout=timeout, check=check,
+                              capture_output=capture_output, text=text, **kw)
+
+    def _kill_own(self):
+        for p in list(self._procs):
+            if p.poll() is None:
+                try:
+                    p.kill()
+                except OSError:
+                    pass
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"<{type(self).__name__} {self.name} client_ip={self.client_ip} "
+                f"host_ip={self.host_ip}{' closed' if self._closed else ''}>")
+
+
+class ClientHost(_ClientHostBase):
+    """A network namespace with a veth /30 to the host.
+
+    Attributes: ``name`` (namespace name), ``host_ip`` (where servers on the
+    host are reached / what they advertise), ``gateway_ip`` (host end of the
+    veth), ``client_ip`` (the namespace's address: the peer address servers
+    see), ``veth`` (host-side link name), ``kind == "netns"``.
+
+    Normally made by ``HostNetwork.new_client_host()``; ``ClientHost()``
+    alone uses the process-wide default network.
+    """
+
+    kind = "netns"
+
+    def __init__(self, network: "HostNetwork | None" = None, *, _index: int | None = None):
+        super().__init__()
+        if network is None:
+            network = get_host_network()
+            if network.kind != "netns":
+                raise IsolationError("ClientHost() needs netns isolation; "
+                                     "use new_client_host() to honour "
+                                     f"{ENV_ISOLATION}")
+        if _index is None:
+            _index = network._take_index()
+            own_index = True
+        else:
+            own_index = False
+        self.network = network
+        self.index = _index
+        self.name = f"{NS_PREFIX}{os.getpid()}-{_index}"
+        self.veth = f"rq{os.getpid()}h{_index}"
+        sub = network.link_subnet(_index)
+        self.subnet = sub
+        self.gateway_ip = str(sub.network_address + 1)
+        self.client_ip = str(sub.network_address + 2)
+        self.host_ip = network.host_ip
+        try:
+            self._create()
+        except BaseException:
+            self._destroy()
+            if own_index:
+                network._release_index(_index)
+            raise
+        network._register(self)
+        _kinds_used.add("netns")
+
+    def _create(self):
+        plen = self.subnet.prefixlen
+        _ip("netns", "add", self.name)
+        _ip("link", "add", self.veth, "type", "veth",
+            "peer", "name", "eth0", "netns", self.name)
+        # no IPv6 on the link: the namespace must not reach the host by a
+        # link-local address either.  Per-interface sysctls of our own links.
+        _write_sysctl(f"/proc/sys/net/ipv6/conf/{self.veth}/disable_ipv6", "1")
+        _ip("addr", "add", f"{self.gateway_ip}/{plen}", "dev", self.veth)
+        _ip("link", "set", self.veth, "up")
+        _ip("netns", "exec", self.name, "sh", "-c",
+            "echo 1 > /proc/sys/net/ipv6/conf/eth0/disable_ipv6 || true")
+        _ip("-n", self.name, "link", "set", "lo", "up")
+        _ip("-n", self.name, "addr", "add", f"{self.client_ip}/{plen}", "dev", "eth0")
+        _ip("-n", self.name, "link", "set", "eth0", "up")
+        _ip("-n", self.name, "route", "add", f"{self.host_ip}/32", "via", self.gateway_ip,
+            "dev", "eth0", "src", self.client_ip)
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """The argv that runs ``argv`` inside this namespace (for callers
+        that spawn processes themselves, e.g. reactor.spawnProcess)."""
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("argv must be a sequence, not a string")
+        return [_IP, "netns", "exec", self.name, *argv]
+
+    def pids(self) -> list[int]:
+        """Pids of processes currently in the namespace."""
+        return _netns_pids(self.name)
+
+    def _destroy(self):
+        if self.name in list_netns():
+            _kill_pids(_netns_pids(self.name))
+        # delete the veth explicitly: namespace teardown is asynchronous
+        # and a process still inside would keep the pair alive.
+        _ip("link", "del", self.veth, check=False)
+        _ip("netns", "del", self.name, check=False)
+
+    def close(self) -> None:
+        """Kill what still runs inside, delete the veth and the namespace.
+        Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._kill_own()
+            self._destroy()
+        finally:
+            self.network._unregister(self)
+        left = [n for n in (self.name,) if n in list_netns()]
+        left += [n for n in (self.veth,) if n in list_links()]
+        if left:
+            raise IsolationError(f"could not remove {', '.join(left)}")
+
+
+class LoopbackClientHost(_ClientHostBase):
+    """``RMQPY_INTEROP_ISOLATION=none``: runs clients directly on the host;
+    host_ip and client_ip are 127.0.0.1."""
+
+    kind = "none"
+    _counter = itertools.count(1)
+
+    def __init__(self, network: "HostNetwork | None" = None):
+        super().__init__()
+        self.network = network
+        self.name = f"loopback-{os.getpid()}-{next(self._counter)}"
+        self.host_ip = "127.0.0.1"
+        self.gateway_ip = "127.0.0.1"
+        self.client_ip = "127.0.0.1"
+        _kinds_used.add("none")
+        if network is not None:
+            network._register(self)
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("argv must be a sequence, not a string")
+        return list(argv)
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in list(self._procs) if p.poll() is None]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._kill_own()
+        if self.network is not None:
+            self.network._unregister(self)
+
+
+def _write_sysctl(path: str, value: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(value)
+    except OSError:
+        pass  # IPv6 disabled in the kernel: nothing to switch off
+
+
+# --------------------------------------------------------------------------
+# the host side
+
+
+class HostNetwork:
+    """The host side of the isolation for one test process.
+
+    ``kind``: "netns" or "none" (default: ``isolation_kind()``).
+    ``host_ip``: the address servers on the host listen on (or bind 0.0.0.0)
+    and advertise (brokerIP1, name server address) to every ClientHost.
+    ``new_client_host()`` makes a ClientHost (LoopbackClientHost for "none").
+    ``close()`` closes every client host and removes the anchor link.
+    """
+
+    _counter = itertools.count(0)
+
+    def __init__(self, kind: str | None = None, *, subnet: str | None = None,
+                 cleanup: bool = True):
+        self.kind = kind or isolation_kind()
+        if self.kind not in KNOWN_KINDS:
+            raise IsolationError(f"unknown isolation kind {self.kind!r}")
+        self.closed = False
+        self._lock = threading.Lock()
+        self._hosts: dict[str, _ClientHostBase] = {}
+        self._free: list[int] = []
+        self._next = 1
+        self.ip_forward_at_start = read_ip_forward()
+        self.block = None
+        self.anchor = None
+        if self.kind == "none":
+            self.host_ip = "127.0.0.1"
+            return
+        if os.geteuid() != 0:
+            raise IsolationError(
+                "network-namespace isolation needs root (CAP_NET_ADMIN and "
+                "CAP_SYS_ADMIN): run the interop suite as root after "
+                "tests/interop/setup_host.sh, or set "
+                f"{ENV_ISOLATION}=none explicitly to run clients on the host "
+                "over loopback.")
+        if shutil.which(_IP) is None:
+            raise IsolationError(
+                "iproute2's `ip` is not installed: run tests/interop/setup_host.sh "
+                f"as root, or set {ENV_ISOLATION}=none explicitly.")
+        if cleanup:
+            cleanup_stale()
+        self.anchor = f"rq{os.getpid()}n{next(self._counter)}"
+        base = ipaddress.ip_network(subnet or os.environ.get(ENV_SUBNET) or DEFAULT_SUBNET)
+        if base.version != 4 or base.prefixlen > BLOCK_PREFIX:
+            raise IsolationError(f"{ENV_SUBNET}={base} must be an IPv4 network "
+                                 f"of /{BLOCK_PREFIX} or larger")
+        with _FileLock():
+            self.block = self._pick_block(base)
+            self.host_ip = str(self.block.network_address + 1)
+            try:
+                _ip("link", "add", self.anchor, "type", "bridge")
+                _ip("addr", "add", f"{self.host_ip}/32", "dev", self.anchor)
+                _ip("link", "set", self.anchor, "up")
+            except IsolationError as e:
+                _ip("link", "del", self.anchor, check=False)
+                raise IsolationError(
+                    f"cannot set up the host side of the isolation: {e}. Run "
+                    "tests/interop/setup_host.sh as root, or set "
+                    f"{ENV_ISOLATION}=none explicitly.") from e
+        atexit.register(self._atexit)
+
+    @staticmethod
+    def _pick_block(base: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        blocks = list(base.subnets(new_prefix=BLOCK_PREFIX))
+        used = _host_ipv4_networks()
+        start = os.getpid() % len(blocks)
+        for i in range(len(blocks)):
+            b = blocks[(start + i) % len(blocks)]
+            if not any(b.overlaps(u) for u in used if u.prefixlen > 0):
+                return b
+        raise IsolationError(f"no free /{BLOCK_PREFIX} left in {base} "
+                             f"(set {ENV_SUBNET} to another range)")
+
+    def link_subnet(self, index: int) -> ipaddress.IPv4Network:
+        return ipaddress.ip_network(
+            f"{self.block.network_address + 4 * index}/30")
+
+    def _take_index(self) -> int:
+        with self._lock:
+            if self.closed:
+                raise IsolationError("HostNetwork is closed")
+            if self._free:
+                return self._free.pop(0)
+            n = self._next
+            if 4 * (n + 1) > self.block.num_addresses:
+                raise IsolationError(f"more than {n - 1} client hosts open at once")
+            self._next += 1
+            return n
+
+    def _release_index(self, index: int) -> None:
+        with self._lock:
+            self._free.append(index)
+
+    def _register(self, host):
+        with self._lock:
+            self._hosts[host.name] = host
+
+    def _unregister(self, host):
+        with self._lock:
+            if self._hosts.pop(host.name, None) is not None and host.kind == "netns":
+                self._free.append(host.index)
+
+    @property
+    def client_hosts(self) -> list[_ClientHostBase]:
+        with self._lock:
+            return list(self._hosts.values())
+
+    def new_client_host(self) -> _ClientHostBase:
+        if self.kind == "none":
+            return LoopbackClientHost(self)
+        return ClientHost(self)
+
+    def close(self) -> None:
+        """Close all client hosts, remove the anchor; idempotent.  Raises
+        IsolationError if ip_forward changed while we ran (we never touch it;
+        something else did)."""
+        if self.closed:
+            return
+        errors = []
+        for h in self.client_hosts:
+            try:
+                h.close()
+            except IsolationError as e:
+                errors.append(str(e))
+        self.closed = True
+        if self.anchor:
+            _ip("link", "del", self.anchor, check=False)
+        if errors:
+            raise IsolationError("; ".join(errors))
+        now = read_ip_forward()
+        if self.ip_forward_at_start is not None and now != self.ip_forward_at_start:
+            raise IsolationError(
+                f"net.ipv4.ip_forward changed during the run "
+                f"({self.ip_forward_at_start} -> {now}); the isolation never "
+                "writes it, so something else did")
+
+    def _atexit(self):
+        try:
+            self.close()
+        except Exception as e:  # noqa: BLE001 - best effort at exit
+            print(f"rmqpy isolation cleanup: {e}", file=sys.stderr)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<HostNetwork kind={self.kind} host_ip={self.host_ip} block={self.block}>"
+
+
+_default_network: HostNetwork | None = None
+_default_lock = threading.Lock()
+
+
+def get_host_network() -> HostNetwork:
+    """The process-wide HostNetwork of kind ``isolation_kind()``; made on
+    first use, closed at exit."""
+    global _default_network
+    with _default_lock:
+        if _default_network is None or _default_network.closed:
+            _default_network = HostNetwork()
+        return _default_network
+
+
+def new_client_host() -> _ClientHostBase:
+    return get_host_network().new_client_host()
+
+
+# --------------------------------------------------------------------------
+# pytest fixtures (import them into a conftest.py)
+
+try:
+    import pytest as _pytest
+except ImportError:  # pragma: no cover - library use without pytest
+    _pytest = None
+
+if _pytest is not None:
+
+    @_pytest.fixture(scope="session")
+    def host_network():
+        """Session HostNetwork; fails (never skips) if isolation cannot be set up."""
+        net = get_host_network()
+        yield net
+        net.close()
+
+    @_pytest.fixture
+    def client_host(host_network, record_property):
+        """A fresh ClientHost per test, closed afterwards; records the kind."""
+        record_property("isolation", host_network.kind)
+        with host_network.new_client_host() as ch:
+            yield ch
+
+
+# --------------------------------------------------------------------------
+# CLI
+
+
+def _main(argv: list[str]) -> int:
+    cmd = argv[0] if argv else "check"
+    if cmd == "kind":
+        print(isolation_kind())
+        return 0
+    if cmd == "cleanup":
+        for n in cleanup_stale():
+            print(f"removed {n}")
+        return 0
+    if cmd == "check":
+        with HostNetwork() as net, net.new_client_host() as ch:
+            cp = ch.run(["ip", "-4", "-o", "addr", "show"] if net.kind == "netns"
+                        else ["true"], timeout=30)
+            print(f"isolation {net.kind}: host_ip={net.host_ip} "
+                  f"client {ch.name} client_ip={ch.client_ip}")
+            if cp.returncode != 0:
+                print(cp.stderr, file=sys.stderr)
+                return 1
+        return 0
+    print("usage: python -m tests.interop.isolation [check|cleanup|kind]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
