@@ -199,7 +199,7 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _is_zombie(pid)
 
 
 def read_ip_forward() -> str | None:

@@ -287,7 +287,10 @@ def test_stale_namespaces_of_dead_runs_are_removed(net):
     subprocess.run(["ip", "link", "add", anchor, "type", "bridge"], check=True)
     try:
         removed = cleanup_stale()
-        assert {ns, veth, anchor} <= set(removed)
+        # (a concurrent run's own cleanup may have got there first, so the
+        # check is that they are gone, not who removed them)
+        assert not any(r.startswith((f"rmqpy-{os.getpid()}-", f"rq{os.getpid()}"))
+                       for r in removed)
         assert ns not in list_netns()
         assert veth not in list_links() and anchor not in list_links()
         # our own (live) namespaces are untouched
