@@ -1,0 +1,289 @@
+"""IndexFile / IndexService: hash index of message keys (facts §7.3)."""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import re
+import struct
+import time
+
+from rmqpy.protocol.message import (TRANSACTION_ROLLBACK_TYPE, java_string_hash)
+from rmqpy.protocol.sysflag import TRANSACTION_MASK
+
+log = logging.getLogger(__name__)
+
+HEADER = struct.Struct(">qqqqii")  # begin ts, end ts, begin phy, end phy, hashSlotCount, indexCount
+HEADER_SIZE = 40
+SLOT = struct.Struct(">i")
+ITEM = struct.Struct(">iqii")  # keyHash, phyOffset, timeDiff (s), prevIndex
+ITEM_SIZE = 20
+INT_MAX = 0x7FFFFFFF
+_NAME_RE = re.compile(r"^\d{17}$")
+
+
+def index_key_hash(key: str) -> int:
+    """abs(String.hashCode()), 0 when abs overflows (Integer.MIN_VALUE)."""
+    h = java_string_hash(key)
+    h = -h if h < 0 else h
+    return 0 if h > INT_MAX else h
+
+
+def build_key(topic: str, key: str) -> str:
+    return topic + "#" + key
+
+
+def time_to_file_name(ms: int) -> str:
+    t = time.localtime(ms / 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + "%03d" % (ms % 1000)
+
+
+class IndexFile:
+    def __init__(self, path: str, hash_slot_num: int, index_num: int, *, readonly: bool = False):
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = HEADER_SIZE + hash_slot_num * 4 + index_num * ITEM_SIZE
+        self.readonly = readonly
+        exists = os.path.exists(path)
+        if readonly:
+            self.fd = os.open(path, os.O_RDONLY)
+            length = os.fstat(self.fd).st_size
+            if length < HEADER_SIZE:
+                os.close(self.fd)
+                raise ValueError(f"{path}: index file too short ({length} bytes)")
+            self.mapped_len = min(length, self.file_size)
+            self.mm = mmap.mmap(self.fd, self.mapped_len, access=mmap.ACCESS_READ)
+        else:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            length = os.fstat(self.fd).st_size
+            if exists and length not in (0, self.file_size):
+                os.close(self.fd)
+                raise ValueError(f"{path}: length {length} does not match maxHashSlotNum/maxIndexNum "
+                                 f"({self.file_size} bytes expected)")
+            if length != self.file_size:
+                os.ftruncate(self.fd, self.file_size)
+            self.mapped_len = self.file_size
+            self.mm = mmap.mmap(self.fd, self.file_size)
+        (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+         self.hash_slot_count, self.index_count) = HEADER.unpack_from(self.mm, 0)
+        if self.index_count <= 0:
+            self.index_count = 1  # slot 0 of the item area is unused
+            self._write_header()
+        self.dirty = False
+
+    @property
+    def file_name(self) -> str:
+        return os.path.basename(self.path)
+
+    def _write_header(self) -> None:
+        if not self.readonly:
+            HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                             self.end_phy_offset, self.hash_slot_count, self.index_count)
+
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        if self.index_count >= self.index_num:
+            return False
+        key_hash = index_key_hash(key)
+        slot_pos = key_hash % self.hash_slot_num
+        abs_slot = HEADER_SIZE + slot_pos * 4
+        slot_value, = SLOT.unpack_from(self.mm, abs_slot)
+        if slot_value <= 0 or slot_value > self.index_count:
+            slot_value = 0
+        if self.begin_timestamp <= 0:
+            diff = 0
+        else:
+            diff = (store_timestamp - self.begin_timestamp) // 1000
+            diff = 0 if diff < 0 else min(diff, INT_MAX)
+        abs_index = HEADER_SIZE + self.hash_slot_num * 4 + self.index_count * ITEM_SIZE
+        ITEM.pack_into(self.mm, abs_index, key_hash, phy_offset, diff, slot_value)
+        SLOT.pack_into(self.mm, abs_slot, self.index_count)
+        if self.index_count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == 0:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        self.dirty = True
+        return True
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        return ((begin < self.begin_timestamp and end > self.end_timestamp)
+                or (self.begin_timestamp <= begin <= self.end_timestamp)
+                or (self.begin_timestamp <= end <= self.end_timestamp))
+
+    def select_phy_offsets(self, out: list[int], key: str, max_num: int, begin: int, end: int) -> None:
+        key_hash = index_key_hash(key)
+        abs_slot = HEADER_SIZE + (key_hash % self.hash_slot_num) * 4
+        if abs_slot + 4 > self.mapped_len:
+            return
+        slot_value, = SLOT.unpack_from(self.mm, abs_slot)
+        if slot_value <= 0 or slot_value > self.index_count or self.index_count <= 1:
+            return
+        nxt = slot_value
+        seen = 0
+        while len(out) < max_num and seen < self.index_num:
+            seen += 1
+            abs_index = HEADER_SIZE + self.hash_slot_num * 4 + nxt * ITEM_SIZE
+            if abs_index + ITEM_SIZE > self.mapped_len:
+                break
+            h, phy, diff, prev = ITEM.unpack_from(self.mm, abs_index)
+            if diff < 0:
+                break
+            t = self.begin_timestamp + diff * 1000
+            if h == key_hash and begin <= t <= end:
+                out.append(phy)
+            if prev <= 0 or prev > self.index_count or prev == nxt or t < begin:
+                break
+            nxt = prev
+
+    def flush_sync(self) -> None:
+        if not self.readonly and self.fd is not None:
+            self.dirty = False
+            os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.mm is not None:
+            self.mm.close()
+            self.mm = None
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class IndexService:
+    def __init__(self, store_path: str, hash_slot_num: int, index_num: int, *, readonly: bool = False,
+                 now=None, max_msgs_num_batch: int = 64):
+        self.store_path = store_path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.readonly = readonly
+        self.files: list[IndexFile] = []
+        self.now = now or (lambda: int(time.time() * 1000))
+        self.max_msgs_num_batch = max_msgs_num_batch
+
+    def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> None:
+        if not os.path.isdir(self.store_path):
+            return
+        for name in sorted(os.listdir(self.store_path)):
+            full = os.path.join(self.store_path, name)
+            if not _NAME_RE.match(name):
+                log.warning("ignoring foreign file %s in index directory", full)
+                continue
+            try:
+                f = IndexFile(full, self.hash_slot_num, self.index_num, readonly=self.readonly)
+            except ValueError as e:
+                if self.readonly:
+                    log.warning("%s", e)
+                    continue
+                raise
+            # Java deletes, after an abnormal exit, index files written past the checkpoint.
+            # Our index pages survive a process crash, and re-dispatch skips offsets
+            # already indexed, so we keep them (a power loss only costs stale hits, which
+            # are re-checked against the commit log).
+            self.files.append(f)
+
+    def get_and_create_last(self) -> IndexFile | None:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_write_full():
+            return last
+        if self.readonly:
+            return None
+        os.makedirs(self.store_path, exist_ok=True)
+        now = self.now()
+        name = time_to_file_name(now)
+        while any(f.file_name == name for f in self.files) or (last and name <= last.file_name):
+            now += 1
+            name = time_to_file_name(now)
+        f = IndexFile(os.path.join(self.store_path, name), self.hash_slot_num, self.index_num)
+        if last is not None:  # carry the end position like Java
+            f.begin_phy_offset = f.end_phy_offset = last.end_phy_offset
+            f.begin_timestamp = f.end_timestamp = last.end_timestamp
+            f._write_header()
+        self.files.append(f)
+        return f
+
+    def build_index(self, d) -> None:
+        """Index a DispatchInfo (UNIQ_KEY and KEYS), skipping what is already indexed."""
+        if d.sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return
+        f = self.get_and_create_last()
+        if f is None:
+            return
+        if d.commit_log_offset < f.end_phy_offset:
+            return
+        if d.uniq_key:
+            f = self._put(f, build_key(d.topic, d.uniq_key), d.commit_log_offset, d.store_timestamp)
+        if d.keys:
+            for k in d.keys.split(" "):
+                if k:
+                    f = self._put(f, build_key(d.topic, k), d.commit_log_offset, d.store_timestamp)
+
+    def _put(self, f: IndexFile, key: str, phy: int, ts: int) -> IndexFile:
+        for _ in range(3):
+            if f.put_key(key, phy, ts):
+                return f
+            f = self.get_and_create_last()
+        log.warning("index: failed to put key %r", key)
+        return f
+
+    def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int):
+        max_num = min(max_num, self.max_msgs_num_batch)
+        out: list[int] = []
+        last_ts = 0
+        last_phy = 0
+        for i in range(len(self.files) - 1, -1, -1):
+            f = self.files[i]
+            if i == len(self.files) - 1:
+                last_ts, last_phy = f.end_timestamp, f.end_phy_offset
+            if f.is_time_matched(begin, end):
+                f.select_phy_offsets(out, build_key(topic, key), max_num, begin, end)
+            if f.begin_timestamp < begin or len(out) >= max_num:
+                break
+        return out, last_ts, last_phy
+
+    def delete_expired(self, min_phy_offset: int) -> int:
+        """Delete index files whose entries all point below ``min_phy_offset`` (never the last)."""
+        n = 0
+        while len(self.files) - n > 1 and self.files[n].end_phy_offset < min_phy_offset:
+            n += 1
+        for f in self.files[:n]:
+            f.destroy()
+        self.files = self.files[n:]
+        return n
+
+    def flush_sync(self) -> int:
+        """fsync dirty index files; returns the end timestamp now known to be on disk."""
+        ts = 0
+        for f in list(self.files):
+            if f.dirty:
+                end_ts = f.end_timestamp
+                try:
+                    f.flush_sync()
+                except (OSError, ValueError):
+                    continue
+                ts = max(ts, end_ts)
+        return ts
+
+    def destroy(self) -> None:
+        for f in self.files:
+            f.destroy()
+        self.files = []
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
