@@ -1,0 +1,36 @@
+"""Name server configuration: NamesrvConfig and NettyServerConfig keys, as Java names them."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _home(*parts: str) -> str:
+    return os.path.join(os.path.expanduser("~"), *parts)
+
+
+@dataclass
+class NamesrvConfig:
+    rocketmqHome: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    kvConfigPath: str = field(default_factory=lambda: _home("namesrv", "kvConfig.json"))
+    configStorePath: str = field(default_factory=lambda: _home("namesrv", "namesrv.properties"))
+    productEnvName: str = "center"
+    clusterTest: bool = False
+    orderMessageEnable: bool = False
+    returnOrderTopicConfigToBroker: bool = True
+    # Java scans every 10 s (4.9) / 5 s (5.x) and expires brokers silent for 120 s.
+    scanNotActiveBrokerInterval: int = 10_000
+    brokerChannelExpiredTime: int = 120_000
+    configBlackList: str = "configBlackList;configStorePath;kvConfigPath"
+
+
+@dataclass
+class NettyServerConfig:
+    listenPort: int = 9876
+    bindAddress: str = "0.0.0.0"
+    serverChannelMaxIdleTimeSeconds: int = 120
+    # com.rocketmq.remoting.frameMaxLength
+    frameMaxLength: int = 16 * 1024 * 1024
+
+
+IMPORTANT_KEYS = ("rocketmqHome", "kvConfigPath", "listenPort", "orderMessageEnable")

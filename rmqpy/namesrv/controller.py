@@ -1,0 +1,74 @@
+"""NamesrvController: the name server as a Twisted service tree."""
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application import service
+from twisted.internet import task
+from twisted.logger import Logger
+
+from rmqpy.common.properties import apply_properties, config_items, format_properties
+from rmqpy.namesrv.config import NamesrvConfig, NettyServerConfig
+from rmqpy.namesrv.kvconfig import KVConfigManager
+from rmqpy.namesrv.processor import NamesrvRequestProcessor
+from rmqpy.namesrv.routeinfo import RouteInfoManager
+from rmqpy.remoting.dispatch import RequestDispatcher
+from rmqpy.remoting.protocol import RemotingServerFactory
+from rmqpy.remoting.server import FactoryWrapper, RemotingServerService
+
+
+class NamesrvController(service.MultiService):
+    log = Logger()
+
+    def __init__(self, config: NamesrvConfig, netty: NettyServerConfig, reactor: Any = None,
+                 clock: Any = None, wrap_factory: FactoryWrapper | None = None) -> None:
+        super().__init__()
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.reactor = reactor
+        self.clock = clock or reactor
+        self.config = config
+        self.netty = netty
+        self.routes = RouteInfoManager(now_ms=lambda: self.clock.seconds() * 1000,
+                                       broker_channel_expired_ms=config.brokerChannelExpiredTime)
+        self.kv = KVConfigManager(config.kvConfigPath)
+        self.dispatcher = RequestDispatcher()
+        self.processor = NamesrvRequestProcessor(self)
+        self.dispatcher.register(self.processor.handlers, self.processor)
+        self.dispatcher.add_channel_listener(self)
+        self.factory = RemotingServerFactory(self.dispatcher, self.clock, netty.frameMaxLength)
+        self.server = RemotingServerService(reactor, netty.listenPort, self.factory, netty.bindAddress,
+                                            wrap_factory)
+        self.server.setServiceParent(self)
+        self._scan = task.LoopingCall(self.routes.scan_not_active_brokers)
+        self._scan.clock = self.clock
+
+    def startService(self) -> None:
+        self.kv.load()
+        super().startService()
+        interval = self.config.scanNotActiveBrokerInterval / 1000.0
+        self._scan.start(interval, now=False)
+        self.log.info("The Name Server boot success. serializeType=JSON, port {port}", port=self.server.port_number)
+
+    def stopService(self) -> Any:
+        if self._scan.running:
+            self._scan.stop()
+        for channel in list(self.factory.channels):
+            channel.close()
+        return super().stopService()
+
+    # channel listener
+    def channel_closed(self, channel: Any) -> None:
+        self.routes.on_channel_destroy(channel)
+
+    # runtime config, as Java's Configuration object
+    def config_objects(self) -> list[Any]:
+        return [self.config, self.netty]
+
+    def update_config(self, props: dict[str, str]) -> None:
+        apply_properties(self.config_objects(), props,
+                         warn=lambda m: self.log.warn("UPDATE_NAMESRV_CONFIG: {m}", m=m))
+
+    def all_configs_text(self) -> str:
+        return "".join(format_properties(config_items(c)) for c in self.config_objects())

@@ -1,0 +1,221 @@
+"""DefaultRequestProcessor of the name server: one handler per request code."""
+from __future__ import annotations
+
+import zlib
+from typing import TYPE_CHECKING, Callable
+
+from twisted.logger import Logger
+
+from rmqpy.common.properties import PropertiesError, parse_properties
+from rmqpy.protocol import fastjson
+from rmqpy.protocol.bodies.route import QueueData, TopicRouteData, kv_table
+from rmqpy.protocol.bodies.topic import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers import namesrv as h
+from rmqpy.namesrv.routeinfo import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
+
+if TYPE_CHECKING:
+    from rmqpy.namesrv.controller import NamesrvController
+    from rmqpy.remoting.protocol import RemotingProtocol
+
+NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+FAQ_TIP = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+Handler = Callable[["RemotingProtocol", RemotingCommand], RemotingCommand]
+
+
+def crc32_masked(data: bytes) -> int:
+    """``UtilAll.crc32``: CRC32 masked to 31 bits."""
+    return zlib.crc32(data) & 0x7FFFFFFF
+
+
+class NamesrvRequestProcessor:
+    log = Logger()
+
+    def __init__(self, controller: "NamesrvController") -> None:
+        self.controller = controller
+        self.routes = controller.routes
+        self.kv = controller.kv
+        R = RequestCode
+        self.handlers: dict[int, Handler] = {
+            R.PUT_KV_CONFIG: self.put_kv_config,
+            R.GET_KV_CONFIG: self.get_kv_config,
+            R.DELETE_KV_CONFIG: self.delete_kv_config,
+            R.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+            R.QUERY_DATA_VERSION: self.query_data_version,
+            R.REGISTER_BROKER: self.register_broker,
+            R.UNREGISTER_BROKER: self.unregister_broker,
+            R.BROKER_HEARTBEAT: self.broker_heartbeat,
+            R.GET_ROUTEINFO_BY_TOPIC: self.get_route_info,
+            R.GET_BROKER_CLUSTER_INFO: self.get_cluster_info,
+            R.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+            R.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
+            R.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topics,
+            R.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            R.REGISTER_TOPIC_IN_NAMESRV: self.register_topic,
+            R.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            R.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topics,
+            R.GET_UNIT_TOPIC_LIST: self.get_unit_topics,
+            R.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_has_unit_sub_topics,
+            R.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_ununit_topics,
+            R.UPDATE_NAMESRV_CONFIG: self.update_config,
+            R.GET_NAMESRV_CONFIG: self.get_config,
+        }
+
+    def process_request(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        return self.handlers[request.code](channel, request)
+
+    # ------------------------------------------------------------------ KV config
+    def put_kv_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.PutKVConfigRequestHeader)
+        self.kv.put(hdr.namespace, hdr.key, hdr.value)
+        return request.response()
+
+    def get_kv_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.GetKVConfigRequestHeader)
+        value = self.kv.get(hdr.namespace, hdr.key)
+        if value is None:
+            return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                    f"No config item, Namespace: {hdr.namespace} Key: {hdr.key}")
+        return request.response(header=h.GetKVConfigResponseHeader(value=value))
+
+    def delete_kv_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.DeleteKVConfigRequestHeader)
+        self.kv.delete(hdr.namespace, hdr.key)
+        return request.response()
+
+    def get_kv_list_by_namespace(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.GetKVListByNamespaceRequestHeader)
+        table = self.kv.list_namespace(hdr.namespace)
+        if table is None:
+            return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {hdr.namespace}")
+        return request.response(body=kv_table(table))
+
+    # ------------------------------------------------------------------ brokers
+    def register_broker(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.RegisterBrokerRequestHeader)
+        body = request.body or b""
+        if hdr.bodyCrc32 and crc32_masked(body) != hdr.bodyCrc32:
+            self.log.warn("receive registerBroker request, crc32 not match from {peer}", peer=channel.remote_address)
+            return request.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        wrapper: TopicConfigSerializeWrapper | None = None
+        filters: list[str] = []
+        if body:
+            try:
+                if request.version >= MQVersion.V3_0_11:
+                    reg = RegisterBrokerBody.decode(body, bool(hdr.compressed), request.version)
+                    wrapper, filters = reg.topicConfigSerializeWrapper, reg.filterServerList
+                else:
+                    wrapper = TopicConfigSerializeWrapper.from_json(fastjson.loads(body))
+            except (ValueError, KeyError, TypeError, zlib.error) as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, f"bad register broker body: {exc}")
+        else:
+            wrapper = TopicConfigSerializeWrapper(dataVersion=DataVersion(0, 0))
+        result = self.routes.register_broker(hdr.clusterName, hdr.brokerAddr, hdr.brokerName, hdr.brokerId,
+                                             hdr.haServerAddr, wrapper, filters, channel,
+                                             hdr.heartbeatTimeoutMillis)
+        out_body = None
+        if self.controller.config.returnOrderTopicConfigToBroker:
+            table = self.kv.list_namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
+            out_body = kv_table(table) if table is not None else None
+        return request.response(header=h.RegisterBrokerResponseHeader(haServerAddr=result.ha_server_addr,
+                                                                      masterAddr=result.master_addr),
+                                body=out_body)
+
+    def unregister_broker(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.UnRegisterBrokerRequestHeader)
+        self.routes.unregister_broker(hdr.clusterName, hdr.brokerAddr, hdr.brokerName, hdr.brokerId)
+        return request.response()
+
+    def broker_heartbeat(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.BrokerHeartbeatRequestHeader)
+        self.routes.touch(hdr.brokerAddr)
+        return request.response()
+
+    def query_data_version(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.QueryDataVersionRequestHeader)
+        version = DataVersion.from_json(fastjson.loads(request.body)) if request.body else DataVersion(0, 0)
+        changed = self.routes.is_topic_config_changed(hdr.brokerAddr, version)
+        if not changed:
+            self.routes.touch(hdr.brokerAddr)
+        ours = self.routes.data_version_of(hdr.brokerAddr)
+        return request.response(header=h.QueryDataVersionResponseHeader(changed=changed),
+                                body=fastjson.dumps(ours).encode() if ours is not None else None)
+
+    # ------------------------------------------------------------------ routes and topics
+    def get_route_info(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.GetRouteInfoRequestHeader)
+        route = self.routes.route_of(hdr.topic)
+        if route is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST,
+                                    f"No topic route info in name server for the topic: {hdr.topic}{FAQ_TIP}")
+        if self.controller.config.orderMessageEnable:
+            route.orderTopicConf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, hdr.topic)
+        standard = request.version >= MQVersion.V4_9_4 or bool(hdr.acceptStandardJsonOnly)
+        return request.response(body=route.encode(standard_json=standard))
+
+    def get_cluster_info(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        return request.response(body=fastjson.dumps(self.routes.cluster_info()).encode())
+
+    def wipe_write_perm(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.WipeWritePermOfBrokerRequestHeader)
+        count = self.routes.change_write_perm(hdr.brokerName, wipe=True)
+        self.log.info("wipe write perm of broker {name}, count {count}", name=hdr.brokerName, count=count)
+        return request.response(header=h.WipeWritePermOfBrokerResponseHeader(wipeTopicCount=count))
+
+    def add_write_perm(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.AddWritePermOfBrokerRequestHeader)
+        count = self.routes.change_write_perm(hdr.brokerName, wipe=False)
+        return request.response(header=h.AddWritePermOfBrokerResponseHeader(addTopicCount=count))
+
+    def get_all_topics(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        return request.response(body=self.routes.all_topics().encode())
+
+    def delete_topic(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.DeleteTopicFromNamesrvRequestHeader)
+        self.routes.delete_topic(hdr.topic, hdr.clusterName)
+        return request.response()
+
+    def register_topic(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.RegisterTopicRequestHeader)
+        if request.body:
+            route = TopicRouteData.from_json(fastjson.loads(request.body))
+            self.routes.register_topic(hdr.topic, [QueueData(**vars(q)) for q in route.queueDatas])
+        return request.response()
+
+    def get_topics_by_cluster(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.GetTopicsByClusterRequestHeader)
+        return request.response(body=self.routes.topics_by_cluster(hdr.cluster).encode())
+
+    def get_system_topics(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        return request.response(body=self.routes.system_topics().encode())
+
+    def get_unit_topics(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        return request.response(body=self.routes.topics_with_flag(
+            lambda f: bool(f & TOPIC_SYS_FLAG_UNIT)).encode())
+
+    def get_has_unit_sub_topics(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        return request.response(body=self.routes.topics_with_flag(
+            lambda f: bool(f & TOPIC_SYS_FLAG_UNIT_SUB)).encode())
+
+    def get_has_unit_sub_ununit_topics(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        return request.response(body=self.routes.topics_with_flag(
+            lambda f: not f & TOPIC_SYS_FLAG_UNIT and bool(f & TOPIC_SYS_FLAG_UNIT_SUB)).encode())
+
+    # ------------------------------------------------------------------ config
+    def update_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        if request.body:
+            try:
+                props = parse_properties(request.body.decode("utf-8"), "UPDATE_NAMESRV_CONFIG body")
+            except (PropertiesError, UnicodeDecodeError) as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+            black = {k for k in self.controller.config.configBlackList.split(";") if k}
+            if black & set(props):
+                return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+            self.controller.update_config(props)
+        return request.response()
+
+    def get_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+        text = self.controller.all_configs_text()
+        return request.response(body=text.encode("utf-8") if text else None)

@@ -1,0 +1,52 @@
+"""``twistd rmq-namesrv``: options as NamesrvStartup has them (-c, -p, -m)."""
+from __future__ import annotations
+
+import sys
+
+from twisted.python import usage
+
+from rmqpy.common.properties import (PropertiesError, apply_properties, config_items, format_properties,
+                                     load_properties)
+from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig
+
+
+class Options(usage.Options):
+    synopsis = "[-c namesrv.conf] [-p | -m]"
+    longdesc = "Apache RocketMQ-compatible name server (listens on 9876 unless listenPort is set)."
+    optParameters = [
+        ["configFile", "c", None, "Name server config properties file"],
+        ["listenPort", None, None, "Override listenPort (handy for tests)"],
+    ]
+    optFlags = [
+        ["printConfigItem", "p", "Print all config items and exit"],
+        ["printImportantConfig", "m", "Print important config items and exit"],
+    ]
+
+
+def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
+    config, netty = NamesrvConfig(), NettyServerConfig()
+    props: dict[str, str] = {}
+    if options["configFile"]:
+        props = load_properties(options["configFile"])
+    if options["listenPort"]:
+        props["listenPort"] = options["listenPort"]
+    apply_properties([config, netty], props,
+                     warn=lambda m: print(f"rmq-namesrv: warning: {m}", file=sys.stderr))
+    return config, netty
+
+
+def makeService(options: Options):  # noqa: N802 (Twisted's name)
+    from rmqpy.namesrv.controller import NamesrvController
+    try:
+        config, netty = build_configs(options)
+    except PropertiesError as exc:
+        raise SystemExit(f"rmq-namesrv: {exc}")
+    if options["printConfigItem"] or options["printImportantConfig"]:
+        items = config_items(config) + config_items(netty)
+        if options["printImportantConfig"]:
+            items = [(k, v) for k, v in items if k in IMPORTANT_KEYS]
+        sys.stdout.write(format_properties(items))
+        sys.stdout.flush()
+        raise SystemExit(0)
+    from rmqpy.remoting import tls_hook
+    return NamesrvController(config, netty, wrap_factory=tls_hook.server_wrapper(options.get("tlsProps", {})))

@@ -1,0 +1,43 @@
+"""A listening remoting port as a Twisted service."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from twisted.application import service
+from twisted.internet import defer
+from twisted.internet.protocol import Factory
+
+FactoryWrapper = Callable[[Factory], Factory]
+
+
+class RemotingServerService(service.Service):
+    """Listens on ``interface:port`` with a remoting factory.
+
+    ``wrap_factory`` lets TLS put its first-byte detector in front of the remoting protocol
+    without the processors knowing. ``port=0`` picks a free port (see ``port_number``).
+    """
+
+    def __init__(self, reactor: Any, port: int, factory: Factory, interface: str = "",
+                 wrap_factory: FactoryWrapper | None = None) -> None:
+        self.reactor = reactor
+        self.port = port
+        self.interface = "" if interface in ("0.0.0.0", None) else interface
+        self.factory = factory
+        self.wrap_factory = wrap_factory
+        self._listening: Any = None
+
+    def startService(self) -> None:
+        super().startService()
+        factory = self.wrap_factory(self.factory) if self.wrap_factory else self.factory
+        self._listening = self.reactor.listenTCP(self.port, factory, interface=self.interface)
+
+    def stopService(self) -> defer.Deferred | None:
+        super().stopService()
+        port, self._listening = self._listening, None
+        if port is not None:
+            return defer.maybeDeferred(port.stopListening)
+        return None
+
+    @property
+    def port_number(self) -> int:
+        return self._listening.getHost().port if self._listening is not None else self.port
