@@ -185,8 +185,14 @@ class _Parser:
                 if len(hexdigits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in hexdigits):
                     self.pos = end
                     raise self.fail("bad \\u escape")
-                parts.append(chr(int(hexdigits, 16)))
+                code = int(hexdigits, 16)
                 start = end + 6
+                low = text[start + 2:start + 6] if text.startswith("\\u", start) else ""
+                if 0xD800 <= code < 0xDC00 and len(low) == 4 and all(c in "0123456789abcdefABCDEF" for c in low) \
+                        and 0xDC00 <= int(low, 16) < 0xE000:  # a UTF-16 surrogate pair
+                    code = 0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+                    start += 6
+                parts.append(chr(code))
             elif esc == "x":
                 parts.append(chr(int(text[end + 2:end + 4], 16)))
                 start = end + 4
