@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Set up everything the tests need (pip, apt, Maven, Go) and run every test:
+# fast unit tests, then interop tests with official Apache RocketMQ clients, mqadmin and
+# the Java broker and name server. Extra arguments go to pytest (e.g. -m "not interop").
+set -euo pipefail
+cd "$(dirname "$0")"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+if [ -f spark/requirements.txt ]; then
+  python3 -m pip install -q --disable-pip-version-check -r spark/requirements.txt
+fi
+bash tests/interop/setup_host.sh
+bash tests/interop/java/build.sh
+if [ -f tests/interop/go/build.sh ]; then bash tests/interop/go/build.sh; fi
+exec python3 -m pytest -p no:cacheprovider -q -rfEs "$@"
