@@ -1,0 +1,177 @@
+"""CommitLog: the append-only record log (facts §6.1, §7.1, §7.6)."""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import Callable, Iterator
+
+from rmqpy.protocol.message import (BLANK_MAGIC_CODE, DispatchInfo, check_record, peek_record_header,
+                                    MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2)
+from rmqpy.store.mapped_file import MappedFile, MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+END_FILE_MIN_BLANK_LENGTH = 8
+_BLANK = struct.Struct(">iI")
+
+
+class CommitLog:
+    def __init__(self, store_path: str, file_size: int, *, readonly: bool = False, check_crc: bool = True,
+                 delay_tags_code: Callable[[int, int], int] | None = None):
+        self.queue = MappedFileQueue(store_path, file_size, readonly=readonly)
+        self.file_size = file_size
+        self.check_crc = check_crc
+        self.delay_tags_code = delay_tags_code
+        self.readonly = readonly
+        self.last_store_timestamp = 0  # of the last appended record
+
+    def load(self) -> None:
+        self.queue.load()
+
+    # ------------------------------------------------------------------ offsets
+    def get_min_offset(self) -> int:
+        f = self.queue.first()
+        return f.file_from_offset if f is not None else 0
+
+    def get_max_offset(self) -> int:
+        return self.queue.max_wrote_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    # ------------------------------------------------------------------ read
+    def get_data(self, offset: int, size: int) -> bytes | None:
+        mf = self.queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.read(offset - mf.file_from_offset, size)
+
+    def get_record_size(self, offset: int) -> int | None:
+        mf = self.queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos + 8 > mf.readable_position():
+            return None
+        total, magic = _BLANK.unpack_from(mf.mm, pos)
+        if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2) or total <= 0:
+            return None
+        return total
+
+    def iter_records(self, start: int, end: int | None = None,
+                     check_crc: bool | None = None) -> Iterator[tuple[int, DispatchInfo]]:
+        """(offset, DispatchInfo) for each record from ``start``; blank records are skipped;
+        stops at the first invalid record (yielding it) or at ``end``/max offset."""
+        check = self.check_crc if check_crc is None else check_crc
+        off = start
+        limit = self.get_max_offset() if end is None else end
+        while off < limit:
+            mf = self.queue.find_mapped_file_by_offset(off)
+            if mf is None:
+                return
+            pos = off - mf.file_from_offset
+            wrote = mf.readable_position()
+            mm = mf.mm
+            while pos < wrote and mf.file_from_offset + pos < limit:
+                d = check_record(memoryview(mm)[:wrote], pos, check_crc=check,
+                                 delay_tags_code=self.delay_tags_code)
+                if not d.success:
+                    yield mf.file_from_offset + pos, d
+                    return
+                if d.size == 0:
+                    break
+                yield mf.file_from_offset + pos, d
+                pos += d.size
+            off = mf.end_offset
+
+    # ------------------------------------------------------------------ write
+    def mapped_file_for(self, size: int) -> MappedFile:
+        """The file the next record of ``size`` bytes goes into; writes the blank
+        end-of-file record and rolls over when it does not fit."""
+        mf = self.queue.get_last_mapped_file(0)
+        if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining():
+            remaining = mf.remaining()
+            if remaining >= 8:
+                _BLANK.pack_into(mf.mm, mf.wrote_position, remaining, BLANK_MAGIC_CODE)
+            mf.wrote_position = mf.file_size
+            mf = self.queue.get_last_mapped_file(0)
+            if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining():
+                raise ValueError(f"record of {size} bytes does not fit in a commitlog file of {self.file_size}")
+        return mf
+
+    # ------------------------------------------------------------------ recovery
+    def _scan_from(self, index: int, on_record: Callable[[DispatchInfo], None] | None) -> int:
+        """Walk records from file ``index``; returns the end of valid data."""
+        files = self.queue.files
+        mf = files[index]
+        process = mf.file_from_offset
+        pos = 0
+        while True:
+            mm = mf.mm
+            view = memoryview(mm)[:mf.readable_position()] if mm is not None else b""
+            d = check_record(view, pos, check_crc=self.check_crc, delay_tags_code=self.delay_tags_code)
+            if d.success and d.size > 0:
+                if d.commit_log_offset != mf.file_from_offset + pos:
+                    log.warning("commitlog: record at %d claims offset %d; stopping recovery there",
+                                mf.file_from_offset + pos, d.commit_log_offset)
+                    break
+                if on_record is not None:
+                    on_record(d)
+                self.last_store_timestamp = d.store_timestamp
+                pos += d.size
+            elif d.success and d.size == 0:  # blank: next file
+                index += 1
+                if index >= len(files):
+                    break
+                mf = files[index]
+                process = mf.file_from_offset
+                pos = 0
+            else:
+                if mf.file_from_offset + pos < self.queue.max_wrote_offset():
+                    log.info("commitlog recovery: end of valid data at %d (%s)", mf.file_from_offset + pos,
+                             d.reason or "invalid record")
+                break
+        return process + pos
+
+    def recover_normally(self) -> int:
+        files = self.queue.files
+        if not files:
+            return 0
+        end = self._scan_from(max(0, len(files) - 3), None)
+        self._truncate(end)
+        return end
+
+    def recover_abnormally(self, is_start_file: Callable[[int, int], bool],
+                           on_record: Callable[[DispatchInfo], None]) -> int:
+        """Pick the last file whose first record passes ``is_start_file(magic, store_ts)``,
+        re-dispatch every record from there, truncate after the last valid one."""
+        files = self.queue.files
+        if not files:
+            return 0
+        index = len(files) - 1
+        while index >= 0:
+            mf = files[index]
+            if mf.mm is not None and mf.mapped_len >= 64:
+                total, magic, sts = peek_record_header(mf.mm, 0)
+                if magic in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2) and sts != 0 and is_start_file(magic, sts):
+                    break
+            index -= 1
+        index = max(index, 0)
+        end = self._scan_from(index, on_record)
+        self._truncate(end)
+        return end
+
+    def _truncate(self, end: int) -> None:
+        old_max = self.queue.max_wrote_offset()
+        self.queue.truncate_dirty_files(end)
+        for f in self.queue.files:
+            f.flushed_position = f.wrote_position
+        last = self.queue.last()
+        if last is not None and not self.readonly and end < old_max:
+            # clear the torn tail so that a later crash cannot resurrect it
+            last.zero(last.wrote_position, min(last.file_size, last.wrote_position + (5 << 20)))
+
+    # ------------------------------------------------------------------ retention
+    def close(self) -> None:
+        self.queue.close()

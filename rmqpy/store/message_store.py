@@ -1,0 +1,1078 @@
+"""MessageStore: RocketMQ ``DefaultMessageStore`` on Twisted (facts §6, §7).
+
+Appends happen on the reactor thread (mmap writes); fsync of the commit log,
+consume queues, index files and checkpoint runs in a small thread pool when a
+real reactor is used.  With a ``twisted.internet.task.Clock`` (tests) blocking
+work runs inline.  Records are dispatched into the consume queues and the index
+synchronously right after the append, and arrive listeners are called then.
+"""
+
+from __future__ import annotations
+
+import enum
+import fcntl
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from twisted.internet import defer
+
+from rmqpy.protocol.message import (
+    PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_WAIT_STORE_MSG_OK,
+    SCHEDULE_TOPIC, DispatchInfo, MessageExt, MessageExtBatch, MessageExtBrokerInner, create_offset_msg_id,
+    decode_batch_body, decode_record, encode_record_into, host_bytes, java_string_hash, properties_to_string,
+    string_to_properties, RecordError, MAX_TOPIC_LENGTH_V1, MAX_PROPERTIES_LENGTH, record_size,
+)
+from rmqpy.protocol import sysflag as SF
+from rmqpy.store.checkpoint import StoreCheckpoint
+from rmqpy.store.commitlog import CommitLog
+from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
+from rmqpy.store.consume_queue import ConsumeQueue, INT_MAX
+from rmqpy.store.index import IndexService
+from rmqpy.store.mapped_file import StoreError
+from rmqpy.store.stats import StoreStats
+
+log = logging.getLogger(__name__)
+
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+DISK_SPACE_WARNING_RATIO = 0.90
+DISK_SPACE_CLEAN_FORCIBLY_RATIO = 0.85
+DELETE_FILES_BATCH_MAX = 10
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPEDFILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+
+
+class AppendMessageStatus(enum.Enum):
+    PUT_OK = 0
+    END_OF_FILE = 1
+    MESSAGE_SIZE_EXCEEDED = 2
+    PROPERTIES_SIZE_EXCEEDED = 3
+    UNKNOWN_ERROR = 4
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+
+
+@dataclass
+class AppendMessageResult:
+    status: AppendMessageStatus
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    msg_id: str = ""
+    store_timestamp: int = 0
+    logics_offset: int = 0
+    page_cache_rt: int = 0
+    msg_num: int = 1
+
+
+@dataclass
+class PutMessageResult:
+    put_message_status: PutMessageStatus
+    append_message_result: AppendMessageResult | None = None
+
+    def is_ok(self) -> bool:
+        return (self.append_message_result is not None
+                and self.append_message_result.status == AppendMessageStatus.PUT_OK
+                and self.put_message_status == PutMessageStatus.PUT_OK)
+
+
+@dataclass
+class GetMessageResult:
+    status: GetMessageStatus = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    message_list: list = field(default_factory=list)  # raw records as stored (bytes)
+    message_queue_offsets: list = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.message_list)
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.message_list)
+
+
+@dataclass
+class QueryMessageResult:
+    message_list: list = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+    buffer_total_size: int = 0
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.message_list)
+
+
+def _total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 << 30
+
+
+TOTAL_PHYSICAL_MEMORY_SIZE = _total_physical_memory()
+
+
+def disk_used_ratio(path: str) -> float:
+    """Used fraction of the partition holding ``path`` (Java getDiskPartitionSpaceUsedPercent), -1 if unknown."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1.0
+    total = st.f_blocks * st.f_frsize
+    if total <= 0:
+        return -1.0
+    free = st.f_bfree * st.f_frsize
+    used = total - free
+    return used / total
+
+
+class MessageStore:
+    def __init__(self, config: MessageStoreConfig, store_host: tuple[str, int], reactor=None):
+        if reactor is None:
+            from twisted.internet import reactor as _r
+            reactor = _r
+        config.validate()
+        self.config = config
+        self.reactor = reactor
+        self.store_host = store_host
+        self._store_host_bytes = host_bytes(store_host)
+        self._delay_levels = config.delay_levels
+        self.max_delay_level = max(self._delay_levels) if self._delay_levels else 0
+        ro = config.readOnly
+        self.commit_log = CommitLog(config.commitlog_dir, config.mappedFileSizeCommitLog, readonly=ro,
+                                    check_crc=config.checkCRCOnRecover, delay_tags_code=self.compute_deliver_timestamp)
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.index_service = IndexService(config.index_dir, config.maxHashSlotNum, config.maxIndexNum, readonly=ro,
+                                          now=self.now, max_msgs_num_batch=config.maxMsgsNumBatch)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.stats = StoreStats(self.now)
+        self.arrive_listeners: list[Callable] = []
+        self.last_exit_ok = True
+        self.shutdown_flag = True
+        self.disk_full = False
+        self._lock_fd = None
+        self._timers: list = []
+        self._threadpool = None
+        self._flushing = False
+        self._flush_waiters: list = []
+        self._cq_flushing = False
+        self._last_logics_ts = 0
+        self._last_flush_thorough = 0
+        self._loaded = False
+
+    # ------------------------------------------------------------------ clock
+    def now(self) -> int:
+        return int(self.reactor.seconds() * 1000)
+
+    def compute_deliver_timestamp(self, level: int, store_timestamp: int) -> int:
+        if level > self.max_delay_level:
+            level = self.max_delay_level
+        if level <= 0:
+            return store_timestamp  # Java leaves the TAGS hash; callers check level>0 first
+        return store_timestamp + self._delay_levels.get(level, 1000)
+
+    # ------------------------------------------------------------------ lifecycle
+    def load(self) -> bool:
+        cfg = self.config
+        if not cfg.readOnly:
+            os.makedirs(cfg.storePathRootDir, exist_ok=True)
+            self._lock()
+        self.last_exit_ok = not os.path.exists(cfg.abort_path)
+        log.info("message store load: last exit %s", "OK" if self.last_exit_ok else "ABNORMAL")
+        self.commit_log.load()
+        self._load_consume_queues()
+        self.checkpoint = StoreCheckpoint(cfg.checkpoint_path, readonly=cfg.readOnly)
+        if cfg.messageIndexEnable:
+            self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+        self._recover()
+        self._reput_from_consume_queues()
+        self._loaded = True
+        self.shutdown_flag = False
+        return True
+
+    def _lock(self) -> None:
+        path = self.config.lock_path
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            os.close(fd)
+            raise StoreError(f"{path}: the store is locked by another process (another broker running?)")
+        os.pwrite(fd, b"lock", 0)
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def _load_consume_queues(self) -> None:
+        root = self.config.consume_queue_dir
+        if not os.path.isdir(root):
+            return
+        for topic in sorted(os.listdir(root)):
+            tdir = os.path.join(root, topic)
+            if not os.path.isdir(tdir):
+                log.warning("ignoring foreign file %s in consumequeue", tdir)
+                continue
+            for q in sorted(os.listdir(tdir)):
+                try:
+                    qid = int(q)
+                except ValueError:
+                    log.warning("ignoring foreign entry %s", os.path.join(tdir, q))
+                    continue
+                cq = ConsumeQueue(topic, qid, root, self.config.mappedFileSizeConsumeQueue, readonly=self.config.readOnly)
+                cq.load()
+                self.consume_queue_table.setdefault(topic, {})[qid] = cq
+
+    def _recover(self) -> None:
+        max_cq_phy = -1
+        for qs in self.consume_queue_table.values():
+            for cq in qs.values():
+                cq.recover()
+                max_cq_phy = max(max_cq_phy, cq.get_max_physic_offset())
+        if not self.commit_log.queue.files:
+            if self.consume_queue_table and not self.config.readOnly:
+                log.warning("commit log is empty: destroying consume queues")
+                for qs in self.consume_queue_table.values():
+                    for cq in qs.values():
+                        cq.destroy()
+                self.consume_queue_table.clear()
+            end = 0
+        elif self.last_exit_ok:
+            end = self.commit_log.recover_normally()
+        else:
+            cp = self.checkpoint
+            if self.config.messageIndexEnable and self.config.messageIndexSafe:
+                limit = cp.get_min_timestamp_index()
+            else:
+                limit = cp.get_min_timestamp()
+            end = self.commit_log.recover_abnormally(lambda magic, ts: ts <= limit, self._dispatch_recover)
+        if max_cq_phy >= end:
+            for qs in self.consume_queue_table.values():
+                for cq in qs.values():
+                    cq.truncate_dirty_logic_files(end)
+        self._recover_topic_queue_table()
+
+    def _dispatch_recover(self, d: DispatchInfo) -> None:
+        self._dispatch(d, notify=False)
+
+    def _recover_topic_queue_table(self) -> None:
+        min_phy = self.commit_log.get_min_offset()
+        self.topic_queue_table.clear()
+        for topic, qs in self.consume_queue_table.items():
+            for qid, cq in qs.items():
+                self.topic_queue_table[(topic, qid)] = cq.get_max_offset_in_queue()
+                cq.correct_min_offset(min_phy)
+
+    def _reput_from_consume_queues(self) -> None:
+        start = self.commit_log.get_min_offset()
+        for qs in self.consume_queue_table.values():
+            for cq in qs.values():
+                start = max(start, cq.get_max_physic_offset())
+        end = self.commit_log.get_max_offset()
+        n = 0
+        for off, d in self.commit_log.iter_records(start, end, check_crc=False):
+            if not d.success:
+                log.warning("reput stopped at %d: %s", off, d.reason)
+                break
+            self._dispatch(d, notify=False)
+            n += 1
+            key = (d.topic, d.queue_id)
+            tran = d.sys_flag & SF.TRANSACTION_MASK
+            if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
+                if self.topic_queue_table.get(key, 0) < d.queue_offset + 1:
+                    self.topic_queue_table[key] = d.queue_offset + 1
+        if n:
+            log.info("re-dispatched %d records from commit log offset %d", n, start)
+
+    def start(self) -> None:
+        if not self._loaded:
+            raise StoreError("MessageStore.start() before load()")
+        cfg = self.config
+        if cfg.readOnly:
+            return
+        with open(cfg.abort_path, "wb"):
+            pass
+        self.stats.start()
+        if hasattr(self.reactor, "callFromThread") and hasattr(self.reactor, "getThreadPool"):
+            from twisted.python.threadpool import ThreadPool
+            self._threadpool = ThreadPool(1, 2, name="rmqpy-store-flush")
+            self._threadpool.start()
+        self._schedule(cfg.flushIntervalCommitLog, self._commitlog_flush_tick)
+        self._schedule(cfg.flushIntervalConsumeQueue, self._cq_flush_tick)
+        self._schedule(cfg.cleanResourceInterval, self._clean_tick)
+        self._schedule(1000, self._stats_tick)
+
+    def _schedule(self, interval_ms: int, fn) -> None:
+        def run():
+            if self.shutdown_flag:
+                return
+            try:
+                fn()
+            except Exception:  # noqa: BLE001
+                log.exception("store timer %s failed", getattr(fn, "__name__", fn))
+            slot[0] = self.reactor.callLater(interval_ms / 1000.0, run)
+        slot = [self.reactor.callLater(interval_ms / 1000.0, run)]
+        self._timers.append(slot)
+
+    def shutdown(self) -> None:
+        if self.shutdown_flag and not self._loaded:
+            return
+        self.shutdown_flag = True
+        for slot in self._timers:
+            c = slot[0]
+            if c.active():
+                c.cancel()
+        self._timers.clear()
+        if not self.config.readOnly:
+            self._flush_commitlog_blocking()
+            self._fire_flush_waiters(self.commit_log.get_max_offset())
+            self._flush_logics_blocking()
+            if self.checkpoint is not None:
+                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
+                                                           self.commit_log.last_store_timestamp)
+                self.checkpoint.confirm_phy_offset = self.commit_log.get_max_offset()
+                self.checkpoint.flush()
+        if self._threadpool is not None:
+            self._threadpool.stop()
+            self._threadpool = None
+        self.commit_log.close()
+        for qs in self.consume_queue_table.values():
+            for cq in qs.values():
+                cq.close()
+        self.index_service.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        if not self.config.readOnly:
+            try:
+                os.unlink(self.config.abort_path)
+            except FileNotFoundError:
+                pass
+            self._unlock()
+        self._loaded = False
+
+    # ------------------------------------------------------------------ threads
+    def _in_thread(self, fn, *args):
+        if self._threadpool is not None:
+            from twisted.internet.threads import deferToThreadPool
+            return deferToThreadPool(self.reactor, self._threadpool, fn, *args)
+        return defer.maybeDeferred(fn, *args)
+
+    # ------------------------------------------------------------------ consume queues
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
+        qs = self.consume_queue_table.get(topic)
+        if qs is None:
+            if not create:
+                return None
+            qs = self.consume_queue_table.setdefault(topic, {})
+        cq = qs.get(queue_id)
+        if cq is None and create:
+            cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir, self.config.mappedFileSizeConsumeQueue,
+                              readonly=self.config.readOnly)
+            qs[queue_id] = cq
+        return cq
+
+    def _dispatch(self, d: DispatchInfo, notify: bool = True) -> None:
+        tran = d.sys_flag & SF.TRANSACTION_MASK
+        if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
+            cq = self.find_consume_queue(d.topic, d.queue_id)
+            cq.put(d.commit_log_offset, d.size, d.tags_code, d.queue_offset)
+            self._last_logics_ts = d.store_timestamp
+        if self.config.messageIndexEnable:
+            self.index_service.build_index(d)
+        if notify and self.arrive_listeners and tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
+            for cb in self.arrive_listeners:
+                try:
+                    cb(d.topic, d.queue_id, d.queue_offset + 1, d.tags_code, d.store_timestamp, d.properties)
+                except Exception:  # noqa: BLE001
+                    log.exception("arrive listener failed")
+
+    def add_arrive_listener(self, callback: Callable) -> None:
+        self.arrive_listeners.append(callback)
+
+    # ------------------------------------------------------------------ put
+    def _check_store_status(self) -> PutMessageStatus:
+        if self.shutdown_flag:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.config.brokerRole == "SLAVE" or self.config.readOnly:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.disk_full:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        return PutMessageStatus.PUT_OK
+
+    def _fail(self, status: PutMessageStatus, append_status: AppendMessageStatus | None = None):
+        self.stats.put_failed()
+        return defer.succeed(PutMessageResult(status, AppendMessageResult(append_status) if append_status else None))
+
+    def put_message(self, msg: MessageExtBrokerInner) -> defer.Deferred:
+        st = self._check_store_status()
+        if st != PutMessageStatus.PUT_OK:
+            return self._fail(st)
+        t0 = time.perf_counter()
+        topic_b = msg.topic.encode("utf-8")
+        if len(topic_b) > MAX_TOPIC_LENGTH_V1:
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+        tran = msg.sys_flag & SF.TRANSACTION_MASK
+        props = msg.get_properties()
+        # delay level (4.9 CommitLog.putMessage): park in SCHEDULE_TOPIC_XXXX, queue level-1
+        if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE) and msg.topic != SCHEDULE_TOPIC:
+            lvl = props.get(PROPERTY_DELAY_TIME_LEVEL)
+            if lvl is not None:
+                try:
+                    level = int(lvl)
+                except ValueError:
+                    level = 0
+                if level > 0:
+                    if level > self.max_delay_level:
+                        level = self.max_delay_level
+                        props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+                    props[PROPERTY_REAL_TOPIC] = msg.topic
+                    props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+                    msg.properties_string = None
+                    msg.topic = SCHEDULE_TOPIC
+                    msg.queue_id = level - 1
+                    topic_b = msg.topic.encode("utf-8")
+        props_b = msg.get_properties_string().encode("utf-8")
+        if len(props_b) > MAX_PROPERTIES_LENGTH:
+            return self._fail(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+        born = host_bytes(msg.born_host)
+        sys_flag = msg.sys_flag
+        sys_flag = (sys_flag | SF.BORNHOST_V6_FLAG) if len(born) == 20 else (sys_flag & ~SF.BORNHOST_V6_FLAG)
+        sh = self._store_host_bytes
+        sys_flag = (sys_flag | SF.STOREHOSTADDRESS_V6_FLAG) if len(sh) == 20 else (sys_flag & ~SF.STOREHOSTADDRESS_V6_FLAG)
+        body = msg.body or b""
+        size = record_size(sys_flag, len(body), len(topic_b), len(props_b))
+        if size > self.config.maxMessageSize + 0 and len(body) > self.config.maxMessageSize:
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        if size + 8 > self.config.mappedFileSizeCommitLog:
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        key = (msg.topic, msg.queue_id)
+        if tran in (SF.TRANSACTION_PREPARED_TYPE, SF.TRANSACTION_ROLLBACK_TYPE):
+            qoff = 0
+        else:
+            qoff = self.topic_queue_table.get(key, 0)
+        try:
+            mf = self.commit_log.mapped_file_for(size)
+        except OSError as e:
+            log.error("cannot create commit log file: %s", e)
+            return self._fail(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        now = self.now()
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        encode_record_into(mf.mm, pos, topic_bytes=topic_b, queue_id=msg.queue_id, flag=msg.flag, body=body,
+                           props_bytes=props_b, sys_flag=sys_flag, born_timestamp=msg.born_timestamp,
+                           born_host=born, store_timestamp=now, store_host=sh,
+                           reconsume_times=msg.reconsume_times,
+                           prepared_transaction_offset=msg.prepared_transaction_offset,
+                           queue_offset=qoff, physical_offset=phy)
+        mf.wrote_position = pos + size
+        self.commit_log.last_store_timestamp = now
+        msg.store_timestamp = now
+        if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
+            self.topic_queue_table[key] = qoff + 1
+        # dispatch
+        tags_code = java_string_hash(props["TAGS"]) if props.get("TAGS") else 0
+        if msg.topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
+            try:
+                lv = int(props[PROPERTY_DELAY_TIME_LEVEL])
+                if lv > 0:
+                    tags_code = self.compute_deliver_timestamp(lv, now)
+            except ValueError:
+                pass
+        d = DispatchInfo(size, True, msg.topic, msg.queue_id, phy, tags_code, now, qoff,
+                         props.get("KEYS") or "", props.get("UNIQ_KEY"), sys_flag,
+                         msg.prepared_transaction_offset, props)
+        self._dispatch(d)
+        result = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size,
+                                     create_offset_msg_id(sh, phy), now, qoff,
+                                     int((time.perf_counter() - t0) * 1000), 1)
+        self.stats.put_ok(size, time.perf_counter() - t0)
+        return self._handle_flush(result, props.get(PROPERTY_WAIT_STORE_MSG_OK))
+
+    def put_messages(self, batch: MessageExtBatch) -> defer.Deferred:
+        st = self._check_store_status()
+        if st != PutMessageStatus.PUT_OK:
+            return self._fail(st)
+        t0 = time.perf_counter()
+        topic_b = batch.topic.encode("utf-8")
+        if len(topic_b) > MAX_TOPIC_LENGTH_V1:
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+        if batch.sys_flag & SF.TRANSACTION_MASK or batch.topic == SCHEDULE_TOPIC:
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+        try:
+            items = decode_batch_body(batch.body)
+        except ValueError as e:
+            log.warning("bad batch body: %s", e)
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+        if not items:
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+        batch_props_b = (batch.properties_string or "").encode("utf-8")
+        born = host_bytes(batch.born_host)
+        sh = self._store_host_bytes
+        sys_flag = batch.sys_flag
+        sys_flag = (sys_flag | SF.BORNHOST_V6_FLAG) if len(born) == 20 else (sys_flag & ~SF.BORNHOST_V6_FLAG)
+        sys_flag = (sys_flag | SF.STOREHOSTADDRESS_V6_FLAG) if len(sh) == 20 else (sys_flag & ~SF.STOREHOSTADDRESS_V6_FLAG)
+        encoded = []
+        total = 0
+        for it in items:
+            pb = it.properties_string.encode("utf-8")
+            if batch_props_b:  # 4.9: batch-level properties appended to each message
+                if pb and not pb.endswith(b"\x02"):
+                    pb += b"\x02"
+                pb += batch_props_b
+            if len(pb) > MAX_PROPERTIES_LENGTH:
+                return self._fail(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+            size = record_size(sys_flag, len(it.body), len(topic_b), len(pb))
+            if len(it.body) > self.config.maxMessageSize:
+                return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+            encoded.append((it, pb, size))
+            total += size
+        if total + 8 > self.config.mappedFileSizeCommitLog:
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        try:
+            mf = self.commit_log.mapped_file_for(total)
+        except OSError as e:
+            log.error("cannot create commit log file: %s", e)
+            return self._fail(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        key = (batch.topic, batch.queue_id)
+        qoff0 = qoff = self.topic_queue_table.get(key, 0)
+        now = self.now()
+        pos = mf.wrote_position
+        first_phy = mf.file_from_offset + pos
+        ids = []
+        dispatches = []
+        for it, pb, size in encoded:
+            phy = mf.file_from_offset + pos
+            encode_record_into(mf.mm, pos, topic_bytes=topic_b, queue_id=batch.queue_id, flag=it.flag, body=it.body,
+                               props_bytes=pb, sys_flag=sys_flag, born_timestamp=batch.born_timestamp,
+                               born_host=born, store_timestamp=now, store_host=sh,
+                               reconsume_times=batch.reconsume_times, prepared_transaction_offset=0,
+                               queue_offset=qoff, physical_offset=phy)
+            pos += size
+            mf.wrote_position = pos
+            props = string_to_properties(pb)
+            tags = props.get("TAGS")
+            dispatches.append(DispatchInfo(size, True, batch.topic, batch.queue_id, phy,
+                                           java_string_hash(tags) if tags else 0, now, qoff,
+                                           props.get("KEYS") or "", props.get("UNIQ_KEY"), sys_flag, 0, props))
+            ids.append(create_offset_msg_id(sh, phy))
+            qoff += 1
+        self.topic_queue_table[key] = qoff
+        self.commit_log.last_store_timestamp = now
+        for d in dispatches:
+            self._dispatch(d)
+        result = AppendMessageResult(AppendMessageStatus.PUT_OK, first_phy, total, ",".join(ids), now, qoff0,
+                                     int((time.perf_counter() - t0) * 1000), len(encoded))
+        self.stats.put_ok(total, time.perf_counter() - t0, len(encoded))
+        wait = None
+        if batch_props_b:
+            wait = string_to_properties(batch.properties_string).get(PROPERTY_WAIT_STORE_MSG_OK)
+        return self._handle_flush(result, wait)
+
+    # ------------------------------------------------------------------ flush
+    def _handle_flush(self, result: AppendMessageResult, wait_prop: str | None) -> defer.Deferred:
+        ok = PutMessageResult(PutMessageStatus.PUT_OK, result)
+        if not self.config.sync_flush:
+            return defer.succeed(ok)
+        wait = wait_prop is None or wait_prop.lower() == "true"
+        end = result.wrote_offset + result.wrote_bytes
+        if not wait:
+            self._kick_flush()
+            return defer.succeed(ok)
+        d = defer.Deferred()
+        waiter = [end, d, None, ok]
+        self._flush_waiters.append(waiter)
+        waiter[2] = self.reactor.callLater(self.config.syncFlushTimeout / 1000.0, self._flush_timeout, waiter)
+        self._kick_flush()
+        return d
+
+    def _flush_timeout(self, waiter) -> None:
+        if waiter in self._flush_waiters:
+            self._flush_waiters.remove(waiter)
+            waiter[3].put_message_status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            waiter[1].callback(waiter[3])
+
+    def _kick_flush(self) -> None:
+        if self._flushing:
+            return
+        self._flushing = True
+        target = self.commit_log.get_max_offset()
+        ts = self.commit_log.last_store_timestamp
+        dd = self._in_thread(self._flush_commitlog_blocking)
+        dd.addCallbacks(lambda _: self._flush_done(target, ts), self._flush_failed)
+
+    def _flush_commitlog_blocking(self) -> None:
+        for mf in list(self.commit_log.queue.files):
+            if mf.wrote_position > mf.flushed_position and mf.fd is not None:
+                mf.flush_sync()
+
+    def _flush_done(self, target: int, ts: int) -> None:
+        self._flushing = False
+        self.commit_log.queue.flushed_where = max(self.commit_log.queue.flushed_where, target)
+        if self.checkpoint is not None and ts:
+            self.checkpoint.physic_msg_timestamp = ts
+        self._fire_flush_waiters(target)
+        if self._flush_waiters and not self.shutdown_flag:
+            self._kick_flush()
+
+    def _flush_failed(self, f) -> None:
+        self._flushing = False
+        log.error("commit log flush failed: %s", f.getErrorMessage())
+        waiters, self._flush_waiters = self._flush_waiters, []
+        for w in waiters:
+            if w[2] is not None and w[2].active():
+                w[2].cancel()
+            w[3].put_message_status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            w[1].callback(w[3])
+
+    def _fire_flush_waiters(self, flushed: int) -> None:
+        keep = []
+        fire = []
+        for w in self._flush_waiters:
+            (fire if w[0] <= flushed else keep).append(w)
+        self._flush_waiters = keep
+        for w in fire:
+            if w[2] is not None and w[2].active():
+                w[2].cancel()
+            w[1].callback(w[3])
+
+    def _commitlog_flush_tick(self) -> None:
+        if self._flushing:
+            return
+        dirty = self.commit_log.get_max_offset() - self.commit_log.queue.flushed_where
+        now = self.now()
+        thorough = now - self._last_flush_thorough >= self.config.flushCommitLogThoroughInterval
+        if dirty > 0 and (self.config.sync_flush or thorough
+                          or dirty >= self.config.flushCommitLogLeastPages * 4096):
+            if thorough:
+                self._last_flush_thorough = now
+            self._kick_flush()
+
+    def _flush_logics_blocking(self) -> int:
+        for qs in list(self.consume_queue_table.values()):
+            for cq in list(qs.values()):
+                cq.flush_sync()
+        return self.index_service.flush_sync() if self.config.messageIndexEnable else 0
+
+    def _cq_flush_tick(self) -> None:
+        if self._cq_flushing:
+            return
+        self._cq_flushing = True
+        logics_ts = self._last_logics_ts
+
+        def done(index_ts):
+            self._cq_flushing = False
+            cp = self.checkpoint
+            if cp is None or self.shutdown_flag:
+                return
+            if logics_ts:
+                cp.logics_msg_timestamp = logics_ts
+            if index_ts:
+                cp.index_msg_timestamp = index_ts
+            cp.confirm_phy_offset = self.commit_log.queue.flushed_where
+            return self._in_thread(cp.flush)
+
+        def failed(f):
+            self._cq_flushing = False
+            log.error("consume queue flush failed: %s", f.getErrorMessage())
+
+        self._in_thread(self._flush_logics_blocking).addCallbacks(done, failed)
+
+    def flush(self) -> defer.Deferred:
+        """Flush everything now (commit log, consume queues, index, checkpoint)."""
+        def all_():
+            self._flush_commitlog_blocking()
+            self._flush_logics_blocking()
+        target = self.commit_log.get_max_offset()
+        ts = self.commit_log.last_store_timestamp
+        lts = self._last_logics_ts
+
+        def done(_):
+            self.commit_log.queue.flushed_where = max(self.commit_log.queue.flushed_where, target)
+            self._fire_flush_waiters(target)
+            if self.checkpoint is not None:
+                self.checkpoint.physic_msg_timestamp = ts or self.checkpoint.physic_msg_timestamp
+                self.checkpoint.logics_msg_timestamp = lts or self.checkpoint.logics_msg_timestamp
+                self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp, lts)
+                self.checkpoint.confirm_phy_offset = target
+                self.checkpoint.flush()
+        return self._in_thread(all_).addCallback(done)
+
+    # ------------------------------------------------------------------ get
+    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
+                           in_disk: bool) -> bool:
+        if buffer_total == 0 or message_total == 0:
+            return False
+        if max_msg_nums <= message_total:
+            return True
+        c = self.config
+        if in_disk:
+            return (buffer_total + size_py > c.maxTransferBytesOnMessageInDisk
+                    or message_total > c.maxTransferCountOnMessageInDisk - 1)
+        return (buffer_total + size_py > c.maxTransferBytesOnMessageInMemory
+                or message_total > c.maxTransferCountOnMessageInMemory - 1)
+
+    def _next_offset_correction(self, old: int, new: int) -> int:
+        if self.config.brokerRole != "SLAVE" or self.config.offsetCheckInSlave:
+            return new
+        return old
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    max_total_bytes: int | None = None, message_filter=None) -> GetMessageResult | None:
+        if self.shutdown_flag:
+            return None
+        t0 = time.perf_counter()
+        res = GetMessageResult(next_begin_offset=offset)
+        max_offset_py = self.commit_log.get_max_offset()
+        cq = self.find_consume_queue(topic, queue_id)
+        min_offset = cq.get_min_offset_in_queue()
+        max_offset = cq.get_max_offset_in_queue()
+        res.min_offset, res.max_offset = min_offset, max_offset
+        if max_offset == 0:
+            res.status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+            res.next_begin_offset = self._next_offset_correction(offset, 0)
+        elif offset < min_offset:
+            res.status = GetMessageStatus.OFFSET_TOO_SMALL
+            res.next_begin_offset = self._next_offset_correction(offset, min_offset)
+        elif offset == max_offset:
+            res.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            res.next_begin_offset = self._next_offset_correction(offset, offset)
+        elif offset > max_offset:
+            res.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            res.next_begin_offset = self._next_offset_correction(offset, max_offset)
+        else:
+            units = cq.iter_units_in_file(offset)
+            if units is None:
+                res.status = GetMessageStatus.OFFSET_FOUND_NULL
+                res.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
+            else:
+                status = GetMessageStatus.NO_MATCHED_MESSAGE
+                next_phy_file_start = None
+                max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+                memory = TOTAL_PHYSICAL_MEMORY_SIZE * self.config.accessMessageInMemoryMaxRatio / 100.0
+                max_phy_pulling = 0
+                i = 0
+                for off_py, size_py, tags_code in units:
+                    if i >= max_filter:
+                        break
+                    max_phy_pulling = off_py
+                    if next_phy_file_start is not None and off_py < next_phy_file_start:
+                        i += 1
+                        continue
+                    in_disk = (max_offset_py - off_py) > memory
+                    if self._is_the_batch_full(size_py, max_msg_nums, res.buffer_total_size, len(res.message_list),
+                                               in_disk):
+                        break
+                    if max_total_bytes is not None and res.message_list and \
+                            res.buffer_total_size + size_py > max_total_bytes:
+                        break
+                    i += 1
+                    if off_py == 0 and size_py == INT_MAX:  # blank pre-fill unit
+                        continue
+                    if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+                        continue
+                    data = self.commit_log.get_data(off_py, size_py)
+                    if data is None:
+                        if res.buffer_total_size == 0:
+                            status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                        next_phy_file_start = self.commit_log.roll_next_file(off_py)
+                        continue
+                    if message_filter is not None and not message_filter.is_matched_by_commit_log(data, None):
+                        if res.buffer_total_size == 0:
+                            status = GetMessageStatus.NO_MATCHED_MESSAGE
+                        continue
+                    res.message_list.append(data)
+                    res.message_queue_offsets.append(offset + i - 1)
+                    res.buffer_total_size += size_py
+                    status = GetMessageStatus.FOUND
+                    next_phy_file_start = None
+                res.status = status
+                res.next_begin_offset = offset + i
+                res.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > memory
+        self.stats.get_done(res.status == GetMessageStatus.FOUND, len(res.message_list), time.perf_counter() - t0)
+        return res
+
+    # ------------------------------------------------------------------ queries
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        return cq.get_max_offset_in_queue() if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        return cq.get_min_offset_in_queue() if cq is not None else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        u = cq.get_unit(offset) if cq is not None else None
+        return u[0] if u else 0
+
+    def _store_time_of(self, phy: int, size: int) -> int:
+        data = self.commit_log.get_data(phy, min(size, 128)) if size > 0 else None
+        if data is None or len(data) < 64:
+            return -1
+        from rmqpy.protocol.message import peek_record_header
+        try:
+            return peek_record_header(data, 0)[2]
+        except Exception:  # noqa: BLE001
+            return -1
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        u = cq.get_unit(offset) if cq is not None else None
+        return self._store_time_of(u[0], u[1]) if u else -1
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
+        if topic is None:
+            mf = self.commit_log.queue.first()
+            if mf is None or mf.mm is None:
+                return -1
+            size = self.commit_log.get_record_size(mf.file_from_offset)
+            return self._store_time_of(mf.file_from_offset, size or 0)
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            return -1
+        u = cq.get_unit(cq.get_min_offset_in_queue())
+        return self._store_time_of(u[0], u[1]) if u else -1
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Logical offset whose store time is closest to ``timestamp`` (Java semantics)."""
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            return 0
+        lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue() - 1
+        if hi < lo:
+            return cq.get_max_offset_in_queue()
+
+        def ts(i):
+            u = cq.get_unit(i)
+            return self._store_time_of(u[0], u[1]) if u else -1
+
+        left, right = lo, hi
+        left_val = right_val = -1
+        target = -1
+        while left <= right:
+            mid = (left + right) // 2
+            v = ts(mid)
+            if v < 0:
+                # record gone (retention): search above
+                left = mid + 1
+                continue
+            if v == timestamp:
+                target = mid
+                break
+            if v > timestamp:
+                right = mid - 1
+                right_val, right_idx = v, mid
+            else:
+                left = mid + 1
+                left_val, left_idx = v, mid
+        if target != -1:
+            return target
+        if left_val == -1:
+            return right_idx if right_val != -1 else cq.get_max_offset_in_queue()
+        if right_val == -1:
+            return left_idx
+        return right_idx if abs(timestamp - left_val) > abs(timestamp - right_val) else left_idx
+
+    def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> MessageExt | None:
+        data = self.select_one_message_by_offset(phy_offset, size)
+        if data is None:
+            return None
+        try:
+            return decode_record(data, 0, check_crc=False)
+        except RecordError:
+            return None
+
+    def select_one_message_by_offset(self, phy_offset: int, size: int | None = None) -> bytes | None:
+        if size is None:
+            size = self.commit_log.get_record_size(phy_offset)
+            if size is None:
+                return None
+        return self.commit_log.get_data(phy_offset, size)
+
+    def get_commit_log_data(self, offset: int, max_size: int | None = None) -> bytes | None:
+        """Raw commit log bytes from ``offset`` to the end of written data in its file (HA)."""
+        mf = self.commit_log.queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        end = mf.readable_position()
+        if max_size is not None:
+            end = min(end, pos + max_size)
+        if pos >= end:
+            return None
+        return mf.mm[pos:end]
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
+        res = QueryMessageResult()
+        if not self.config.messageIndexEnable:
+            return res
+        offsets, last_ts, last_phy = self.index_service.query_offsets(topic, key, max_num, begin_ts, end_ts)
+        res.index_last_update_timestamp = last_ts
+        res.index_last_update_phyoffset = last_phy
+        for off in sorted(set(offsets)):
+            data = self.select_one_message_by_offset(off)
+            if data is None:
+                continue
+            res.message_list.append(data)
+            res.buffer_total_size += len(data)
+        return res
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.get_min_offset()
+
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.get_max_offset()
+
+    def dispatch_behind_bytes(self) -> int:
+        return 0
+
+    # ------------------------------------------------------------------ topics
+    def delete_topics(self, names) -> int:
+        n = 0
+        for t in list(names):
+            qs = self.consume_queue_table.pop(t, None)
+            if qs is None:
+                continue
+            for qid, cq in qs.items():
+                cq.destroy()
+                self.topic_queue_table.pop((t, qid), None)
+            try:
+                shutil.rmtree(os.path.join(self.config.consume_queue_dir, t))
+            except FileNotFoundError:
+                pass
+            n += 1
+        return n
+
+    def clean_unused_topic(self, topics) -> int:
+        keep = set(topics)
+        victims = [t for t in self.consume_queue_table
+                   if t not in keep and t not in (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC) and not t.startswith("%LMQ%")]
+        return self.delete_topics(victims)
+
+    def clean_expired_consumer_queue(self) -> None:
+        min_phy = self.commit_log.get_min_offset()
+        for t in list(self.consume_queue_table):
+            if t == SCHEDULE_TOPIC:
+                continue
+            qs = self.consume_queue_table[t]
+            for qid in list(qs):
+                cq = qs[qid]
+                if cq.get_max_physic_offset() != -1 and cq.get_max_physic_offset() < min_phy:
+                    cq.destroy()
+                    del qs[qid]
+                    self.topic_queue_table.pop((t, qid), None)
+            if not qs:
+                del self.consume_queue_table[t]
+
+    def topic_queue_offsets(self) -> dict[tuple[str, int], int]:
+        return dict(self.topic_queue_table)
+
+    # ------------------------------------------------------------------ retention
+    def _is_time_to_delete(self) -> bool:
+        hours = [h.strip() for h in self.config.deleteWhen.split(";") if h.strip()]
+        cur = time.localtime(self.now() / 1000).tm_hour
+        return any(int(h) == cur for h in hours if h.isdigit())
+
+    def _clean_tick(self) -> None:
+        self.delete_expired_files()
+
+    def delete_expired_files(self, *, force_time: bool = False) -> defer.Deferred:
+        """One retention pass (CleanCommitLogService + CleanConsumeQueueService)."""
+        cfg = self.config
+        ratio = disk_used_ratio(cfg.commitlog_dir if os.path.isdir(cfg.commitlog_dir) else cfg.storePathRootDir)
+        self.disk_full = ratio > DISK_SPACE_WARNING_RATIO
+        space_full = ratio > cfg.diskMaxUsedSpaceRatio / 100.0
+        clean_now = ratio > DISK_SPACE_CLEAN_FORCIBLY_RATIO and cfg.cleanFileForciblyEnable
+        if not (force_time or self._is_time_to_delete() or space_full):
+            return defer.succeed(0)
+        reserved_ms = cfg.fileReservedTime * 3600 * 1000
+        now_wall = time.time() * 1000
+        files = self.commit_log.queue.files
+        victims = []
+        for mf in files[:-1]:
+            if len(victims) >= DELETE_FILES_BATCH_MAX:
+                break
+            try:
+                mtime = os.stat(mf.path).st_mtime * 1000
+            except OSError:
+                mtime = 0
+            if now_wall >= mtime + reserved_ms or clean_now or (space_full and not victims):
+                if mf.wrote_position > mf.flushed_position:
+                    break  # never delete unflushed data
+                victims.append(mf)
+            else:
+                break
+        if not victims:
+            return defer.succeed(0)
+        self.commit_log.queue.files = files[len(victims):]
+        paths = [mf.path for mf in victims]
+        for mf in victims:
+            mf.close()
+        min_phy = self.commit_log.get_min_offset()
+        for qs in self.consume_queue_table.values():
+            for cq in qs.values():
+                cq.delete_expired_files(min_phy)
+        if cfg.messageIndexEnable:
+            self.index_service.delete_expired(min_phy)
+        log.info("retention: deleting %d commit log files, min offset now %d", len(paths), min_phy)
+
+        def unlink_all():
+            for p in paths:
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+            return len(paths)
+        return self._in_thread(unlink_all)
+
+    # ------------------------------------------------------------------ stats
+    def _stats_tick(self) -> None:
+        self.stats.sample()
+
+    def runtime_info(self) -> dict[str, str]:
+        info = self.stats.runtime_info()
+        cl_dir = self.config.commitlog_dir
+        r = disk_used_ratio(cl_dir) if os.path.isdir(cl_dir) else -1.0
+        info["commitLogDiskRatio"] = str(r)
+        info[f"commitLogDiskRatio_{cl_dir}"] = str(r)
+        cq_dir = self.config.consume_queue_dir
+        info["consumeQueueDiskRatio"] = str(disk_used_ratio(cq_dir) if os.path.isdir(cq_dir) else
+                                            disk_used_ratio(self.config.storePathRootDir))
+        info["commitLogMinOffset"] = str(self.get_min_phy_offset())
+        info["commitLogMaxOffset"] = str(self.get_max_phy_offset())
+        return info
