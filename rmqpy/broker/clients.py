@@ -1,0 +1,242 @@
+"""ProducerManager and ConsumerManager: who is connected, in which group, subscribed to what.
+
+Channels are the server-side RemotingProtocol connections. A client refreshes its entry
+with every HEART_BEAT; entries silent for ``channelExpiredTimeoutMills`` (120 s) are
+dropped by :meth:`scan_not_active_channel` and the connection closed, as Java does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from twisted.logger import Logger
+
+from rmqpy.protocol.bodies.heartbeat import SubscriptionData
+
+
+@dataclass(eq=False)
+class ClientChannelInfo:
+    channel: Any
+    client_id: str
+    language: int
+    version: int
+    last_update: int = 0  # ms
+
+    @property
+    def address(self) -> str:
+        return getattr(self.channel, "remote_address", "?")
+
+
+def _close(channel: Any) -> None:
+    close = getattr(channel, "close", None)
+    if close is not None:
+        close()
+
+
+class ProducerManager:
+    log = Logger()
+
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        self.now_ms = now_ms
+        self.groups: dict[str, dict[Any, ClientChannelInfo]] = {}
+        self.client_channels: dict[str, Any] = {}
+
+    def register_producer(self, group: str, info: ClientChannelInfo) -> None:
+        table = self.groups.setdefault(group, {})
+        old = table.get(info.channel)
+        if old is None:
+            table[info.channel] = info
+            self.client_channels[info.client_id] = info.channel
+            self.log.info("new producer connected, group: {g} channel: {c}", g=group, c=info.address)
+            old = info
+        old.last_update = self.now_ms()
+
+    def unregister_producer(self, group: str, info: ClientChannelInfo) -> None:
+        table = self.groups.get(group)
+        if table and table.pop(info.channel, None) is not None:
+            self.client_channels.pop(info.client_id, None)
+            if not table:
+                del self.groups[group]
+
+    def channel_closed(self, channel: Any) -> None:
+        for group in list(self.groups):
+            info = self.groups[group].pop(channel, None)
+            if info is not None:
+                self.client_channels.pop(info.client_id, None)
+            if not self.groups[group]:
+                del self.groups[group]
+
+    def find_channel(self, client_id: str) -> Any | None:
+        return self.client_channels.get(client_id)
+
+    def get_available_channel(self, group: str) -> Any | None:
+        for info in (self.groups.get(group) or {}).values():
+            if getattr(info.channel, "connected_", True):
+                return info.channel
+        return None
+
+    def scan_not_active_channel(self, timeout_ms: int) -> list[Any]:
+        now = self.now_ms()
+        dropped = []
+        for group in list(self.groups):
+            for channel, info in list(self.groups[group].items()):
+                if now - info.last_update > timeout_ms:
+                    del self.groups[group][channel]
+                    self.client_channels.pop(info.client_id, None)
+                    self.log.warn("SCAN: remove expired channel[{c}] from ProducerManager groupChannelTable, "
+                                  "producer group name: {g}", c=info.address, g=group)
+                    dropped.append(channel)
+            if not self.groups[group]:
+                del self.groups[group]
+        return dropped
+
+
+@dataclass
+class ConsumerGroupInfo:
+    group: str
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+    channels: dict[Any, ClientChannelInfo] = field(default_factory=dict)
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+    heartbeat_fingerprint: int | None = None
+    last_update: int = 0
+
+    def client_ids(self) -> list[str]:
+        return [info.client_id for info in self.channels.values()]
+
+    def find_subscription(self, topic: str) -> SubscriptionData | None:
+        return self.subscriptions.get(topic)
+
+    def update_channel(self, info: ClientChannelInfo, consume_type: str, message_model: str,
+                       consume_from_where: str, now: int) -> bool:
+        self.consume_type, self.message_model, self.consume_from_where = consume_type, message_model, consume_from_where
+        updated = False
+        old = self.channels.get(info.channel)
+        if old is None:
+            self.channels[info.channel] = info
+            old = info
+            updated = True
+        elif old.client_id != info.client_id:
+            self.channels[info.channel] = info
+            old = info
+        old.last_update = now
+        self.last_update = now
+        return updated
+
+    def update_subscription(self, subs: Iterable[SubscriptionData]) -> bool:
+        """True when a topic was added or removed (Java's ``updateSubscription``)."""
+        updated = False
+        subs = list(subs)
+        for sub in subs:
+            old = self.subscriptions.get(sub.topic)
+            if old is None:
+                self.subscriptions[sub.topic] = sub
+                updated = True
+            elif sub.subVersion > old.subVersion:
+                self.subscriptions[sub.topic] = sub
+        wanted = {s.topic for s in subs}
+        for topic in list(self.subscriptions):
+            if topic not in wanted:
+                del self.subscriptions[topic]
+                updated = True
+        return updated
+
+
+class ConsumerManager:
+    """Consumer groups; calls ``ids_changed(group, channels)`` when membership changes."""
+
+    log = Logger()
+
+    def __init__(self, now_ms: Callable[[], int],
+                 ids_changed: Callable[[str, list[Any]], None] | None = None,
+                 on_register: Callable[[str, list[SubscriptionData]], None] | None = None,
+                 on_unregister: Callable[[str], None] | None = None) -> None:
+        self.now_ms = now_ms
+        self.ids_changed = ids_changed
+        self.on_register = on_register
+        self.on_unregister = on_unregister
+        self.groups: dict[str, ConsumerGroupInfo] = {}
+
+    def get(self, group: str) -> ConsumerGroupInfo | None:
+        return self.groups.get(group)
+
+    def find_subscription(self, group: str, topic: str) -> SubscriptionData | None:
+        info = self.groups.get(group)
+        return info.find_subscription(topic) if info else None
+
+    def find_channel(self, group: str, client_id: str) -> Any | None:
+        info = self.groups.get(group)
+        if info:
+            for ch in info.channels.values():
+                if ch.client_id == client_id:
+                    return ch.channel
+        return None
+
+    def _notify(self, group: str, enabled: bool) -> None:
+        info = self.groups.get(group)
+        if enabled and self.ids_changed is not None:
+            self.ids_changed(group, [c.channel for c in info.channels.values()] if info else [])
+
+    def register_consumer(self, group: str, info: ClientChannelInfo, consume_type: str, message_model: str,
+                          consume_from_where: str, subs: list[SubscriptionData], notify: bool = True,
+                          update_subscription: bool = True) -> bool:
+        now = self.now_ms()
+        group_info = self.groups.get(group)
+        if group_info is None:
+            group_info = self.groups[group] = ConsumerGroupInfo(group, consume_type, message_model,
+                                                                consume_from_where)
+        r1 = group_info.update_channel(info, consume_type, message_model, consume_from_where, now)
+        r2 = group_info.update_subscription(subs) if update_subscription else False
+        if r1 or r2:
+            self._notify(group, notify)
+        if self.on_register is not None and update_subscription:
+            self.on_register(group, subs)
+        return r1 or r2
+
+    def unregister_consumer(self, group: str, info: ClientChannelInfo, notify: bool = True) -> None:
+        group_info = self.groups.get(group)
+        if group_info is None:
+            return
+        if group_info.channels.pop(info.channel, None) is not None:
+            self.log.info("unregister consumer ok, no any connection, and remove consumer group, {g}"
+                          if not group_info.channels else "unregister consumer {c} from group {g}",
+                          g=group, c=info.address)
+        if not group_info.channels:
+            del self.groups[group]
+            if self.on_unregister is not None:
+                self.on_unregister(group)
+        self._notify(group, notify)
+
+    def channel_closed(self, channel: Any, notify_enabled: Callable[[str], bool] = lambda g: True) -> None:
+        for group in list(self.groups):
+            group_info = self.groups[group]
+            if group_info.channels.pop(channel, None) is None:
+                continue
+            if not group_info.channels:
+                del self.groups[group]
+                if self.on_unregister is not None:
+                    self.on_unregister(group)
+            self._notify(group, notify_enabled(group))
+
+    def scan_not_active_channel(self, timeout_ms: int) -> list[Any]:
+        now = self.now_ms()
+        dropped = []
+        for group in list(self.groups):
+            group_info = self.groups[group]
+            for channel, info in list(group_info.channels.items()):
+                if now - info.last_update > timeout_ms:
+                    self.log.warn("SCAN: remove expired channel from ConsumerManager consumerTable. "
+                                  "channel={c}, consumerGroup={g}", c=info.address, g=group)
+                    del group_info.channels[channel]
+                    dropped.append(channel)
+            if not group_info.channels:
+                self.log.warn("SCAN: remove expired channel from ConsumerManager consumerTable, all clear, "
+                              "consumerGroup={g}", g=group)
+                del self.groups[group]
+                if self.on_unregister is not None:
+                    self.on_unregister(group)
+        return dropped
+
+    def query_topic_consume_by_who(self, topic: str) -> set[str]:
+        return {g for g, info in self.groups.items() if topic in info.subscriptions}

@@ -1,0 +1,193 @@
+"""Broker configuration: RocketMQ's BrokerConfig / NettyServerConfig keys and defaults.
+
+One ``broker.conf`` properties file feeds three objects, as in ``BrokerStartup``:
+:class:`BrokerConfig`, :class:`NettyServerConfig` and the store's ``MessageStoreConfig``.
+Key names are RocketMQ's, so a Java broker's conf file works here unchanged.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rmqpy.common.properties import (PropertiesError, apply_properties, config_items,
+                                     format_properties, load_properties)
+from rmqpy.store.config import MessageStoreConfig
+
+
+def local_address() -> str:
+    """``RemotingUtil.getLocalAddress``: the first non-loopback IPv4 address (else 127.0.0.1)."""
+    candidates: list[str] = []
+    try:
+        # the address of the interface that would route to the outside world; no packet is sent
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            candidates.append(s.getsockname()[0])
+    except OSError:
+        pass
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            candidates.append(str(info[4][0]))
+    except OSError:
+        pass
+    for ip in candidates:
+        if not ip.startswith("127.") and ip != "0.0.0.0":
+            return ip
+    return "127.0.0.1"
+
+
+def _hostname() -> str:
+    try:
+        return socket.gethostname() or "DEFAULT_BROKER"
+    except OSError:
+        return "DEFAULT_BROKER"
+
+
+# Keys Java marks @ImportantField (printed by ``-m``).
+IMPORTANT_KEYS = frozenset({
+    "namesrvAddr", "brokerIP1", "brokerName", "brokerClusterName", "brokerId", "autoCreateTopicEnable",
+    "autoCreateSubscriptionGroup", "msgTraceTopicName", "traceTopicEnable", "rejectTransactionMessage",
+    "fetchNamesrvAddrByAddressServer", "transactionTimeOut", "transactionCheckMax",
+    "transactionCheckInterval", "aclEnable", "listenPort", "storePathRootDir", "storePathCommitLog",
+    "flushDiskType", "brokerRole", "deleteWhen", "fileReservedTime", "haListenPort",
+})
+
+
+@dataclass
+class BrokerConfig:
+    rocketmqHome: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
+    namesrvAddr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
+    brokerIP1: str = field(default_factory=local_address)
+    brokerIP2: str = field(default_factory=local_address)
+    brokerName: str = field(default_factory=_hostname)
+    brokerClusterName: str = "DefaultCluster"
+    brokerId: int = 0
+    brokerPermission: int = 6
+    defaultTopicQueueNums: int = 8
+    autoCreateTopicEnable: bool = True
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    traceTopicEnable: bool = False
+    flushConsumerOffsetInterval: int = 1000 * 5
+    flushConsumerOffsetHistoryInterval: int = 1000 * 60
+    rejectTransactionMessage: bool = False
+    fetchNamesrvAddrByAddressServer: bool = False
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = 1000
+    notifyConsumerIdsChangedEnable: bool = True
+    highSpeedMode: bool = False
+    traceOn: bool = True
+    regionId: str = "DefaultRegion"
+    registerBrokerTimeoutMills: int = 6000
+    slaveReadEnable: bool = False
+    startAcceptSendRequestTimeStamp: int = 0
+    enablePropertyFilter: bool = False
+    filterSupportRetry: bool = False
+    compressedRegister: bool = False
+    forceRegister: bool = True
+    registerNameServerPeriod: int = 1000 * 30
+    transactionTimeOut: int = 6 * 1000
+    transactionCheckMax: int = 15
+    transactionCheckInterval: int = 60 * 1000
+    aclEnable: bool = False
+    storeReplyMessageEnable: bool = True
+    # rmqpy: how often client channels are scanned and how long they may stay silent
+    channelScanIntervalMills: int = 10 * 1000
+    channelExpiredTimeoutMills: int = 120 * 1000
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in (self.namesrvAddr or "").split(";") if a.strip()]
+
+
+@dataclass
+class NettyServerConfig:
+    listenPort: int = 10911
+    serverWorkerThreads: int = 8
+    serverCallbackExecutorThreads: int = 0
+    serverSelectorThreads: int = 3
+    serverOnewaySemaphoreValue: int = 256
+    serverAsyncSemaphoreValue: int = 64
+    serverChannelMaxIdleTimeSeconds: int = 120
+    serverSocketSndBufSize: int = 0
+    serverSocketRcvBufSize: int = 0
+    serverPooledByteBufAllocatorEnable: bool = True
+    useEpollNativeSelector: bool = False
+    # rmqpy: bind address of both listening ports (Java binds every interface)
+    listenHost: str = "0.0.0.0"
+
+
+@dataclass
+class BrokerSettings:
+    """Everything read from ``-c``/``-n``: the three config objects plus where they came from."""
+
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    netty: NettyServerConfig = field(default_factory=NettyServerConfig)
+    store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
+    config_file: str | None = None
+    unknown_keys: list[str] = field(default_factory=list)
+
+    @property
+    def objects(self) -> list[object]:
+        return [self.broker, self.netty, self.store]
+
+    def items(self, important_only: bool = False) -> list[tuple[str, object]]:
+        out = []
+        for obj in self.objects:
+            for key, value in config_items(obj):
+                if not important_only or key in IMPORTANT_KEYS:
+                    out.append((key, value))
+        return out
+
+    def format(self, important_only: bool = False) -> str:
+        return format_properties(self.items(important_only))
+
+
+def load_settings(config_file: str | None = None, namesrv_addr: str | None = None,
+                  warn: Callable[[str], None] | None = None) -> BrokerSettings:
+    """Build the settings as ``BrokerStartup.createBrokerController`` does.
+
+    Raises :class:`PropertiesError` for a malformed file or a bad value (the message names
+    the file and line or key).
+    """
+    settings = BrokerSettings()
+    settings.store.storePathRootDir = os.path.join(".", "_work", "store")
+    if config_file:
+        props = load_properties(config_file)
+        settings.config_file = os.path.abspath(config_file)
+        settings.unknown_keys = apply_properties(settings.objects, props, warn)
+    if namesrv_addr:
+        settings.broker.namesrvAddr = namesrv_addr
+    validate(settings)
+    return settings
+
+
+def validate(settings: BrokerSettings) -> None:
+    b = settings.broker
+    for addr in b.namesrv_addrs:
+        host, _, port = addr.rpartition(":")
+        if not host or not port.isdigit():
+            raise PropertiesError(f"namesrvAddr: {addr!r} is not host:port "
+                                  f"(use ';' to separate several name servers)")
+    role = settings.store.brokerRole
+    if role in ("ASYNC_MASTER", "SYNC_MASTER"):
+        b.brokerId = 0
+    elif role == "SLAVE" and b.brokerId <= 0:
+        raise PropertiesError("Slave's brokerId must be > 0")
+    else:
+        pass
+    # Java: the HA port follows the listen port
+    settings.store.haListenPort = settings.netty.listenPort + 1
+    b.registerNameServerPeriod = min(60000, max(10000, b.registerNameServerPeriod))
+    try:
+        settings.store.validate()
+    except ValueError as exc:
+        raise PropertiesError(str(exc)) from None
+
+
+def replace(obj, **changes):
+    return dataclasses.replace(obj, **changes)

@@ -1,0 +1,189 @@
+"""TopicConfigManager: the broker's topics (config/topics.json), as Java's manager keeps them."""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from twisted.logger import Logger
+
+from rmqpy.broker.configfile import ConfigManager
+from rmqpy.protocol.bodies.topic import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
+                                         TopicConfigSerializeWrapper)
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+SCHEDULE_TOPIC_QUEUE_NUM = 18
+TOPIC_MAX_LENGTH = 127
+
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
+})
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def perm_to_string(perm: int) -> str:
+    return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + \
+        ("X" if perm & PERM_INHERIT else "-")
+
+
+def topic_config_string(tc: TopicConfig) -> str:
+    """Java ``TopicConfig.toString()`` (appears in remarks)."""
+    return (f"TopicConfig [topicName={tc.topicName}, readQueueNums={tc.readQueueNums}, "
+            f"writeQueueNums={tc.writeQueueNums}, perm={perm_to_string(tc.perm)}, "
+            f"topicFilterType={tc.topicFilterType}, topicSysFlag={tc.topicSysFlag}, "
+            f"order={'true' if tc.order else 'false'}]")
+
+
+def validate_topic(topic: str | None) -> str | None:
+    """``TopicValidator.validateTopic``: None if fine, else Java's remark (code SYSTEM_ERROR)."""
+    if topic is None or not topic.strip():
+        return "The specified topic is blank."
+    if not _VALID_TOPIC.match(topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+class TopicConfigManager(ConfigManager):
+    file_name = "topics.json"
+    log = Logger()
+
+    def __init__(self, broker_config: Any, config_dir: str | None,
+                 on_new_topic: Callable[[], None] | None = None) -> None:
+        super().__init__(config_dir)
+        self.broker_config = broker_config
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.system_topics: set[str] = set()
+        # called (no arguments) whenever a topic is created on demand: triggers registration
+        self.on_new_topic = on_new_topic
+        self._create_system_topics()
+
+    def _sys(self, name: str, queues: int | None = None, perm: int | None = None) -> None:
+        tc = TopicConfig(name)
+        if queues is not None:
+            tc.readQueueNums = tc.writeQueueNums = queues
+        if perm is not None:
+            tc.perm = perm
+        self.system_topics.add(name)
+        self.table[name] = tc
+
+    def _create_system_topics(self) -> None:
+        bc = self.broker_config
+        self._sys(RMQ_SYS_SELF_TEST_TOPIC, 1)
+        if bc.autoCreateTopicEnable:
+            self._sys(AUTO_CREATE_TOPIC_KEY_TOPIC, bc.defaultTopicQueueNums, PERM_INHERIT | PERM_READ | PERM_WRITE)
+        self._sys(RMQ_SYS_BENCHMARK_TOPIC, 1024)
+        self._sys(bc.brokerClusterName, None,
+                  PERM_INHERIT | ((PERM_READ | PERM_WRITE) if bc.clusterTopicEnable else 0))
+        self._sys(bc.brokerName, 1, PERM_INHERIT | ((PERM_READ | PERM_WRITE) if bc.brokerTopicEnable else 0))
+        self._sys(RMQ_SYS_OFFSET_MOVED_EVENT, 1)
+        self._sys(RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM)
+        if bc.traceTopicEnable:
+            self._sys(bc.msgTraceTopicName, 1)
+        self._sys(f"{bc.brokerClusterName}_{REPLY_TOPIC_POSTFIX}", 1)
+        # Java creates these lazily (transaction service); listed so routes know them
+        for name in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC):
+            self.system_topics.add(name)
+
+    # ------------------------------------------------------------------ persistence
+    def encode(self) -> Any:
+        return TopicConfigSerializeWrapper(dict(self.table), self.data_version)
+
+    def decode(self, obj: Any) -> None:
+        wrapper = TopicConfigSerializeWrapper.from_json(obj)
+        self.table.update(wrapper.topicConfigTable)
+        self.data_version = wrapper.dataVersion
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(dict(self.table), self.data_version)
+
+    # ------------------------------------------------------------------ queries
+    def select(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def is_order_topic(self, topic: str) -> bool:
+        tc = self.table.get(topic)
+        return bool(tc and tc.order)
+
+    def is_system_topic(self, topic: str) -> bool:
+        return topic in self.system_topics or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+    # ------------------------------------------------------------------ changes
+    def _added(self, tc: TopicConfig) -> TopicConfig:
+        self.table[tc.topicName] = tc
+        self.data_version.next_version()
+        self.persist()
+        if self.on_new_topic is not None:
+            self.on_new_topic()
+        return tc
+
+    def create_topic_in_send_message_method(self, topic: str, default_topic: str, remote_address: str,
+                                            client_default_queue_nums: int, topic_sys_flag: int) -> TopicConfig | None:
+        tc = self.table.get(topic)
+        if tc is not None:
+            return tc
+        default = self.table.get(default_topic)
+        if default is None:
+            self.log.warn("Create new topic failed, because the default topic[{d}] not exist. producer:[{p}]",
+                          d=default_topic, p=remote_address)
+            return None
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.autoCreateTopicEnable:
+            default.perm = PERM_READ | PERM_WRITE
+        if not default.perm & PERM_INHERIT:
+            self.log.warn("Create new topic failed, because the default topic[{d}] has no perm [{perm}] "
+                          "producer:[{p}]", d=default_topic, perm=default.perm, p=remote_address)
+            return None
+        nums = max(0, min(client_default_queue_nums, default.writeQueueNums))
+        tc = TopicConfig(topic, readQueueNums=nums, writeQueueNums=nums, perm=default.perm & ~PERM_INHERIT,
+                         topicFilterType=default.topicFilterType, topicSysFlag=topic_sys_flag)
+        self.log.info("Create new topic by default topic:[{d}] config:[{tc}] producer:[{p}]", d=default_topic,
+                      tc=topic_config_string(tc), p=remote_address)
+        return self._added(tc)
+
+    def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
+                                                 topic_sys_flag: int = 0) -> TopicConfig:
+        tc = self.table.get(topic)
+        if tc is not None:
+            return tc
+        tc = TopicConfig(topic, readQueueNums=queue_nums, writeQueueNums=queue_nums, perm=perm,
+                         topicSysFlag=topic_sys_flag)
+        self.log.info("create new topic {tc}", tc=topic_config_string(tc))
+        return self._added(tc)
+
+    def create_topic_of_tran_check_max_time(self, queue_nums: int, perm: int) -> TopicConfig:
+        return self.create_topic_in_send_message_back_method(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, queue_nums, perm)
+
+    def update_topic_config(self, tc: TopicConfig) -> None:
+        """UPDATE_AND_CREATE_TOPIC (admin): replace or add, bump the version, persist."""
+        self.table[tc.topicName] = tc
+        self.data_version.next_version()
+        self.persist()
+
+    def delete_topic_config(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        self.data_version.next_version()
+        self.persist()
+        return True

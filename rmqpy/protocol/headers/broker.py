@@ -1,0 +1,229 @@
+"""Custom headers of the client <-> broker request codes (``protocol/header``), facts §4.2-§4.4."""
+from __future__ import annotations
+
+from rmqpy.protocol.headers.base import CommandHeader, header, optional, required
+
+
+# ------------------------------------------------------------------------------- send
+@header
+class SendMessageRequestHeader(CommandHeader):
+    """SEND_MESSAGE (10) / SEND_REPLY_MESSAGE (324): the long key names."""
+    producerGroup: str = required()
+    topic: str = required()
+    defaultTopic: str = required()
+    defaultTopicQueueNums: int = required()
+    queueId: int = required()
+    sysFlag: int = required()
+    bornTimestamp: int = required()
+    flag: int = required()
+    properties: str | None = optional()
+    reconsumeTimes: int | None = optional()
+    unitMode: bool | None = optional()
+    batch: bool | None = optional()
+    maxReconsumeTimes: int | None = optional()
+    brokerName: str | None = optional()  # 4.9.5+/5.x base field "bname" is separate
+
+
+@header
+class SendMessageRequestHeaderV2(CommandHeader):
+    """SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320) / 325: single-letter keys."""
+    a: str = required()   # producerGroup
+    b: str = required()   # topic
+    c: str = required()   # defaultTopic
+    d: int = required()   # defaultTopicQueueNums
+    e: int = required()   # queueId
+    f: int = required()   # sysFlag
+    g: int = required()   # bornTimestamp
+    h: int = required()   # flag
+    i: str | None = optional()   # properties
+    j: int | None = optional()   # reconsumeTimes
+    k: bool | None = optional()  # unitMode
+    l: int | None = optional()   # maxReconsumeTimes  # noqa: E741
+    m: bool | None = optional()  # batch
+    n: str | None = optional()   # brokerName
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(
+            producerGroup=self.a, topic=self.b, defaultTopic=self.c, defaultTopicQueueNums=self.d,
+            queueId=self.e, sysFlag=self.f, bornTimestamp=self.g, flag=self.h, properties=self.i,
+            reconsumeTimes=self.j, unitMode=self.k, maxReconsumeTimes=self.l, batch=self.m,
+            brokerName=self.n)
+
+    @classmethod
+    def from_v1(cls, v1: SendMessageRequestHeader) -> "SendMessageRequestHeaderV2":
+        return cls(a=v1.producerGroup, b=v1.topic, c=v1.defaultTopic, d=v1.defaultTopicQueueNums,
+                   e=v1.queueId, f=v1.sysFlag, g=v1.bornTimestamp, h=v1.flag, i=v1.properties,
+                   j=v1.reconsumeTimes, k=v1.unitMode, l=v1.maxReconsumeTimes, m=v1.batch, n=v1.brokerName)
+
+
+@header
+class SendMessageResponseHeader(CommandHeader):
+    msgId: str = required()
+    queueId: int = required()
+    queueOffset: int = required()
+    transactionId: str | None = optional()
+    batchUniqId: str | None = optional()
+
+
+# ------------------------------------------------------------------------------- pull
+@header
+class PullMessageRequestHeader(CommandHeader):
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required()
+    queueOffset: int = required()
+    maxMsgNums: int = required()
+    sysFlag: int = required()
+    commitOffset: int = required()
+    suspendTimeoutMillis: int = required()
+    subscription: str | None = optional()
+    subVersion: int = required()
+    expressionType: str | None = optional()
+    maxMsgBytes: int | None = optional()
+    requestSource: int | None = optional()
+    proxyFrowardClientId: str | None = optional()
+
+
+@header
+class PullMessageResponseHeader(CommandHeader):
+    suggestWhichBrokerId: int = required()
+    nextBeginOffset: int = required()
+    minOffset: int = required()
+    maxOffset: int = required()
+    offsetDelta: int | None = optional()
+    topicSysFlag: int | None = optional()
+    groupSysFlag: int | None = optional()
+    forbiddenType: int | None = optional()
+
+
+# ------------------------------------------------------------------------------- offsets
+@header
+class QueryConsumerOffsetRequestHeader(CommandHeader):
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required()
+    setZeroIfNotFound: bool | None = optional()
+
+
+@header
+class QueryConsumerOffsetResponseHeader(CommandHeader):
+    offset: int = required()
+
+
+@header
+class UpdateConsumerOffsetRequestHeader(CommandHeader):
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required()
+    commitOffset: int = required()
+
+
+@header
+class GetMaxOffsetRequestHeader(CommandHeader):
+    topic: str = required()
+    queueId: int = required()
+    committed: bool | None = optional()
+
+
+@header
+class GetMinOffsetRequestHeader(CommandHeader):
+    topic: str = required()
+    queueId: int = required()
+
+
+@header
+class OffsetResponseHeader(CommandHeader):
+    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP responses."""
+    offset: int = required()
+
+
+@header
+class SearchOffsetRequestHeader(CommandHeader):
+    topic: str = required()
+    queueId: int = required()
+    timestamp: int = required()
+    boundaryType: str | None = optional()
+
+
+@header
+class GetEarliestMsgStoretimeRequestHeader(CommandHeader):
+    topic: str = required()
+    queueId: int = required()
+
+
+@header
+class GetEarliestMsgStoretimeResponseHeader(CommandHeader):
+    timestamp: int = required()
+
+
+# ------------------------------------------------------------------------------- clients
+@header
+class UnregisterClientRequestHeader(CommandHeader):
+    clientID: str = required()
+    producerGroup: str | None = optional()
+    consumerGroup: str | None = optional()
+
+
+@header
+class GetConsumerListByGroupRequestHeader(CommandHeader):
+    consumerGroup: str = required()
+
+
+@header
+class NotifyConsumerIdsChangedRequestHeader(CommandHeader):
+    consumerGroup: str = required()
+
+
+# ------------------------------------------------------------------------------- for later processors
+@header
+class ConsumerSendMsgBackRequestHeader(CommandHeader):
+    offset: int = required()
+    group: str = required()
+    delayLevel: int = required()
+    originMsgId: str | None = optional()
+    originTopic: str | None = optional()
+    unitMode: bool | None = optional()
+    maxReconsumeTimes: int | None = optional()
+
+
+@header
+class QueryMessageRequestHeader(CommandHeader):
+    topic: str = required()
+    key: str = required()
+    maxNum: int = required()
+    beginTimestamp: int = required()
+    endTimestamp: int = required()
+
+
+@header
+class QueryMessageResponseHeader(CommandHeader):
+    indexLastUpdateTimestamp: int = required()
+    indexLastUpdatePhyoffset: int = required()
+
+
+@header
+class ViewMessageRequestHeader(CommandHeader):
+    offset: int = required()
+    topic: str | None = optional()
+
+
+@header
+class EndTransactionRequestHeader(CommandHeader):
+    topic: str | None = optional()
+    producerGroup: str = required()
+    tranStateTableOffset: int = required()
+    commitLogOffset: int = required()
+    commitOrRollback: int = required()
+    fromTransactionCheck: bool | None = optional()
+    msgId: str = required()
+    transactionId: str | None = optional()
+
+
+@header
+class CheckTransactionStateRequestHeader(CommandHeader):
+    topic: str | None = optional()
+    tranStateTableOffset: int = required()
+    commitLogOffset: int = required()
+    msgId: str | None = optional()
+    transactionId: str | None = optional()
+    offsetMsgId: str | None = optional()
