@@ -299,6 +299,8 @@ class MessageStore:
                 cq.correct_min_offset(min_phy)
 
     def _reput_from_consume_queues(self) -> None:
+        if self.config.readOnly:
+            return
         start = self.commit_log.get_min_offset()
         for qs in self.consume_queue_table.values():
             for cq in qs.values():
@@ -365,6 +367,11 @@ class MessageStore:
             if self.checkpoint is not None:
                 self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
                                                            self.commit_log.last_store_timestamp)
+                if self._last_logics_ts:
+                    self.checkpoint.logics_msg_timestamp = self._last_logics_ts
+                    if self.config.messageIndexEnable:
+                        self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,
+                                                                  self._last_logics_ts)
                 self.checkpoint.confirm_phy_offset = self.commit_log.get_max_offset()
                 self.checkpoint.flush()
         if self._threadpool is not None:
@@ -407,6 +414,8 @@ class MessageStore:
         return cq
 
     def _dispatch(self, d: DispatchInfo, notify: bool = True) -> None:
+        if self.config.readOnly:
+            return
         tran = d.sys_flag & SF.TRANSACTION_MASK
         if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
             cq = self.find_consume_queue(d.topic, d.queue_id)
