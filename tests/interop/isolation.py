@@ -38,6 +38,12 @@ Kinds (``RMQPY_INTEROP_ISOLATION``):
   ``ip``), ``IsolationError`` is raised -- never a silent fallback.
 * ``none``: explicit opt-out; clients run on the host over loopback, and
   ``isolation_kind()`` / the report header say ``none``.
+* ``external``: the harness itself runs in a container of its own (see
+  tests/interop/container/): clients run right here, and the servers are
+  *not* started by the suite but are other containers, named by
+  ``RMQPY_INTEROP_NAMESRV`` (host:port, required) and
+  ``RMQPY_INTEROP_BROKER`` (host:port, optional).  ``external_servers()``
+  returns them; fixtures that start servers must use them instead.
 
 Usage::
 
@@ -66,6 +72,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -81,6 +88,7 @@ __all__ = [
     "LoopbackClientHost",
     "HostNetwork",
     "isolation_kind",
+    "external_servers",
     "kinds_used",
     "get_host_network",
     "new_client_host",
@@ -92,9 +100,11 @@ __all__ = [
 
 ENV_ISOLATION = "RMQPY_INTEROP_ISOLATION"
 ENV_SUBNET = "RMQPY_INTEROP_SUBNET"
+ENV_NAMESRV = "RMQPY_INTEROP_NAMESRV"
+ENV_BROKER = "RMQPY_INTEROP_BROKER"
 DEFAULT_SUBNET = "10.213.0.0/16"
 BLOCK_PREFIX = 22  # one HostNetwork: 255 /30 client links + the anchor
-KNOWN_KINDS = ("netns", "none")
+KNOWN_KINDS = ("netns", "none", "external")
 LOCK_PATH = "/run/lock/rmqpy-interop.lock"
 NS_PREFIX = "rmqpy-"
 
@@ -117,8 +127,9 @@ _kinds_used: set[str] = set()
 def isolation_kind() -> str:
     """The isolation this run uses, from ``RMQPY_INTEROP_ISOLATION``.
 
-    ``"netns"`` (default) or ``"none"`` (explicit opt-out).  Raises
-    IsolationError on an unknown value.
+    ``"netns"`` (default), ``"none"`` (explicit opt-out) or ``"external"``
+    (harness in a container, servers elsewhere).  Raises IsolationError on
+    an unknown value.
     """
     raw = os.environ.get(ENV_ISOLATION, "").strip().lower()
     kind = raw or "netns"
@@ -127,6 +138,28 @@ def isolation_kind() -> str:
             f"{ENV_ISOLATION}={raw!r} is not one of {', '.join(KNOWN_KINDS)}"
         )
     return kind
+
+
+def _split_hostport(value: str, var: str) -> tuple[str, int]:
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise IsolationError(f"{var}={value!r} is not host:port")
+    return host, int(port)
+
+
+def external_servers() -> dict | None:
+    """For kind "external": {"namesrv": (host, port), "broker": (host, port)
+    or None}, from RMQPY_INTEROP_NAMESRV / RMQPY_INTEROP_BROKER.  None for
+    the other kinds, where the suite starts its own servers on the host."""
+    if isolation_kind() != "external":
+        return None
+    ns = os.environ.get(ENV_NAMESRV, "")
+    if not ns:
+        raise IsolationError(f"{ENV_ISOLATION}=external needs {ENV_NAMESRV}=host:port "
+                             "(the name server container)")
+    br = os.environ.get(ENV_BROKER, "")
+    return {"namesrv": _split_hostport(ns, ENV_NAMESRV),
+            "broker": _split_hostport(br, ENV_BROKER) if br else None}
 
 
 def kinds_used() -> list[str]:
@@ -156,6 +189,9 @@ def report_line() -> str:
         line += f" (clients on the host over loopback: {ENV_ISOLATION}=none)"
     elif d["isolation"] == "netns":
         line += " (each client in its own network namespace)"
+    elif d["isolation"] == "external":
+        line += (" (harness in its own container; servers "
+                 f"{os.environ.get(ENV_NAMESRV, '?')} / {os.environ.get(ENV_BROKER, '-')})")
     return line
 
 
@@ -508,20 +544,27 @@ class ClientHost(_ClientHostBase):
 
 
 class LoopbackClientHost(_ClientHostBase):
-    """``RMQPY_INTEROP_ISOLATION=none``: runs clients directly on the host;
-    host_ip and client_ip are 127.0.0.1."""
+    """Runs clients directly where the harness runs.
+
+    ``RMQPY_INTEROP_ISOLATION=none``: on the host; host_ip and client_ip are
+    127.0.0.1.  ``external``: in the harness container; host_ip is the name
+    server container's address and client_ip this container's own address
+    towards it."""
 
     kind = "none"
     _counter = itertools.count(1)
 
-    def __init__(self, network: "HostNetwork | None" = None):
+    def __init__(self, network: "HostNetwork | None" = None, *,
+                 kind: str = "none", host_ip: str = "127.0.0.1",
+                 client_ip: str = "127.0.0.1"):
         super().__init__()
+        self.kind = kind
         self.network = network
-        self.name = f"loopback-{os.getpid()}-{next(self._counter)}"
-        self.host_ip = "127.0.0.1"
-        self.gateway_ip = "127.0.0.1"
-        self.client_ip = "127.0.0.1"
-        _kinds_used.add("none")
+        self.name = f"{'loopback' if kind == 'none' else kind}-{os.getpid()}-{next(self._counter)}"
+        self.host_ip = host_ip
+        self.gateway_ip = host_ip
+        self.client_ip = client_ip
+        _kinds_used.add(kind)
         if network is not None:
             network._register(self)
 
@@ -558,10 +601,12 @@ def _write_sysctl(path: str, value: str) -> None:
 class HostNetwork:
     """The host side of the isolation for one test process.
 
-    ``kind``: "netns" or "none" (default: ``isolation_kind()``).
+    ``kind``: "netns", "none" or "external" (default: ``isolation_kind()``).
     ``host_ip``: the address servers on the host listen on (or bind 0.0.0.0)
-    and advertise (brokerIP1, name server address) to every ClientHost.
-    ``new_client_host()`` makes a ClientHost (LoopbackClientHost for "none").
+    and advertise (brokerIP1, name server address) to every ClientHost; for
+    "external", the name server container's address.
+    ``new_client_host()`` makes a ClientHost (LoopbackClientHost for "none"
+    and "external").
     ``close()`` closes every client host and removes the anchor link.
     """
 
@@ -580,8 +625,20 @@ class HostNetwork:
         self.ip_forward_at_start = read_ip_forward()
         self.block = None
         self.anchor = None
+        self.client_ip = "127.0.0.1"
         if self.kind == "none":
             self.host_ip = "127.0.0.1"
+            return
+        if self.kind == "external":
+            host, port = external_servers()["namesrv"]
+            try:
+                self.host_ip = socket.gethostbyname(host)
+                # which local address routes there (a UDP connect sends nothing)
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                    u.connect((self.host_ip, port))
+                    self.client_ip = u.getsockname()[0]
+            except OSError as e:
+                raise IsolationError(f"{ENV_NAMESRV}={host}:{port}: {e}") from e
             return
         if os.geteuid() != 0:
             raise IsolationError(
@@ -663,8 +720,9 @@ class HostNetwork:
             return list(self._hosts.values())
 
     def new_client_host(self) -> _ClientHostBase:
-        if self.kind == "none":
-            return LoopbackClientHost(self)
+        if self.kind in ("none", "external"):
+            return LoopbackClientHost(self, kind=self.kind, host_ip=self.host_ip,
+                                      client_ip=self.client_ip)
         return ClientHost(self)
 
     def close(self) -> None:

@@ -36,6 +36,10 @@ KIND = isolation.isolation_kind()
 netns_only = pytest.mark.skipif(
     KIND != "netns",
     reason=f"{isolation.ENV_ISOLATION}={KIND}: namespace checks do not apply")
+# with "external", host_ip is the name server container, not this machine
+local_servers = pytest.mark.skipif(
+    KIND == "external",
+    reason=f"{isolation.ENV_ISOLATION}=external: servers are not on this machine")
 
 
 class EchoServer:
@@ -130,6 +134,7 @@ def test_isolation_kind_is_recorded(net, record_property, record_testsuite_prope
     assert isolation.describe()["isolation"] == KIND
 
 
+@local_servers
 def test_echo_from_client_host_and_peer_address(net, ch):
     with EchoServer("0.0.0.0") as srv:
         r = connect_from(ch, ch.host_ip, srv.port, "hello rocketmq")
@@ -358,7 +363,7 @@ def test_java_process_runs_inside(ch, tmp_path):
     # a JVM socket from inside: source-file mode needs a JDK (jdk.compiler)
     mods = subprocess.run([java, "--list-modules"], capture_output=True, text=True,
                           timeout=60).stdout
-    if "jdk.compiler" not in mods:
+    if "jdk.compiler" not in mods or KIND == "external":
         return
     src = tmp_path / "Echo.java"
     src.write_text(JAVA_ECHO)
@@ -412,3 +417,24 @@ def test_default_client_host_constructor():
     with ClientHost() as h:
         assert h.network is isolation.get_host_network()
         assert h.host_ip == h.network.host_ip
+
+
+def test_external_kind_uses_given_servers(monkeypatch):
+    monkeypatch.setenv(isolation.ENV_ISOLATION, "external")
+    monkeypatch.delenv(isolation.ENV_NAMESRV, raising=False)
+    with pytest.raises(IsolationError, match="RMQPY_INTEROP_NAMESRV"):
+        HostNetwork()
+    monkeypatch.setenv(isolation.ENV_NAMESRV, "localhost:9876")
+    monkeypatch.setenv(isolation.ENV_BROKER, "127.0.0.1:10911")
+    assert isolation.external_servers() == {"namesrv": ("localhost", 9876),
+                                            "broker": ("127.0.0.1", 10911)}
+    with HostNetwork() as n, n.new_client_host() as h:
+        assert n.kind == h.kind == "external"
+        assert h.host_ip == "127.0.0.1" and h.client_ip == "127.0.0.1"
+        assert h.run(["true"], timeout=10).returncode == 0
+    assert "external" in isolation.report_line()
+    monkeypatch.setenv(isolation.ENV_NAMESRV, "no-port")
+    with pytest.raises(IsolationError, match="host:port"):
+        isolation.external_servers()
+    monkeypatch.setenv(isolation.ENV_ISOLATION, "netns")
+    assert isolation.external_servers() is None
