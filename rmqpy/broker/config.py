@@ -159,7 +159,10 @@ def load_settings(config_file: str | None = None, namesrv_addr: str | None = Non
     if config_file:
         props = load_properties(config_file)
         settings.config_file = os.path.abspath(config_file)
-        settings.unknown_keys = apply_properties(settings.objects, props, warn)
+        try:
+            settings.unknown_keys = apply_properties(settings.objects, props, warn)
+        except PropertiesError as exc:
+            raise PropertiesError(f"{config_file}: {exc}") from None
     if namesrv_addr:
         settings.broker.namesrvAddr = namesrv_addr
     validate(settings)

@@ -1,0 +1,369 @@
+"""BrokerController: wires the managers, the store, the processors and the timers.
+
+As RocketMQ's ``BrokerController``: it loads config/topics.json, consumerOffset.json,
+subscriptionGroup.json and delayOffset.json (Java's formats) and the message store,
+registers the processors of :data:`PROCESSORS` with one dispatcher shared by the main
+port (listenPort) and the fast port (listenPort - 2), registers with every name server at
+start and every ``registerNameServerPeriod`` (and promptly when topics are created),
+unregisters on a clean shutdown, flushes consumer offsets every 5 s and at shutdown, and
+drops client channels silent for 120 s (scanned every 10 s).
+
+Time comes from the injected ``reactor`` (``IReactorTime``), so unit tests drive every
+timer with ``twisted.internet.task.Clock``.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any, Callable
+
+from twisted.application import service
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from rmqpy.broker.clients import ConsumerManager, ProducerManager
+from rmqpy.broker.config import BrokerSettings
+from rmqpy.broker.filter.message_filter import ConsumerFilterManager
+from rmqpy.broker.longpolling import PullRequestHoldService
+from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
+from rmqpy.broker.processor.client_manage import ClientManageProcessor
+from rmqpy.broker.processor.consumer_manage import ConsumerManageProcessor, StoreOffsetProcessor
+from rmqpy.broker.processor.pull import PullMessageProcessor
+from rmqpy.broker.processor.send import SendMessageProcessor, half_message
+from rmqpy.broker.subscription import SubscriptionGroupManager
+from rmqpy.broker.topic import TopicConfigManager
+from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
+from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rmqpy.remoting.client import RemotingClient
+from rmqpy.remoting.dispatch import RequestDispatcher
+
+# The processors, in registration order. Each class names its request codes in ``codes``
+# and is built with the controller. A later processor claiming a code overrides an earlier
+# one, so a module added for the admin codes, CONSUMER_SEND_MSG_BACK, END_TRANSACTION,
+# LOCK/UNLOCK_BATCH_MQ, QUERY_MESSAGE/VIEW_MESSAGE_BY_ID... is one more line here.
+PROCESSORS: list[Callable[["BrokerController"], Any]] = [
+    SendMessageProcessor,
+    PullMessageProcessor,
+    ClientManageProcessor,
+    ConsumerManageProcessor,
+    StoreOffsetProcessor,
+]
+
+
+def _optional_processors() -> list[Callable[["BrokerController"], Any]]:
+    """Processors that live in modules added later; missing modules are skipped."""
+    import importlib
+    found = []
+    for module_name, class_name in (
+        ("rmqpy.broker.processor.admin", "AdminBrokerProcessor"),
+        ("rmqpy.broker.processor.send_back", "ConsumerSendMsgBackProcessor"),
+        ("rmqpy.broker.processor.query", "QueryMessageProcessor"),
+        ("rmqpy.broker.processor.end_transaction", "EndTransactionProcessor"),
+        ("rmqpy.broker.processor.lock", "LockBatchProcessor"),
+        ("rmqpy.broker.processor.reply", "ReplyMessageProcessor"),
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        found.append(getattr(module, class_name))
+    return found
+
+
+class BrokerController:
+    log = Logger()
+
+    def __init__(self, settings: BrokerSettings, reactor: Any, message_store: Any = None) -> None:
+        self.settings = settings
+        self.broker_config = settings.broker
+        self.netty_config = settings.netty
+        self.store_config = settings.store
+        self.reactor = reactor
+        bc = self.broker_config
+        self.store_host = (bc.brokerIP1, self.netty_config.listenPort)
+        self.broker_addr = f"{bc.brokerIP1}:{self.netty_config.listenPort}"
+        self.config_dir = os.path.join(self.store_config.storePathRootDir, "config")
+
+        self.topic_config_manager = TopicConfigManager(bc, self.config_dir, on_new_topic=self.topics_changed)
+        self.subscription_group_manager = SubscriptionGroupManager(bc, self.config_dir)
+        self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir)
+        self.delay_offset_manager = DelayOffsetManager(self.config_dir)
+        self.consumer_filter_manager = ConsumerFilterManager()
+        self.producer_manager = ProducerManager(self.now_ms)
+        self.consumer_manager = ConsumerManager(self.now_ms, ids_changed=self.notify_consumer_ids_changed,
+                                                on_register=self._register_filters,
+                                                on_unregister=self.consumer_filter_manager.unregister)
+        self.message_store = message_store
+        self.pull_hold_service = PullRequestHoldService(
+            reactor, self.now_ms, self._max_offset, self._wakeup_pull, bc.longPollingEnable, bc.shortPollingTimeMills)
+        # filled in by later modules (transactions, delayed delivery)
+        self.transactional_message_service: Any = None
+        self.schedule_message_service: Any = None
+
+        self.dispatcher = RequestDispatcher()
+        self.dispatcher.add_channel_listener(self)
+        self.processors: dict[str, Any] = {}
+        for factory in PROCESSORS + _optional_processors():
+            self.add_processor(factory(self))
+        self.namesrv_client = RemotingClient(reactor, connect_timeout=3.0)
+        self._timers: list[Any] = []
+        self._register_pending: Any = None
+        self.started = False
+        self.shutting_down = False
+
+    # ------------------------------------------------------------------ setup
+    def add_processor(self, processor: Any, codes: Any = None) -> None:
+        self.processors[type(processor).__name__] = processor
+        self.dispatcher.register([int(c) for c in (codes if codes is not None else processor.codes)], processor)
+
+    @property
+    def pull_processor(self) -> PullMessageProcessor:
+        return self.processors["PullMessageProcessor"]
+
+    def now_ms(self) -> int:
+        return int(self.reactor.seconds() * 1000)
+
+    def initialize(self) -> None:
+        """Load the config files and the store (Java ``initialize``); raises on failure."""
+        for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager,
+                        self.delay_offset_manager):
+            manager.load()
+        if self.message_store is None:
+            from rmqpy.store.message_store import MessageStore
+            self.message_store = MessageStore(self.store_config, self.store_host, self.reactor)
+            self.message_store.load()
+        self.message_store.add_arrive_listener(self._message_arrived)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        start_store = getattr(self.message_store, "start", None)
+        if start_store is not None:
+            start_store()
+        self.pull_hold_service.start()
+        self.started = True
+        # persist what we loaded, so the files exist in Java's format from the start
+        self.topic_config_manager.persist()
+        self.subscription_group_manager.persist()
+        self.register_broker_all()
+        bc = self.broker_config
+        self._every(10.0, bc.registerNameServerPeriod / 1000.0, self.register_broker_all)
+        self._every(10.0, bc.flushConsumerOffsetInterval / 1000.0, self.persist_offsets)
+        self._every(10.0, bc.channelScanIntervalMills / 1000.0, self.scan_not_active_channels)
+        for hook in ("schedule_message_service", "transactional_message_service"):
+            svc = getattr(self, hook)
+            if svc is not None and hasattr(svc, "start"):
+                svc.start()
+
+    def _every(self, first: float, interval: float, fn: Callable[[], Any]) -> None:
+        slot: list[Any] = [None]
+
+        def run() -> None:
+            if self.shutting_down:
+                return
+            try:
+                fn()
+            except Exception:
+                self.log.failure("periodic task {fn} failed", fn=getattr(fn, "__name__", fn))
+            slot[0] = self.reactor.callLater(interval, run)
+
+        slot[0] = self.reactor.callLater(first, run)
+        self._timers.append(slot)
+
+    def shutdown(self) -> defer.Deferred:
+        self.shutting_down = True
+        for slot in self._timers:
+            if slot[0] is not None and slot[0].active():
+                slot[0].cancel()
+        self._timers.clear()
+        if self._register_pending is not None and self._register_pending.active():
+            self._register_pending.cancel()
+        self.pull_hold_service.stop()
+        for hook in ("schedule_message_service", "transactional_message_service"):
+            svc = getattr(self, hook)
+            if svc is not None and hasattr(svc, "stop"):
+                svc.stop()
+        d = self.unregister_broker_all() if self.started else defer.succeed(None)
+
+        def finish(_: Any) -> None:
+            self.persist_all()
+            stop_store = getattr(self.message_store, "shutdown", None)
+            if stop_store is not None:
+                stop_store()
+            self.namesrv_client.close()
+            self.started = False
+
+        return d.addBoth(finish)
+
+    def persist_all(self) -> None:
+        self.consumer_offset_manager.persist()
+        self.topic_config_manager.persist()
+        self.subscription_group_manager.persist()
+        self.delay_offset_manager.persist()
+
+    def persist_offsets(self) -> None:
+        self.consumer_offset_manager.persist()
+        if self.schedule_message_service is None:
+            return
+        self.delay_offset_manager.persist()
+
+    # ------------------------------------------------------------------ channels
+    def channel_connected(self, channel: Any) -> None:
+        pass
+
+    def channel_closed(self, channel: Any) -> None:
+        self.producer_manager.channel_closed(channel)
+
+        def notify(group: str) -> bool:
+            sgc = self.subscription_group_manager.table.get(group)
+            return sgc.notifyConsumerIdsChangedEnable if sgc is not None else True
+
+        self.consumer_manager.channel_closed(channel, notify)
+
+    def scan_not_active_channels(self) -> None:
+        timeout = self.broker_config.channelExpiredTimeoutMills
+        for channel in (self.producer_manager.scan_not_active_channel(timeout)
+                        + self.consumer_manager.scan_not_active_channel(timeout)):
+            close = getattr(channel, "close", None)
+            if close is not None:
+                close()
+
+    def notify_consumer_ids_changed(self, group: str, channels: list[Any]) -> None:
+        if not self.broker_config.notifyConsumerIdsChangedEnable:
+            return
+        for channel in channels:
+            request = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                              NotifyConsumerIdsChangedRequestHeader(consumerGroup=group))
+            try:
+                channel.invoke_oneway(request)
+            except Exception:
+                self.log.failure("notifyConsumerIdsChanged to {c} failed", c=getattr(channel, "remote_address", "?"))
+
+    def _register_filters(self, group: str, subs: list[Any]) -> None:
+        for sub in subs:
+            if not sub.is_tag:
+                self.consumer_filter_manager.register(group, sub)
+
+    # ------------------------------------------------------------------ store hooks
+    def _max_offset(self, topic: str, queue_id: int) -> int:
+        return self.message_store.get_max_offset_in_queue(topic, queue_id)
+
+    def _message_arrived(self, topic: str, queue_id: int, logic_offset: int, tags_code: int | None = None,
+                         store_ts: int = 0, properties: Any = None, *rest: Any) -> None:
+        self.pull_hold_service.notify_message_arriving(topic, queue_id, logic_offset, tags_code, store_ts, properties)
+
+    def _wakeup_pull(self, req: Any) -> None:
+        self.pull_processor.execute_request_when_wakeup(req)
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
+        store = self.message_store
+        try:
+            phy = store.get_commit_log_offset_in_queue(topic, queue_id, offset)
+            max_phy = store.get_max_phy_offset()
+            from rmqpy.store.message_store import TOTAL_PHYSICAL_MEMORY_SIZE
+        except Exception:
+            return False
+        if phy <= 0 and offset != 0:
+            return False
+        memory = TOTAL_PHYSICAL_MEMORY_SIZE * self.store_config.accessMessageInMemoryMaxRatio / 100.0
+        return (max_phy - phy) > memory
+
+    def disk_util(self) -> str:
+        path = self.store_config.storePathRootDir
+        try:
+            st = os.statvfs(path)
+            ratio = 1.0 - st.f_bavail / st.f_blocks if st.f_blocks else -1.0
+        except OSError:
+            ratio = -1.0
+        return f"CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: {ratio:5.2f}"
+
+    def prepare_transaction_message(self, msg: Any) -> defer.Deferred:
+        if self.transactional_message_service is not None:
+            return self.transactional_message_service.prepare_message(msg)
+        return self.message_store.put_message(half_message(msg))
+
+    # ------------------------------------------------------------------ name servers
+    def topics_changed(self) -> None:
+        """A topic was created on demand: register promptly (coalesced)."""
+        if not self.started or self.shutting_down:
+            return
+        if self._register_pending is None or not self._register_pending.active():
+            self._register_pending = self.reactor.callLater(0, self.register_broker_all)
+
+    def _topic_wrapper(self) -> TopicConfigSerializeWrapper:
+        wrapper = self.topic_config_manager.wrapper()
+        perm = self.broker_config.brokerPermission
+        if not (perm & PERM_WRITE) or not (perm & PERM_READ):
+            table = {}
+            for name, tc in wrapper.topicConfigTable.items():
+                from dataclasses import replace
+                table[name] = replace(tc, perm=perm)
+            wrapper = TopicConfigSerializeWrapper(table, wrapper.dataVersion)
+        return wrapper
+
+    def register_broker_all(self) -> defer.Deferred:
+        bc = self.broker_config
+        addrs = bc.namesrv_addrs
+        if not addrs:
+            return defer.succeed([])
+        compressed = bc.compressedRegister
+        body = RegisterBrokerBody(self._topic_wrapper(), []).encode(compressed)
+        header = RegisterBrokerRequestHeader(
+            brokerName=bc.brokerName, brokerAddr=self.broker_addr, clusterName=bc.brokerClusterName,
+            haServerAddr=f"{bc.brokerIP2}:{self.store_config.haListenPort}", brokerId=bc.brokerId,
+            compressed=compressed, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF)
+        timeout = bc.registerBrokerTimeoutMills / 1000.0
+        results = []
+        for addr in addrs:
+            request = RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
+            d = self.namesrv_client.invoke(addr, request, timeout)
+            d.addCallback(self._registered, addr)
+            d.addErrback(self._register_failed, addr)
+            results.append(d)
+        return defer.gatherResults(results)
+
+    def _registered(self, response: RemotingCommand, addr: str) -> bool:
+        if response.code != ResponseCode.SUCCESS:
+            self.log.warn("register broker to name server {addr} failed: {code} {remark}", addr=addr,
+                          code=response.code, remark=response.remark)
+            return False
+        self.log.debug("register broker to name server {addr} OK", addr=addr)
+        return True
+
+    def _register_failed(self, failure: Any, addr: str) -> bool:
+        self.log.warn("register broker to name server {addr} failed: {err}", addr=addr,
+                      err=failure.getErrorMessage())
+        return False
+
+    def unregister_broker_all(self) -> defer.Deferred:
+        bc = self.broker_config
+        results = []
+        for addr in bc.namesrv_addrs:
+            header = UnRegisterBrokerRequestHeader(brokerName=bc.brokerName, brokerAddr=self.broker_addr,
+                                                   clusterName=bc.brokerClusterName, brokerId=bc.brokerId)
+            d = self.namesrv_client.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header), 3.0)
+            d.addErrback(lambda f, a=addr: self.log.warn("unregister broker from {a} failed: {e}", a=a,
+                                                         e=f.getErrorMessage()))
+            results.append(d)
+        return defer.gatherResults(results) if results else defer.succeed(None)
+
+
+class BrokerService(service.Service):
+    """Starts the controller (after the store is loaded) and shuts it down cleanly."""
+
+    name = "broker"
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    def startService(self) -> None:
+        super().startService()
+        self.controller.start()
+
+    def stopService(self) -> defer.Deferred:
+        super().stopService()
+        return self.controller.shutdown()

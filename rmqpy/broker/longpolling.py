@@ -1,0 +1,112 @@
+"""PullRequestHoldService: parked PULL_MESSAGE requests (long polling), facts §9.4.
+
+A pull that finds nothing and carries the SUSPEND flag is held here until a message for
+its queue arrives (the store's arrive listener calls :meth:`notify_message_arriving`),
+or until its suspend timeout has passed (checked every 5 s, or every second with short
+polling). Then it is executed again without suspension and its Deferred fires with
+the response.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+
+@dataclass(eq=False)
+class PullRequest:
+    request: Any
+    channel: Any
+    timeout_ms: int
+    suspend_ts: int
+    pull_from_offset: int
+    message_filter: Any
+    deferred: defer.Deferred = field(default_factory=defer.Deferred)
+
+
+class PullRequestHoldService:
+    log = Logger()
+
+    def __init__(self, clock: Any, now_ms: Callable[[], int], max_offset: Callable[[str, int], int],
+                 wakeup: Callable[[PullRequest], None], long_polling: bool = True,
+                 short_polling_ms: int = 1000) -> None:
+        self.clock = clock
+        self.now_ms = now_ms
+        self.max_offset = max_offset
+        self.wakeup = wakeup
+        self.long_polling = long_polling
+        self.short_polling_ms = short_polling_ms
+        self.table: dict[tuple[str, int], list[PullRequest]] = {}
+        self._call: Any = None
+
+    # ------------------------------------------------------------------ service
+    def start(self) -> None:
+        self._schedule()
+
+    def stop(self) -> None:
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
+
+    def _schedule(self) -> None:
+        interval = 5.0 if self.long_polling else self.short_polling_ms / 1000.0
+        self._call = self.clock.callLater(interval, self._tick)
+
+    def _tick(self) -> None:
+        try:
+            self.check_hold_requests()
+        except Exception:
+            self.log.failure("check hold requests failed")
+        self._schedule()
+
+    # ------------------------------------------------------------------ API
+    def suspend(self, topic: str, queue_id: int, req: PullRequest) -> defer.Deferred:
+        self.table.setdefault((topic, queue_id), []).append(req)
+        return req.deferred
+
+    def held_count(self) -> int:
+        return sum(len(v) for v in self.table.values())
+
+    def check_hold_requests(self) -> None:
+        for topic, queue_id in list(self.table):
+            self.notify_message_arriving(topic, queue_id, self.max_offset(topic, queue_id))
+
+    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None,
+                                store_ts: int = 0, properties: Mapping[str, str] | None = None) -> None:
+        key = (topic, queue_id)
+        reqs = self.table.get(key)
+        if not reqs:
+            return
+        keep = []
+        now = self.now_ms()
+        for req in reqs:
+            if not getattr(req.channel, "connected_", True):
+                continue  # the client went away; nobody to answer
+            newest = max_offset
+            if newest <= req.pull_from_offset:
+                newest = self.max_offset(topic, queue_id)
+            if newest > req.pull_from_offset:
+                match = True
+                if req.message_filter is not None:
+                    match = req.message_filter.is_matched_by_consume_queue(tags_code)
+                    if match and properties is not None:
+                        match = req.message_filter.is_matched_by_commit_log(None, properties)
+                if match:
+                    self._wake(req)
+                    continue
+            if now >= req.suspend_ts + req.timeout_ms:
+                self._wake(req)
+                continue
+            keep.append(req)
+        if keep:
+            self.table[key] = keep
+        else:
+            self.table.pop(key, None)
+
+    def _wake(self, req: PullRequest) -> None:
+        try:
+            self.wakeup(req)
+        except Exception:
+            self.log.failure("waking a held pull request failed")

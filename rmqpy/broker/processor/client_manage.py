@@ -1,0 +1,98 @@
+"""ClientManageProcessor: HEART_BEAT (34), UNREGISTER_CLIENT (35), CHECK_CLIENT_CONFIG (46)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from twisted.logger import Logger
+
+from rmqpy.broker.clients import ClientChannelInfo
+from rmqpy.broker.filter import sql92
+from rmqpy.broker.topic import retry_topic
+from rmqpy.protocol.bodies.heartbeat import CheckClientRequestBody, HeartbeatData
+from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import UnregisterClientRequestHeader
+
+if TYPE_CHECKING:
+    from rmqpy.broker.controller import BrokerController
+
+TOPIC_SYS_FLAG_UNIT_SUB = 2
+
+
+class ClientManageProcessor:
+    log = Logger()
+    codes = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG)
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        if request.code == RequestCode.HEART_BEAT:
+            return self.heartbeat(channel, request)
+        if request.code == RequestCode.UNREGISTER_CLIENT:
+            return self.unregister_client(channel, request)
+        return self.check_client_config(channel, request)
+
+    def heartbeat(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        data = HeartbeatData.decode(request.body or b"{}")
+        info = ClientChannelInfo(channel, data.clientID, request.language, request.version)
+        sub_changed = False
+        for consumer in data.consumerDataSet:
+            sgc = b.subscription_group_manager.find(consumer.groupName)
+            notify = True
+            if sgc is not None:
+                notify = sgc.notifyConsumerIdsChangedEnable
+                b.topic_config_manager.create_topic_in_send_message_back_method(
+                    retry_topic(consumer.groupName), sgc.retryQueueNums, PERM_WRITE | PERM_READ,
+                    TOPIC_SYS_FLAG_UNIT_SUB if consumer.unitMode else 0)
+            group = b.consumer_manager.get(consumer.groupName)
+            without_sub = bool(data.withoutSub) and group is not None and \
+                group.heartbeat_fingerprint == data.heartbeatFingerprint
+            if data.withoutSub and not without_sub:
+                sub_changed = True  # 5.x heartbeat v2: ask for the full data next time
+            changed = b.consumer_manager.register_consumer(
+                consumer.groupName, info, consumer.consumeType, consumer.messageModel, consumer.consumeFromWhere,
+                consumer.subscriptionDataSet, notify, update_subscription=not data.withoutSub)
+            group = b.consumer_manager.get(consumer.groupName)
+            if group is not None and not data.withoutSub:
+                group.heartbeat_fingerprint = data.heartbeatFingerprint
+            if changed:
+                self.log.info("registerConsumer info changed {g} {c}", g=consumer.groupName, c=channel.remote_address)
+        for producer in data.producerDataSet:
+            b.producer_manager.register_producer(producer.groupName, info)
+        return request.response(ResponseCode.SUCCESS, None, ext_fields={
+            "IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true" if sub_changed else "false"})
+
+    def unregister_client(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        h = request.decode_header(UnregisterClientRequestHeader)
+        info = ClientChannelInfo(channel, h.clientID, request.language, request.version)
+        if h.producerGroup:
+            b.producer_manager.unregister_producer(h.producerGroup, info)
+        if h.consumerGroup:
+            sgc = b.subscription_group_manager.find(h.consumerGroup)
+            notify = sgc.notifyConsumerIdsChangedEnable if sgc is not None else True
+            b.consumer_manager.unregister_consumer(h.consumerGroup, info, notify)
+        return request.response(ResponseCode.SUCCESS, None)
+
+    def check_client_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        body = CheckClientRequestBody.decode(request.body) if request.body else None
+        if body is not None and body.subscriptionData is not None:
+            sub = body.subscriptionData
+            if sub.is_tag:
+                return request.response(ResponseCode.SUCCESS, None)
+            if not self.broker.broker_config.enablePropertyFilter:
+                return request.response(ResponseCode.SYSTEM_ERROR,
+                                        f"The broker does not support consumer to filter message by "
+                                        f"{sub.expressionType}")
+            try:
+                if sub.expressionType.upper() != "SQL92":
+                    raise sql92.SQLParseError(f"Filter spi type({sub.expressionType}) not exist!")
+                sql92.compile(sub.subString)
+            except sql92.SQLParseError as exc:
+                self.log.warn("Client {c}@{g} filter message, but failed to compile expression! sub={s}, error={e}",
+                              c=body.clientId, g=body.group, s=sub.subString, e=exc)
+                return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        return request.response(ResponseCode.SUCCESS, None)

@@ -1,0 +1,250 @@
+"""SendMessageProcessor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
+
+Checks and answers follow ``AbstractSendMessageProcessor.msgCheck`` and
+``SendMessageProcessor`` of RocketMQ 4.9: same response codes and remarks, replies that
+always carry msgId (the offsetMsgId), queueId, queueOffset and the MSG_REGION/TRACE_ON
+extFields.
+"""
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from rmqpy.broker.topic import (RETRY_GROUP_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPICS, dlq_topic,
+                                topic_config_string, validate_topic)
+from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
+from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import (SendMessageRequestHeader, SendMessageRequestHeaderV2,
+                                           SendMessageResponseHeader)
+from rmqpy.protocol import sysflag as SF
+from rmqpy.protocol.message import (PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
+                                    PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_PREPARED,
+                                    PROPERTY_WAIT_STORE_MSG_OK, MessageExtBatch, MessageExtBrokerInner,
+                                    properties_to_string, string_to_properties)
+
+if TYPE_CHECKING:
+    from rmqpy.broker.controller import BrokerController
+
+FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
+DLQ_NUMS_PER_GROUP = 1
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+
+
+def suggest_todo(url: str = FAQ_URL) -> str:
+    return f"\nSee {url} for further details."
+
+
+class SendMessageProcessor:
+    log = Logger()
+    codes = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.random = random.Random()
+
+    # ------------------------------------------------------------------ entry
+    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+        if request.code == RequestCode.SEND_MESSAGE:
+            header = request.decode_header(SendMessageRequestHeader)
+        else:
+            header = request.decode_header(SendMessageRequestHeaderV2).to_v1()
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            return self.send_batch_message(channel, request, header)
+        return self.send_message(channel, request, header)
+
+    # ------------------------------------------------------------------ checks
+    def _response(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
+        bc = self.broker.broker_config
+        return request.response(code, remark, ext_fields={
+            PROPERTY_MSG_REGION: bc.regionId, PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"})
+
+    def pre_send(self, channel: Any, request: RemotingCommand, header: SendMessageRequestHeader
+                 ) -> RemotingCommand | None:
+        """None when the request may go on; else the error response (``preSend``+``msgCheck``)."""
+        b = self.broker
+        bc = b.broker_config
+        start = bc.startAcceptSendRequestTimeStamp
+        if b.now_ms() < start:
+            return self._response(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start}")
+        topic = header.topic
+        if not bc.brokerPermission & PERM_WRITE and b.topic_config_manager.is_order_topic(topic):
+            return self._response(request, ResponseCode.NO_PERMISSION,
+                                  f"the broker[{bc.brokerIP1}] sending message is forbidden")
+        bad = validate_topic(topic)
+        if bad is not None:
+            return self._response(request, ResponseCode.SYSTEM_ERROR, bad)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            return self._response(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        tcm = b.topic_config_manager
+        tc = tcm.select(topic)
+        if tc is None:
+            sys_flag = 0
+            if header.unitMode:
+                sys_flag = 2 if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 1
+            self.log.warn("the topic {t} not exist, producer: {p}", t=topic, p=channel.remote_address)
+            tc = tcm.create_topic_in_send_message_method(topic, header.defaultTopic, channel.remote_address,
+                                                         header.defaultTopicQueueNums, sys_flag)
+            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                tc = tcm.create_topic_in_send_message_back_method(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
+            if tc is None:
+                return self._response(request, ResponseCode.TOPIC_NOT_EXIST,
+                                      f"topic[{topic}] not exist, apply first please!" + suggest_todo())
+        valid = max(tc.writeQueueNums, tc.readQueueNums)
+        if header.queueId >= valid:
+            info = (f"request queueId[{header.queueId}] is illegal, {topic_config_string(tc)} "
+                    f"Producer: {channel.remote_address}")
+            self.log.warn(info)
+            return self._response(request, ResponseCode.SYSTEM_ERROR, info)
+        return None
+
+    def _queue_id(self, header: SendMessageRequestHeader) -> int:
+        if header.queueId >= 0:
+            return header.queueId
+        tc = self.broker.topic_config_manager.select(header.topic)
+        return self.random.randrange(99999999) % max(1, tc.writeQueueNums if tc else 1)
+
+    def _born_host(self, channel: Any) -> tuple[str, int]:
+        return (getattr(channel, "remote_host", "") or "127.0.0.1", int(getattr(channel, "remote_port", 0) or 0))
+
+    # ------------------------------------------------------------------ single
+    def send_message(self, channel: Any, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
+        error = self.pre_send(channel, request, header)
+        if error is not None:
+            return error
+        b = self.broker
+        tc = b.topic_config_manager.select(header.topic)
+        queue_id = self._queue_id(header)
+        msg = MessageExtBrokerInner(topic=header.topic, queue_id=queue_id)
+        sys_flag = header.sysFlag
+        # retry topic: group must exist; too many reconsumes go to the DLQ
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            sgc = b.subscription_group_manager.find(group)
+            if sgc is None:
+                return self._response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                      f"subscription group not exist, {group} " + suggest_todo())
+            max_reconsume = sgc.retryMaxTimes
+            if request.version >= MQVersion.V3_4_9 and header.maxReconsumeTimes is not None:
+                max_reconsume = header.maxReconsumeTimes
+            if (header.reconsumeTimes or 0) >= max_reconsume:
+                new_topic = dlq_topic(group)
+                tc = b.topic_config_manager.create_topic_in_send_message_back_method(
+                    new_topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+                msg.topic = new_topic
+                msg.queue_id = self.random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+                header.properties = _without(header.properties, PROPERTY_DELAY_TIME_LEVEL)
+        if tc is not None and tc.topicFilterType == "MULTI_TAG":
+            sys_flag |= SF.MULTI_TAGS_FLAG
+        msg.sys_flag = sys_flag
+        msg.body = request.body or b""
+        msg.flag = header.flag
+        props = string_to_properties(header.properties)
+        msg.born_timestamp = header.bornTimestamp
+        msg.born_host = self._born_host(channel)
+        msg.store_host = b.store_host
+        msg.reconsume_times = header.reconsumeTimes or 0
+        props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
+        # "WAIT=true" is not stored (saves 9 bytes a message); the store still needs to see it
+        wait = props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
+        msg.properties_string = properties_to_string(props)
+        if wait is not None:
+            props[PROPERTY_WAIT_STORE_MSG_OK] = wait
+        msg.properties = props
+
+        if (props.get(PROPERTY_TRANSACTION_PREPARED) or "").lower() == "true":
+            if b.broker_config.rejectTransactionMessage:
+                return self._response(request, ResponseCode.NO_PERMISSION,
+                                      f"the broker[{b.broker_config.brokerIP1}] sending transaction message is forbidden")
+            d = b.prepare_transaction_message(msg)
+        else:
+            d = b.message_store.put_message(msg)
+        return d.addCallback(self._handle_put_result, request, msg, queue_id)
+
+    def _handle_put_result(self, result: Any, request: RemotingCommand, msg: Any, queue_id: int) -> RemotingCommand:
+        if result is None:
+            return self._response(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
+        status = result.put_message_status.name
+        max_size = self.broker.store_config.maxMessageSize
+        ok_codes = {"PUT_OK": ResponseCode.SUCCESS, "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
+                    "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                    "SLAVE_NOT_AVAILABLE": ResponseCode.SLAVE_NOT_AVAILABLE}
+        if status in ok_codes and result.append_message_result is not None:
+            ar = result.append_message_result
+            header = SendMessageResponseHeader(msgId=ar.msg_id, queueId=queue_id, queueOffset=ar.logics_offset)
+            resp = self._response(request, ok_codes[status], None)
+            resp.ext_fields.update(header.encode())
+            return resp
+        failures = {
+            "CREATE_MAPEDFILE_FAILED": (ResponseCode.SYSTEM_ERROR,
+                                        "create mapped file failed, server is busy or broken."),
+            "MESSAGE_ILLEGAL": (ResponseCode.MESSAGE_ILLEGAL,
+                                f"the message is illegal, maybe msg body or properties length not matched. "
+                                f"msg body length limit {max_size}B, msg properties length limit 32KB."),
+            "SERVICE_NOT_AVAILABLE": (ResponseCode.SERVICE_NOT_AVAILABLE,
+                                      "service not available now. It may be caused by one of the following "
+                                      "reasons: the broker's disk is full [" + self.broker.disk_util() +
+                                      "], messages are put to the slave, message store has been shut down, etc."),
+            "OS_PAGECACHE_BUSY": (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+            "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+        }
+        failures["PROPERTIES_SIZE_EXCEEDED"] = failures["MESSAGE_ILLEGAL"]
+        code, remark = failures.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
+        return self._response(request, code, remark)
+
+    # ------------------------------------------------------------------ batch
+    def send_batch_message(self, channel: Any, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
+        error = self.pre_send(channel, request, header)
+        if error is not None:
+            return error
+        b = self.broker
+        tc = b.topic_config_manager.select(header.topic)
+        queue_id = self._queue_id(header)
+        if len(header.topic) > 127:
+            return self._response(request, ResponseCode.MESSAGE_ILLEGAL,
+                                  f"message topic length too long {len(header.topic)}")
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return self._response(request, ResponseCode.MESSAGE_ILLEGAL,
+                                  f"batch request does not support retry group {header.topic}")
+        sys_flag = header.sysFlag
+        if tc is not None and tc.topicFilterType == "MULTI_TAG":
+            sys_flag |= SF.MULTI_TAGS_FLAG
+        props = string_to_properties(header.properties)
+        props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
+        batch = MessageExtBatch(topic=header.topic, queue_id=queue_id, body=request.body or b"",
+                                flag=header.flag, properties_string=properties_to_string(props),
+                                sys_flag=sys_flag, born_timestamp=header.bornTimestamp,
+                                born_host=self._born_host(channel), store_host=b.store_host,
+                                reconsume_times=header.reconsumeTimes or 0)
+        d = b.message_store.put_messages(batch)
+        return d.addCallback(self._handle_put_result, request, batch, queue_id)
+
+
+def _without(properties: str | None, key: str) -> str | None:
+    if not properties:
+        return properties
+    props = string_to_properties(properties)
+    props.pop(key, None)
+    return properties_to_string(props)
+
+
+def half_message(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
+    """``TransactionalMessageBridge.parseHalfMessageInner``: park a prepared message in the half topic."""
+    props = msg.get_properties()
+    props[PROPERTY_REAL_TOPIC] = msg.topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    msg.properties = props
+    msg.properties_string = None
+    msg.sys_flag = SF.reset_transaction_value(msg.sys_flag, SF.TRANSACTION_NOT_TYPE)
+    msg.topic = RMQ_SYS_TRANS_HALF_TOPIC
+    msg.queue_id = 0
+    return msg
+
+
+def deferred(value: Any) -> defer.Deferred:
+    return defer.succeed(value)

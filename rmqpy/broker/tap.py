@@ -1,0 +1,65 @@
+"""``twistd rmq-broker``: options as BrokerStartup has them (-c, -n, -p, -m).
+
+``-c broker.conf`` reads RocketMQ's keys (unknown keys warn, a malformed file is an error
+naming the line), ``-n`` overrides namesrvAddr (``;``-separated), ``-p`` prints every
+config item and exits, ``-m`` prints the important ones and exits. The service is a
+MultiService: the broker controller first, then the main port (listenPort) and the fast
+port (listenPort - 2); stopping closes the ports, unregisters from the name servers and
+flushes the config files and the store.
+"""
+from __future__ import annotations
+
+import sys
+
+from twisted.application import service, strports
+from twisted.python import usage
+
+from rmqpy.broker.config import load_settings
+from rmqpy.common.properties import PropertiesError
+
+
+class Options(usage.Options):
+    synopsis = "[-c broker.conf] [-n 'ns1:9876;ns2:9876'] [-p | -m]"
+    longdesc = "Apache RocketMQ-compatible broker (listens on listenPort 10911 and the fast port 10909)."
+    optParameters = [
+        ["configFile", "c", None, "Broker config properties file"],
+        ["namesrvAddr", "n", None, "Name server address list, e.g. '192.168.0.1:9876;192.168.0.2:9876'"],
+    ]
+    optFlags = [
+        ["printConfigItem", "p", "Print all config items and exit"],
+        ["printImportantConfig", "m", "Print important config items and exit"],
+    ]
+
+
+def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa: N802 (Twisted's name)
+    try:
+        settings = load_settings(options["configFile"], options["namesrvAddr"],
+                                 warn=lambda m: print(f"rmq-broker: warning: {m}", file=sys.stderr))
+    except PropertiesError as exc:
+        raise SystemExit(f"rmq-broker: {exc}")
+    if options["printConfigItem"] or options["printImportantConfig"]:
+        sys.stdout.write(settings.format(important_only=bool(options["printImportantConfig"])))
+        sys.stdout.flush()
+        raise SystemExit(0)
+
+    if reactor is None:
+        from twisted.internet import reactor as default_reactor
+        reactor = default_reactor
+    from rmqpy.broker.controller import BrokerController, BrokerService
+    from rmqpy.remoting.protocol import RemotingServerFactory
+
+    controller = BrokerController(settings, reactor)
+    try:
+        controller.initialize()
+    except Exception as exc:  # the store or a config file cannot be loaded
+        raise SystemExit(f"rmq-broker: cannot start: {type(exc).__name__}: {exc}")
+
+    top = service.MultiService()
+    top.controller = controller  # type: ignore[attr-defined]
+    BrokerService(controller).setServiceParent(top)
+    factory = RemotingServerFactory(controller.dispatcher, reactor)
+    host = settings.netty.listenHost.replace(":", "\\:")
+    port = settings.netty.listenPort
+    for p in (port, port - 2):
+        strports.service(f"tcp:{p}:interface={host}", factory).setServiceParent(top)
+    return top
