@@ -12,6 +12,7 @@ cannot read V2 records) and reads both V1 and V2.
 from __future__ import annotations
 
 import os
+import operator
 import socket
 import struct
 import time
@@ -178,10 +179,23 @@ def _ip_str(b: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET if len(b) == 4 else socket.AF_INET6, bytes(b))
 
 
+_HOST_CACHE: dict = {}
+
+
 def host_bytes(host: tuple[str, int]) -> bytes:
     """ip + int32 port, as stored in the record and in offsetMsgId."""
-    ip = _ip_bytes(host[0])
-    return ip + _I.pack(host[1])
+    try:
+        return _HOST_CACHE[host]
+    except (KeyError, TypeError):
+        pass
+    b = _ip_bytes(host[0]) + _I.pack(host[1])
+    if len(_HOST_CACHE) > 4096:
+        _HOST_CACHE.clear()
+    try:
+        _HOST_CACHE[host] = b
+    except TypeError:
+        pass
+    return b
 
 
 # --------------------------------------------------------------------------- properties
@@ -213,16 +227,27 @@ def string_to_properties(s: str | bytes | None) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- java hash
 
+_mul = operator.mul
+_POW31 = [1]
+for _i in range(1, 4097):
+    _POW31.append((_POW31[-1] * 31) & 0xFFFFFFFF)
+_POW31_REV = _POW31[::-1]  # _POW31_REV[-n:] = 31^(n-1) ... 31^0
+
+
 def java_string_hash(s: str) -> int:
     """Java ``String.hashCode()`` (over UTF-16 code units), as a signed int32."""
-    h = 0
     if s.isascii():
-        for c in s.encode("ascii"):
-            h = (31 * h + c) & 0xFFFFFFFF
+        units = s.encode("ascii")
     else:
         u = s.encode("utf-16-be", "surrogatepass")
-        for i in range(0, len(u), 2):
-            h = (31 * h + ((u[i] << 8) | u[i + 1])) & 0xFFFFFFFF
+        units = [(u[i] << 8) | u[i + 1] for i in range(0, len(u), 2)]
+    n = len(units)
+    if n <= 4096:
+        h = sum(map(_mul, units, _POW31_REV[4097 - n:])) & 0xFFFFFFFF if n else 0
+    else:
+        h = 0
+        for c in units:
+            h = (31 * h + c) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
 
 
