@@ -1,0 +1,50 @@
+"""Official clients run on their own client host (network namespace), as the suite requires."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+from tests.interop import jvm
+
+
+def mqadmin(host, version: str, args: Sequence[str], namesrv_addr: str, timeout: float = 90,
+            sysprops: dict[str, str] | None = None) -> str:
+    """Run mqadmin inside ``host``; returns stdout (mqadmin exits 0 on most errors: read it)."""
+    jvm.ensure_built()
+    args = [str(a) for a in args]
+    args = [args[0], "-n", namesrv_addr, *args[1:]]
+    home = jvm.default_home()
+    cmd = jvm.java_cmd(version, jvm.MQADMIN_MAIN, args, sysprops, kind="tools", home=home)
+    proc = host.run(cmd, timeout=timeout, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, f"mqadmin {args[0]} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def harness(host, version: str, args: Sequence[str], timeout: float = 120, check: bool = True,
+            sysprops: dict[str, str] | None = None) -> jvm.Events:
+    """Run our Java harness (the official client inside) in ``host``; returns its JSON events."""
+    home = jvm.default_home()
+    cmd = jvm.harness_cmd(version, args, home=home, sysprops=sysprops)
+    proc = host.run(cmd, timeout=timeout, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+    events = jvm.Events(jvm._parse_lines(proc.stdout))
+    events.returncode, events.stderr, events.cmd = proc.returncode, proc.stderr, cmd
+    if check and proc.returncode != 0:
+        raise jvm.HarnessError(f"harness {args[0]} exited {proc.returncode}\nerrors: "
+                               f"{json.dumps(events.errors)[:3000]}\nstderr:\n{proc.stderr[-3000:]}", events)
+    return events
+
+
+def harness_popen(host, version: str, args: Sequence[str], out: Path,
+                  sysprops: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a long-running harness (a consumer) in ``host``; events go to ``out``."""
+    home = jvm.default_home()
+    cmd = jvm.harness_cmd(version, args, home=home, sysprops=sysprops)
+    fh = open(out, "w")
+    return host.popen(cmd, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL, stdout=fh,
+                      stderr=subprocess.DEVNULL)
+
+
+def read_events(path: Path) -> jvm.Events:
+    return jvm.Events(jvm._parse_lines(path.read_text()))

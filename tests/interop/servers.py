@@ -1,0 +1,117 @@
+"""rmqpy's own servers as real processes (``twistd -n rmq-namesrv`` / ``rmq-broker``)."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port(span: int = 1) -> int:
+    """A free port p such that p-2..p+span are free too (the broker uses p-2 and p+1)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("0.0.0.0", 0))
+            port = s.getsockname()[1]
+        if port < 1100:
+            continue
+        if all(_is_free(p) for p in range(port - 2, port + span + 1)):
+            return port
+    raise RuntimeError("no free port range")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def wait_port(host: str, port: int, timeout: float = 30, proc: subprocess.Popen | None = None,
+              log: Path | None = None) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text()[-3000:] if log and log.exists() else ""
+            raise RuntimeError(f"server exited with {proc.returncode} before listening:\n{tail}")
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"{host}:{port} did not open within {timeout}s")
+
+
+class ServerProcess:
+    """A twistd child process with its own working directory and log file."""
+
+    def __init__(self, tap: str, args: list[str], workdir: Path, port: int, host: str = "127.0.0.1") -> None:
+        self.tap, self.args, self.workdir, self.port, self.host = tap, args, workdir, port, host
+        self.log = workdir / f"{tap}.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30) -> "ServerProcess":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(self.workdir))
+        argv = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n", "--pidfile=",
+                self.tap, *self.args]
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(argv, cwd=str(ROOT), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        wait_port(self.host, self.port, timeout, self.proc, self.log)
+        return self
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log_tail(self, n: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+
+
+def write_conf(path: Path, props: dict[str, object]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"{k}={'true' if v is True else 'false' if v is False else v}" for k, v in props.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def start_namesrv(workdir: Path, port: int | None = None, props: dict[str, object] | None = None,
+                  host: str = "127.0.0.1") -> ServerProcess:
+    port = port or free_port()
+    conf = write_conf(workdir / "namesrv.conf", {"listenPort": port,
+                                                 "kvConfigPath": workdir / "namesrv" / "kvConfig.json",
+                                                 **(props or {})})
+    return ServerProcess("rmq-namesrv", ["-c", str(conf)], workdir, port, host).start()
+
+
+def start_broker(workdir: Path, namesrv_addr: str, props: dict[str, object] | None = None,
+                 port: int | None = None, host: str = "127.0.0.1", timeout: float = 60) -> ServerProcess:
+    port = port or free_port()
+    conf = write_conf(workdir / "broker.conf", {
+        "brokerClusterName": "DefaultCluster", "brokerName": "broker-py", "brokerId": 0,
+        "listenPort": port, "namesrvAddr": namesrv_addr, "brokerIP1": host,
+        "storePathRootDir": workdir / "store", "mappedFileSizeCommitLog": 4 * 1024 * 1024,
+        "autoCreateTopicEnable": True, **(props or {})})
+    return ServerProcess("rmq-broker", ["-c", str(conf)], workdir, port, host).start(timeout)
