@@ -1,0 +1,344 @@
+"""The rmqpy broker against the official Apache RocketMQ Java clients 4.9.8 and 5.3.3.
+
+One name server (``twistd rmq-namesrv``) and one broker (``twistd rmq-broker -c conf``) run
+as real subprocesses for the whole module; the Java harness (tests/interop/java) produces
+and consumes through them. Each test uses its own topics and groups, so tests do not see
+each other's messages.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.interop import jvm
+
+pytestmark = pytest.mark.interop
+
+ROOT = Path(__file__).resolve().parents[2]
+TWISTD = [sys.executable, "-c", "import sys; from twisted.scripts.twistd import run; sys.argv[0] = 'twistd'; run()"]
+VERSIONS = list(jvm.VERSIONS)
+
+
+# ------------------------------------------------------------------ processes
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(span: int = 1) -> int:
+    """A free port p such that p-span+1..p are free too (the broker's fast port is p-2)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port > span and all(_port_free(port - k) for k in range(span)):
+            return port
+    raise RuntimeError("no free port")
+
+
+class Server:
+    def __init__(self, tap: str, conf: Path, port: int, workdir: Path) -> None:
+        self.tap, self.conf, self.port, self.workdir = tap, conf, port, workdir
+        self.log = workdir / f"{tap}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30.0) -> "Server":
+        out = open(self.log, "ab")
+        self.proc = subprocess.Popen(TWISTD + ["-n", "--pidfile=", self.tap, "-c", str(self.conf)], cwd=str(ROOT),
+                                     env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.tap} exited {self.proc.returncode}:\n{self.tail()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"{self.tap} did not listen on {self.port}:\n{self.tail()}")
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(10)
+
+    def tail(self, n: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+
+
+def write_conf(path: Path, props: dict) -> Path:
+    path.write_text("".join(f"{k}={'true' if v is True else 'false' if v is False else v}\n"
+                            for k, v in props.items()))
+    return path
+
+
+class Cluster:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        ns_port = free_port()
+        self.namesrv = Server("rmq-namesrv", write_conf(workdir / "namesrv.conf", {
+            "listenPort": ns_port, "kvConfigPath": workdir / "kvConfig.json"}), ns_port, workdir)
+        self.ns_addr = f"127.0.0.1:{ns_port}"
+        self.broker_port = free_port(3)
+        self.broker_props = {
+            "brokerClusterName": "DefaultCluster", "brokerName": "broker-py", "brokerId": 0,
+            "listenPort": self.broker_port, "namesrvAddr": self.ns_addr, "brokerIP1": "127.0.0.1",
+            "storePathRootDir": workdir / "store", "mappedFileSizeCommitLog": 64 * 1024 * 1024,
+            "autoCreateTopicEnable": True, "enablePropertyFilter": True, "flushDiskType": "ASYNC_FLUSH",
+        }
+        self.broker: Server | None = None
+
+    def start_broker(self, **overrides: object) -> Server:
+        props = dict(self.broker_props, **overrides)
+        conf = write_conf(self.workdir / "broker.conf", props)
+        self.broker = Server("rmq-broker", conf, self.broker_port, self.workdir).start()
+        return self.broker
+
+    def restart_broker(self, **overrides: object) -> Server:
+        assert self.broker is not None
+        rc = self.broker.stop()
+        # twistd re-raises the SIGTERM it handled once the reactor has stopped cleanly
+        assert rc in (0, -signal.SIGTERM), self.broker.tail()
+        assert "Server Shut Down." in self.broker.tail(600), self.broker.tail()
+        return self.start_broker(**overrides)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    jvm.ensure_built()
+    workdir = Path(tempfile.mkdtemp(prefix="rmqpy-broker-java-"))
+    c = Cluster(workdir)
+    c.namesrv.start()
+    try:
+        c.start_broker()
+        time.sleep(0.5)
+        yield c
+    finally:
+        if c.broker is not None:
+            c.broker.stop()
+        c.namesrv.stop()
+        if os.environ.get("RMQPY_KEEP_WORKDIR"):
+            print(f"work dir kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ harness helpers
+def uniq(prefix: str, version: str) -> str:
+    return f"{prefix}_{version.replace('.', '')}_{uuid.uuid4().hex[:6]}"
+
+
+def produce(c: Cluster, version: str, topic: str, count: int, *extra: str, check: bool = True) -> jvm.Events:
+    ev = jvm.harness(version, ["produce", "-n", c.ns_addr, "-t", topic, "-c", str(count), *extra],
+                     timeout=60, check=False)
+    if check:
+        assert ev.returncode == 0 and ev.done and ev.done.get("ok"), _explain(ev, c)
+    return ev
+
+
+def consume_push(c: Cluster, version: str, topic: str, group: str, count: int, *extra: str,
+                 timeout_ms: int = 30000) -> jvm.Events:
+    return jvm.harness(version, ["consume-push", "-n", c.ns_addr, "-t", topic, "-g", group, "-c", str(count),
+                                 "--timeout-ms", str(timeout_ms), *extra], timeout=timeout_ms / 1000 + 30, check=False)
+
+
+def consume_lite(c: Cluster, version: str, topic: str, group: str, count: int, *extra: str,
+                 timeout_ms: int = 30000) -> jvm.Events:
+    return jvm.harness(version, ["consume-lite", "-n", c.ns_addr, "-t", topic, "-g", group, "-c", str(count),
+                                 "--timeout-ms", str(timeout_ms), *extra], timeout=timeout_ms / 1000 + 30, check=False)
+
+
+def _explain(ev: jvm.Events, c: Cluster) -> str:
+    return (f"exit {ev.returncode}; errors {ev.errors[:3]}\nstderr:\n{(ev.stderr or '')[-2500:]}\n"
+            f"broker log:\n{c.broker.tail(2500) if c.broker else ''}")
+
+
+def bodies(ev: jvm.Events) -> list[str]:
+    return [e["body"] for e in ev.of("received")]
+
+
+# ------------------------------------------------------------------ tests
+@pytest.mark.parametrize("version", VERSIONS)
+def test_send_modes_and_push_consume(cluster: Cluster, version: str) -> None:
+    """sync, async, oneway and batch sends; a push consumer gets every body, tag and key intact."""
+    topic = uniq("TSend", version)
+    expected = {}
+    for mode in ("sync", "async", "oneway", "batch"):
+        ev = produce(cluster, version, topic, 6, "--mode", mode, "--tags", f"tag-{mode}",
+                     "--keys", f"key-{mode}-{{i}}", "--body", f"{mode}-body-{{i}}")
+        sent = ev.of("sent")
+        if mode == "batch":  # one send, one offsetMsgId per message
+            assert len(sent) == 1 and sent[0]["status"] == "SEND_OK", _explain(ev, cluster)
+            ids = sent[0]["offsetMsgId"].split(",")
+            assert len(ids) == 6 and all(len(i) == 32 for i in ids)
+        elif mode != "oneway":
+            assert len(sent) == 6, _explain(ev, cluster)
+            for s in sent:
+                assert s["status"] == "SEND_OK" and len(s["offsetMsgId"]) == 32
+                assert s["queueOffset"] >= 0 and s["regionId"] == "DefaultRegion"
+        for i in range(6):
+            expected[f"{mode}-body-{i}"] = (f"tag-{mode}", f"key-{mode}-{i}")
+    time.sleep(0.5)  # oneway sends are not acknowledged
+    ev = consume_push(cluster, version, topic, uniq("GSend", version), len(expected), "--from", "first",
+                      "--linger-ms", "1000")
+    assert ev.returncode == 0, _explain(ev, cluster)
+    got = {e["body"]: (e["tags"], e["keys"]) for e in ev.of("received")}
+    assert got == expected
+    for e in ev.of("received"):
+        assert e["storeHost"] == f"127.0.0.1:{cluster.broker_port}"
+        assert e["bornHost"].startswith("127.0.0.1:")
+        assert e["properties"].get("CLUSTER") == "DefaultCluster"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_tag_filter(cluster: Cluster, version: str) -> None:
+    topic = uniq("TTag", version)
+    produce(cluster, version, topic, 12, "--tags", "A,B,C", "--body", "b{i}")
+    ev = consume_push(cluster, version, topic, uniq("GTag", version), 8, "--from", "first", "--tags", "A || C",
+                      "--linger-ms", "2000")
+    assert ev.returncode == 0, _explain(ev, cluster)
+    got = ev.of("received")
+    assert sorted(e["body"] for e in got) == sorted(f"b{i}" for i in range(12) if i % 3 != 1)
+    assert {e["tags"] for e in got} == {"A", "C"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sql92_filter(cluster: Cluster, version: str) -> None:
+    topic = uniq("TSql", version)
+    produce(cluster, version, topic, 10, "--prop", "a={i}", "--tags", "X,Y", "--body", "s{i}")
+    ev = consume_push(cluster, version, topic, uniq("GSql", version), 3, "--from", "first",
+                      "--sql", "a BETWEEN 3 AND 8 AND TAGS = 'X'", "--linger-ms", "2000")
+    assert ev.returncode == 0, _explain(ev, cluster)
+    assert sorted(bodies(ev)) == ["s4", "s6", "s8"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_lite_pull_subscribe_and_assign(cluster: Cluster, version: str) -> None:
+    topic = uniq("TLite", version)
+    produce(cluster, version, topic, 8, "--body", "l{i}", "--tags", "L")
+    ev = consume_lite(cluster, version, topic, uniq("GLiteS", version), 8, "--mode", "subscribe", "--from", "first")
+    assert ev.returncode == 0, _explain(ev, cluster)
+    assert sorted(bodies(ev)) == sorted(f"l{i}" for i in range(8))
+    ev = consume_lite(cluster, version, topic, uniq("GLiteA", version), 8, "--mode", "assign", "--seek", "begin")
+    assert ev.returncode == 0, _explain(ev, cluster)
+    assert sorted(bodies(ev)) == sorted(f"l{i}" for i in range(8))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_offsets_survive_broker_restart(cluster: Cluster, version: str) -> None:
+    """Consume part, restart the broker, consume the rest with the same group: nothing is lost."""
+    topic, group = uniq("TRestart", version), uniq("GRestart", version)
+    total = 20
+    produce(cluster, version, topic, total, "--body", "r{i}", "--queue-mod", "2")
+    first = consume_push(cluster, version, topic, group, total // 2, "--from", "first", "--threads", "1",
+                         "--consume-batch", "1", "--pull-batch", "1")
+    assert first.returncode == 0, _explain(first, cluster)
+    seen = set(bodies(first))
+    cluster.restart_broker()
+    time.sleep(1.0)
+    rest = {f"r{i}" for i in range(total)} - seen
+    assert rest, "the first consumer took everything; nothing left to prove"
+    second = consume_push(cluster, version, topic, group, len(rest), "--from", "first", "--linger-ms", "1000")
+    assert second.returncode == 0, _explain(second, cluster)
+    got = set(bodies(second))
+    assert rest <= got
+    # offsets were kept: the second consumer did not start over from the beginning
+    assert len(got) < total
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_bad_input_gets_java_codes(cluster: Cluster, version: str) -> None:
+    topic = uniq("TBad", version)
+    produce(cluster, version, topic, 1)
+    # a body over maxMessageSize (4 MiB): MESSAGE_ILLEGAL (13)
+    ev = produce(cluster, version, topic, 1, "--body-size", str(4 * 1024 * 1024 + 1), "--max-message-size",
+                 str(16 * 1024 * 1024), "--compress-over", str(64 * 1024 * 1024), "--retries", "0", check=False)
+    err = ev.errors[0] if ev.errors else {}
+    assert err.get("responseCode") == 13, _explain(ev, cluster)
+    assert "the message is illegal, maybe msg body or properties length not matched. msg body length limit " \
+           "4194304B" in str(err)
+    # A queue id the topic does not have: SYSTEM_ERROR (1) "request queueId[N] is illegal, ...".
+    # The harness's MessageQueueSelector refuses queues missing from the route, so this request is
+    # sent as the 4.9.8 client would send it (SEND_MESSAGE_V2, same header fields) by a raw client.
+    from rmqpy.protocol.codes import RequestCode
+    from rmqpy.protocol.command import RemotingCommand
+    from rmqpy.tools.blocking_client import BlockingClient
+    ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "99", "f": "0", "g": str(int(time.time() * 1000)),
+           "h": "0", "i": "WAIT\x01true\x02", "j": "0", "k": "false", "m": "false", "n": "broker-py"}
+    with BlockingClient(f"127.0.0.1:{cluster.broker_port}") as client:
+        resp = client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, body=b"x", ext_fields=ext))
+        assert resp.code == 1
+        assert resp.remark.startswith(f"request queueId[99] is illegal, TopicConfig [topicName={topic}, "
+                                      "readQueueNums=4, writeQueueNums=4, perm=RW-, topicFilterType=SINGLE_TAG, "
+                                      "topicSysFlag=0, order=false] Producer: 127.0.0.1:")
+        assert resp.ext_fields["MSG_REGION"] == "DefaultRegion" and resp.ext_fields["TRACE_ON"] == "true"
+        pull = {"consumerGroup": "G", "topic": topic, "queueId": "99", "queueOffset": "0", "maxMsgNums": "32",
+                "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "15000", "subscription": "*",
+                "subVersion": "0", "expressionType": "TAG"}
+        resp = client.invoke(RemotingCommand.request(RequestCode.PULL_MESSAGE, ext_fields=pull))
+        assert resp.code == 1
+        assert resp.remark.startswith(f"queueId[99] is illegal, topic:[{topic}] topicConfig.readQueueNums:[4] "
+                                      "consumer:[/127.0.0.1:")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_garbage_closes_only_its_own_connection(cluster: Cluster, version: str) -> None:
+    topic, group = uniq("TGarbage", version), uniq("GGarbage", version)
+    produce(cluster, version, topic, 1, "--body", "warmup")
+    with jvm.harness_popen(version, ["consume-push", "-n", cluster.ns_addr, "-t", topic, "-g", group, "-c", "6",
+                                     "--from", "first", "--timeout-ms", "40000"]) as consumer:
+        consumer.wait_for("started", timeout=30)
+        consumer.wait_for("received", timeout=30)
+        for garbage in (struct.pack(">II", 12, 0x05000004) + b"\x00" * 8,       # unknown serialize type
+                        struct.pack(">II", 20, 0x00000010) + b"{not json!}     ",  # bad JSON header
+                        struct.pack(">I", 0x7FFFFFF0) + b"x" * 8):                 # frame too long
+            s = socket.create_connection(("127.0.0.1", cluster.broker_port), 5)
+            s.settimeout(5)
+            s.sendall(garbage)
+            assert s.recv(100) == b"", "the broker must close a connection that sends garbage"
+            s.close()
+        produce(cluster, version, topic, 5, "--body", "after-{i}")
+        events = consumer.collect(timeout=40)
+    assert events.returncode == 0, events.stderr[-2000:]
+    assert {f"after-{i}" for i in range(5)} <= set(bodies(events))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_missing_topic_without_auto_create(cluster: Cluster, version: str) -> None:
+    """With autoCreateTopicEnable=false a send to an unknown topic gets TOPIC_NOT_EXIST (17).
+
+    TBW102 stays in topics.json from the earlier run (as on a Java broker whose flag was
+    switched off), so the producer still finds a route and asks the broker, which refuses.
+    """
+    cluster.restart_broker(autoCreateTopicEnable=False)
+    try:
+        time.sleep(0.5)
+        topic = uniq("TMissing", version)
+        ev = produce(cluster, version, topic, 1, "--retries", "0", check=False)
+        err = ev.errors[0] if ev.errors else {}
+        assert err.get("responseCode") == 17, _explain(ev, cluster)
+        assert f"topic[{topic}] not exist, apply first please!" in str(err)
+    finally:
+        cluster.restart_broker()
