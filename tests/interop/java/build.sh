@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds everything the Java side of the interop tests needs, idempotently:
+#   target/lib-4.9.8/         rocketmq-client + rocketmq-tools 4.9.8 (+ deps)
+#   target/lib-4.9.8-server/  rocketmq-broker + rocketmq-namesrv 4.9.7 (+ deps)
+#                             (Apache did not publish broker/namesrv 4.9.8 to
+#                             Maven Central; 4.9.7 is the newest 4.9 server)
+#   target/lib-5.3.3/         rocketmq-client + rocketmq-tools 5.3.3 (+ deps)
+#   target/lib-5.3.3-server/  rocketmq-broker + rocketmq-namesrv 5.3.3 (+ deps)
+#   target/harness.jar        our harness (src/main/java), built against 4.9.8
+# A lib directory is reused when its .complete stamp matches libs/pom.xml and
+# the versions; harness.jar is rebuilt only when a source or pom.xml is newer.
+# Maven's cache is ~/.m2 (or $MAVEN_REPO_LOCAL when set).
+# Needs a JDK >= 11 (17 is what the tests use) and Maven; when either is
+# missing and apt-get is usable as root, installs them (unless
+# RMQPY_INTEROP_NO_APT=1).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$HERE"
+VERSIONS="${RMQPY_INTEROP_VERSIONS:-4.9.8 5.3.3}"
+
+server_version() {
+    case "$1" in
+        4.9.8) echo 4.9.7 ;;   # rocketmq-broker/namesrv 4.9.8 are not on Maven Central
+        *) echo "$1" ;;
+    esac
+}
+
+need_tools() {
+    local missing=()
+    command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+    command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+    command -v mvn >/dev/null 2>&1 || missing+=(maven)
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    if [ "${RMQPY_INTEROP_NO_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "build.sh: installing ${missing[*]}" >&2
+        apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            $(printf '%s\n' "${missing[@]}" | sort -u) >&2
+    else
+        echo "build.sh: missing ${missing[*]} (need a JDK 17 and Maven)" >&2
+        exit 1
+    fi
+}
+
+MVN=(mvn -B -q -Dstyle.color=never)
+if [ -n "${MAVEN_REPO_LOCAL:-}" ]; then
+    MVN+=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL")
+fi
+
+mkdir -p target
+# One build at a time (parallel pytest processes may all call this).
+exec 9>target/.build.lock
+if command -v flock >/dev/null 2>&1; then
+    flock 9
+fi
+
+pom_sum="$(sha256sum libs/pom.xml | cut -c1-16)"
+tools_checked=0
+
+fetch_libs() { # version profile server_version dir
+    local v="$1" profile="$2" sv="$3" dir="$4"
+    local stamp="pom=$pom_sum version=$v server=$sv profile=$profile"
+    if [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$stamp" ]; then
+        return 0
+    fi
+    if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
+    echo "build.sh: fetching $profile jars for RocketMQ $v (server $sv) into $dir" >&2
+    rm -rf "$dir"
+    "${MVN[@]}" -f libs/pom.xml -P "$profile" \
+        -Drocketmq.version="$v" -Drocketmq.server.version="$sv" package >&2
+    # the version of the jars really used, for humans and for jvm.py
+    (cd "$dir" && ls rocketmq-*.jar) > "$dir/.rocketmq-jars"
+    echo "$stamp" > "$dir/.complete"
+}
+
+for v in $VERSIONS; do
+    fetch_libs "$v" client "$v" "target/lib-$v"
+    fetch_libs "$v" server "$(server_version "$v")" "target/lib-$v-server"
+done
+
+jar=target/harness.jar
+if [ ! -f "$jar" ] || [ -n "$(find src pom.xml -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
+    if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
+    echo "build.sh: building $jar" >&2
+    "${MVN[@]}" -f pom.xml package >&2
+    touch "$jar"
+fi

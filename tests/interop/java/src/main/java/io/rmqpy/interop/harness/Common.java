@@ -1,0 +1,279 @@
+package io.rmqpy.interop.harness;
+
+import java.lang.reflect.Method;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.zip.CRC32;
+
+import org.apache.rocketmq.client.ClientConfig;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.MessageClientExt;
+import org.apache.rocketmq.common.message.MessageExt;
+
+/**
+ * Helpers shared by the subcommands. Nothing here may name a class that
+ * moved between RocketMQ 4.9 and 5.x (everything under
+ * org.apache.rocketmq.common.protocol in 4.9): such calls go through
+ * reflection, see {@link #setEnumProperty}.
+ */
+public final class Common {
+    private Common() {
+    }
+
+    /** Client options shared by every subcommand that builds a client. */
+    public static final class ClientOptions {
+        String namesrv;
+        String instance;
+        String clientIp;
+        String unitName;
+        boolean vipChannel;
+        int pollNameServerMs;
+        int heartbeatMs;
+        int apiTimeoutMs;
+
+        public static ClientOptions read(Args a) {
+            ClientOptions o = new ClientOptions();
+            o.namesrv = a.required("namesrv");
+            o.instance = a.str("instance", null);
+            o.clientIp = a.str("client-ip", null);
+            o.unitName = a.str("unit-name", null);
+            o.vipChannel = a.bool("vip-channel", false);
+            o.pollNameServerMs = a.integer("poll-namesrv-ms", 0);
+            o.heartbeatMs = a.integer("heartbeat-ms", 0);
+            o.apiTimeoutMs = a.integer("api-timeout-ms", 0);
+            return o;
+        }
+
+        public void apply(ClientConfig c) {
+            c.setNamesrvAddr(namesrv);
+            c.setInstanceName(instance != null ? instance : "harness-" + ProcessHandle.current().pid());
+            c.setVipChannelEnabled(vipChannel);
+            if (clientIp != null) {
+                c.setClientIP(clientIp);
+            }
+            if (unitName != null) {
+                c.setUnitName(unitName);
+            }
+            if (pollNameServerMs > 0) {
+                c.setPollNameServerInterval(pollNameServerMs);
+            }
+            if (heartbeatMs > 0) {
+                c.setHeartbeatBrokerInterval(heartbeatMs);
+            }
+            if (apiTimeoutMs > 0) {
+                c.setMqClientApiTimeout(apiTimeoutMs);
+            }
+        }
+    }
+
+    /** {@code {i}} -> index, {@code {run}} -> run id. */
+    public static String expand(String template, int i, String runId) {
+        if (template == null) {
+            return null;
+        }
+        return template.replace("{i}", Integer.toString(i)).replace("{run}", runId == null ? "" : runId);
+    }
+
+    /**
+     * Body of message i: the expanded template, then padded with a
+     * deterministic ASCII pattern (or cut) to exactly {@code size} bytes when
+     * size >= 0.
+     */
+    public static byte[] body(String template, int size, int i, String runId) {
+        byte[] head = expand(template, i, runId).getBytes(StandardCharsets.UTF_8);
+        if (size < 0 || size == head.length) {
+            return head;
+        }
+        byte[] b = new byte[size];
+        int n = Math.min(size, head.length);
+        System.arraycopy(head, 0, b, 0, n);
+        for (int k = n; k < size; k++) {
+            b[k] = (byte) ('a' + ((k + i) % 26));
+        }
+        return b;
+    }
+
+    public static String crc32(byte[] b) {
+        CRC32 c = new CRC32();
+        c.update(b == null ? new byte[0] : b);
+        return String.format("%08x", c.getValue());
+    }
+
+    /** Body fields for an event: body (text) or bodyBase64, bodyLen, bodyCrc32. */
+    public static void putBody(Map<String, Object> m, byte[] body, int maxPrint) {
+        if (body == null) {
+            m.put("body", null);
+            m.put("bodyLen", 0);
+            return;
+        }
+        m.put("bodyLen", body.length);
+        m.put("bodyCrc32", crc32(body));
+        if (body.length <= maxPrint) {
+            try {
+                String s = StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(body)).toString();
+                m.put("body", s);
+            } catch (CharacterCodingException e) {
+                m.put("bodyBase64", Base64.getEncoder().encodeToString(body));
+            }
+        }
+    }
+
+    /** The "received" event fields of a consumed message. */
+    public static Map<String, Object> messageFields(MessageExt m, int maxBodyPrint) {
+        Map<String, Object> e = new LinkedHashMap<>();
+        e.put("topic", m.getTopic());
+        e.put("tags", m.getTags());
+        e.put("keys", m.getKeys());
+        putBody(e, m.getBody(), maxBodyPrint);
+        e.put("brokerName", m.getBrokerName());
+        e.put("queueId", m.getQueueId());
+        e.put("queueOffset", m.getQueueOffset());
+        e.put("msgId", m.getMsgId());
+        e.put("offsetMsgId", m instanceof MessageClientExt ? ((MessageClientExt) m).getOffsetMsgId() : null);
+        e.put("reconsumeTimes", m.getReconsumeTimes());
+        e.put("commitLogOffset", m.getCommitLogOffset());
+        e.put("storeSize", m.getStoreSize());
+        e.put("sysFlag", m.getSysFlag());
+        e.put("flag", m.getFlag());
+        e.put("bodyCRC", m.getBodyCRC());
+        e.put("bornTimestamp", m.getBornTimestamp());
+        e.put("storeTimestamp", m.getStoreTimestamp());
+        e.put("bornHost", m.getBornHost());
+        e.put("storeHost", m.getStoreHost());
+        e.put("preparedTransactionOffset", m.getPreparedTransactionOffset());
+        e.put("properties", m.getProperties() == null ? null : new TreeMap<>(m.getProperties()));
+        return e;
+    }
+
+    /** Error event for any failure; prints RocketMQ response codes and the cause chain. */
+    public static Map<String, Object> errorFields(Throwable t) {
+        Map<String, Object> e = new LinkedHashMap<>();
+        describe(e, t);
+        List<Map<String, Object>> causes = new ArrayList<>();
+        Throwable c = t.getCause();
+        for (int depth = 0; c != null && c != t && depth < 8; depth++) {
+            Map<String, Object> ce = new LinkedHashMap<>();
+            describe(ce, c);
+            causes.add(ce);
+            if (!e.containsKey("responseCode") && ce.containsKey("responseCode")) {
+                e.put("responseCode", ce.get("responseCode"));
+            }
+            c = c.getCause();
+        }
+        if (!causes.isEmpty()) {
+            e.put("causes", causes);
+        }
+        return e;
+    }
+
+    private static void describe(Map<String, Object> e, Throwable t) {
+        e.put("class", t.getClass().getName());
+        if (t instanceof MQClientException) {
+            MQClientException m = (MQClientException) t;
+            e.put("responseCode", m.getResponseCode());
+            e.put("errorMessage", m.getErrorMessage());
+        } else if (t instanceof MQBrokerException) {
+            MQBrokerException m = (MQBrokerException) t;
+            e.put("responseCode", m.getResponseCode());
+            e.put("errorMessage", m.getErrorMessage());
+            try {
+                e.put("brokerAddr", m.getBrokerAddr());
+            } catch (Throwable ignore) {
+                // not in every version
+            }
+        }
+        e.put("message", t.getMessage());
+    }
+
+    public static ConsumeFromWhere consumeFrom(String from) {
+        if (from == null || from.equals("first")) {
+            return ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET;
+        }
+        if (from.equals("last")) {
+            return ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET;
+        }
+        if (from.startsWith("timestamp:")) {
+            return ConsumeFromWhere.CONSUME_FROM_TIMESTAMP;
+        }
+        throw new Args.UsageException("--from must be first|last|timestamp:yyyyMMddHHmmss, got " + from);
+    }
+
+    public static String consumeTimestamp(String from) {
+        return from != null && from.startsWith("timestamp:") ? from.substring("timestamp:".length()) : null;
+    }
+
+    /**
+     * Calls {@code setter(EnumType.valueOf(name))} on target, whatever package
+     * the enum lives in (MessageModel moved from
+     * org.apache.rocketmq.common.protocol.heartbeat in 4.9 to
+     * org.apache.rocketmq.remoting.protocol.heartbeat in 5.x).
+     */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    public static void setEnumProperty(Object target, String setter, String name) throws Exception {
+        for (Method m : target.getClass().getMethods()) {
+            if (m.getName().equals(setter) && m.getParameterCount() == 1 && m.getParameterTypes()[0].isEnum()) {
+                Class<? extends Enum> type = (Class<? extends Enum>) m.getParameterTypes()[0];
+                m.invoke(target, Enum.valueOf(type, name));
+                return;
+            }
+        }
+        throw new NoSuchMethodException(target.getClass().getName() + "." + setter + "(enum)");
+    }
+
+    /** Invokes a public method by name and argument count, whatever its declared types. */
+    public static Object invoke(Object target, String name, Object... args) throws Exception {
+        for (Method m : target.getClass().getMethods()) {
+            if (m.getName().equals(name) && m.getParameterCount() == args.length) {
+                try {
+                    return m.invoke(target, args);
+                } catch (java.lang.reflect.InvocationTargetException e) {
+                    Throwable c = e.getCause();
+                    if (c instanceof Exception) {
+                        throw (Exception) c;
+                    }
+                    throw e;
+                }
+            }
+        }
+        throw new NoSuchMethodException(target.getClass().getName() + "." + name + "/" + args.length);
+    }
+
+    public static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Runs a shutdown with a time limit so a stuck client cannot hang the harness. */
+    public static void shutdownQuietly(Runnable r, long timeoutMs) {
+        Thread t = new Thread(() -> {
+            try {
+                r.run();
+            } catch (Throwable ignore) {
+                // best effort
+            }
+        }, "harness-shutdown");
+        t.setDaemon(true);
+        t.start();
+        try {
+            t.join(timeoutMs);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}

@@ -1,0 +1,218 @@
+package io.rmqpy.interop.harness;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.common.message.MessageExt;
+
+/**
+ * consume-push: DefaultMQPushConsumer, concurrently or orderly, clustering or
+ * broadcasting, tag expression or SQL92; stops after COUNT successfully
+ * consumed messages or at the timeout.
+ */
+public final class ConsumePushCommand implements Command {
+    @Override
+    public String name() {
+        return "consume-push";
+    }
+
+    @Override
+    public String usage() {
+        return "consume-push -n NAMESRV -t TOPIC -g GROUP [-c COUNT] [--timeout-ms 30000] [--linger-ms 0]\n"
+            + "    [--tags EXPR | --sql EXPR] [--orderly] [--broadcast] [--from first|last|timestamp:yyyyMMddHHmmss]\n"
+            + "    [--reconsume-later K] (fail the first K deliveries of every message: RECONSUME_LATER, or\n"
+            + "      SUSPEND_CURRENT_QUEUE_A_MOMENT when orderly) [--retry-delay-level L] [--suspend-ms MS]\n"
+            + "    [--max-reconsume-times N] [--threads N] [--consume-batch N] [--pull-batch N] [--pull-interval-ms MS]\n"
+            + "    [--max-body-print 1024] + client options\n"
+            + "  COUNT counts successful consumes (0 = just run until the timeout and succeed). --linger-ms keeps\n"
+            + "  consuming after COUNT is reached, to catch extra deliveries. Emits started, received (one per\n"
+            + "  delivery, with result and delivery number), then done; exit 1 if fewer than COUNT were consumed.";
+    }
+
+    @Override
+    public Action prepare(Args a) {
+        final Common.ClientOptions client = Common.ClientOptions.read(a);
+        final P p = new P();
+        p.topic = a.required("topic");
+        p.group = a.required("group");
+        p.count = a.integer("count", 0);
+        p.timeoutMs = a.lng("timeout-ms", 30000);
+        p.lingerMs = a.lng("linger-ms", 0);
+        p.tags = a.str("tags", "*");
+        p.sql = a.str("sql", null);
+        p.orderly = a.bool("orderly", false);
+        p.broadcast = a.bool("broadcast", false);
+        p.from = a.str("from", "first");
+        Common.consumeFrom(p.from);
+        p.reconsumeLater = a.integer("reconsume-later", 0);
+        p.retryDelayLevel = a.has("retry-delay-level") ? a.integer("retry-delay-level", 0) : null;
+        p.suspendMs = a.lng("suspend-ms", -1);
+        p.maxReconsumeTimes = a.has("max-reconsume-times") ? a.integer("max-reconsume-times", 16) : null;
+        p.threads = a.integer("threads", 0);
+        p.consumeBatch = a.integer("consume-batch", 0);
+        p.pullBatch = a.integer("pull-batch", 0);
+        p.pullIntervalMs = a.lng("pull-interval-ms", -1);
+        p.maxBodyPrint = a.integer("max-body-print", 1024);
+        return out -> run(client, p, out);
+    }
+
+    static final class P {
+        String topic;
+        String group;
+        int count;
+        long timeoutMs;
+        long lingerMs;
+        String tags;
+        String sql;
+        boolean orderly;
+        boolean broadcast;
+        String from;
+        int reconsumeLater;
+        Integer retryDelayLevel;
+        long suspendMs;
+        Integer maxReconsumeTimes;
+        int threads;
+        int consumeBatch;
+        int pullBatch;
+        long pullIntervalMs;
+        int maxBodyPrint;
+    }
+
+    private int run(Common.ClientOptions client, P p, Out out) throws Exception {
+        final DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(p.group);
+        client.apply(consumer);
+        consumer.setConsumeFromWhere(Common.consumeFrom(p.from));
+        String ts = Common.consumeTimestamp(p.from);
+        if (ts != null) {
+            consumer.setConsumeTimestamp(ts);
+        }
+        if (p.broadcast) {
+            Common.setEnumProperty(consumer, "setMessageModel", "BROADCASTING");
+        }
+        if (p.maxReconsumeTimes != null) {
+            consumer.setMaxReconsumeTimes(p.maxReconsumeTimes);
+        }
+        if (p.threads > 0) {
+            consumer.setConsumeThreadMin(p.threads);
+            consumer.setConsumeThreadMax(p.threads);
+        }
+        if (p.consumeBatch > 0) {
+            consumer.setConsumeMessageBatchMaxSize(p.consumeBatch);
+        }
+        if (p.pullBatch > 0) {
+            consumer.setPullBatchSize(p.pullBatch);
+        }
+        if (p.pullIntervalMs >= 0) {
+            consumer.setPullInterval(p.pullIntervalMs);
+        }
+        if (p.suspendMs >= 0) {
+            consumer.setSuspendCurrentQueueTimeMillis(p.suspendMs);
+        }
+        if (p.sql != null) {
+            consumer.subscribe(p.topic, MessageSelector.bySql(p.sql));
+        } else {
+            consumer.subscribe(p.topic, p.tags);
+        }
+
+        final CountDownLatch enough = new CountDownLatch(Math.max(1, p.count));
+        final AtomicInteger deliveries = new AtomicInteger();
+        final AtomicInteger consumed = new AtomicInteger();
+        final Map<String, AtomicInteger> perMsg = new ConcurrentHashMap<>();
+        final Set<String> distinct = ConcurrentHashMap.newKeySet();
+
+        // returns true when the message is accepted
+        final java.util.function.Function<MessageExt, Boolean> handle = m -> {
+            int n = perMsg.computeIfAbsent(m.getMsgId(), k -> new AtomicInteger()).incrementAndGet();
+            boolean accept = n > p.reconsumeLater;
+            deliveries.incrementAndGet();
+            out.event("received").putAll(Common.messageFields(m, p.maxBodyPrint))
+                .put("delivery", n)
+                .put("result", accept ? "CONSUME_SUCCESS"
+                    : (p.orderly ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "RECONSUME_LATER"))
+                .put("thread", Thread.currentThread().getName())
+                .emit();
+            return accept;
+        };
+
+        if (p.orderly) {
+            consumer.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+                boolean all = true;
+                for (MessageExt m : msgs) {
+                    all &= handle.apply(m);
+                }
+                if (!all) {
+                    if (p.suspendMs >= 0) {
+                        ctx.setSuspendCurrentQueueTimeMillis(p.suspendMs);
+                    }
+                    return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
+                }
+                countSuccess(msgs, distinct, consumed, enough);
+                return ConsumeOrderlyStatus.SUCCESS;
+            });
+        } else {
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                boolean all = true;
+                for (MessageExt m : msgs) {
+                    all &= handle.apply(m);
+                }
+                if (!all) {
+                    if (p.retryDelayLevel != null) {
+                        ctx.setDelayLevelWhenNextConsume(p.retryDelayLevel);
+                    }
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+                countSuccess(msgs, distinct, consumed, enough);
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+        }
+
+        long start = System.currentTimeMillis();
+        consumer.start();
+        out.event("started").put("command", "consume-push").put("group", p.group).put("topic", p.topic)
+            .put("clientId", consumer.buildMQClientId()).emit();
+        boolean reached;
+        try {
+            if (p.count > 0) {
+                reached = enough.await(p.timeoutMs, TimeUnit.MILLISECONDS);
+            } else {
+                Thread.sleep(p.timeoutMs);
+                reached = true;
+            }
+            if (p.lingerMs > 0) {
+                Thread.sleep(p.lingerMs);
+            }
+        } finally {
+            Common.shutdownQuietly(consumer::shutdown, 10000);
+        }
+        boolean ok = p.count <= 0 || consumed.get() >= p.count;
+        if (!reached) {
+            out.event("error").put("class", "HarnessTimeout")
+                .put("message", "consumed " + consumed.get() + " of " + p.count + " within " + p.timeoutMs + " ms")
+                .emit();
+        }
+        out.event("done").put("command", "consume-push").put("ok", ok).put("consumed", consumed.get())
+            .put("deliveries", deliveries.get()).put("distinct", distinct.size()).put("timedOut", !reached)
+            .put("elapsedMs", System.currentTimeMillis() - start).emit();
+        return ok ? 0 : 1;
+    }
+
+    private static void countSuccess(List<MessageExt> msgs, Set<String> distinct, AtomicInteger consumed,
+        CountDownLatch enough) {
+        for (MessageExt m : msgs) {
+            distinct.add(m.getMsgId());
+            consumed.incrementAndGet();
+            enough.countDown();
+        }
+    }
+}

@@ -1,0 +1,848 @@
+"""Run the official Apache RocketMQ Java programs (and our Java harness).
+
+Plain subprocess helpers, no pytest inside, for the interop tests:
+
+* :func:`ensure_built` runs ``tests/interop/java/build.sh`` (once per process).
+* :func:`classpath` / :func:`java_cmd` build ``java`` command lines with the
+  JVM options that JDK 17 needs for RocketMQ and small heaps.
+* :func:`start_java_namesrv` / :func:`start_java_broker` start the real Java
+  NamesrvStartup / BrokerStartup (not runbroker.sh, which fails on JDK 17).
+* :func:`mqadmin` runs ``MQAdminStartup``; :func:`harness` and
+  :func:`harness_popen` run our harness (``io.rmqpy.interop.harness.Harness``),
+  which prints JSON lines.
+
+Versions are the ones of the CLIENT side: ``"4.9.8"`` and ``"5.3.3"``. Apache
+never published rocketmq-broker / rocketmq-namesrv 4.9.8 to Maven Central, so
+the 4.9.8 *server* is 4.9.7 (:data:`SERVER_VERSIONS`), the newest 4.9 server
+there is (4.9.8 only changed a namesrv config-update check and dropped the
+ACL-config request codes 50-53).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+JAVA_DIR = Path(__file__).resolve().parent / "java"
+TARGET = JAVA_DIR / "target"
+BUILD_SH = JAVA_DIR / "build.sh"
+HARNESS_JAR = TARGET / "harness.jar"
+
+VERSIONS = ("4.9.8", "5.3.3")
+#: the broker / name server jars really used for each version
+SERVER_VERSIONS = {"4.9.8": "4.9.7", "5.3.3": "5.3.3"}
+
+HARNESS_MAIN = "io.rmqpy.interop.harness.Harness"
+NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
+BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+
+#: Opens that RocketMQ needs on JDK 17 (strong encapsulation since JDK 16).
+#: 4.9's MappedFile.clean() (run when a commit log / consume queue file is
+#: released: at broker shutdown and when files are deleted) reflects into
+#: DirectByteBuffer.attachment()/cleaner() (java.nio) and calls
+#: jdk.internal.ref.Cleaner.clean(); sun.nio.ch holds the DirectBuffer
+#: interface those go through. Without them 4.9 logs IllegalStateException /
+#: InaccessibleObjectException at shutdown and leaks the mappings. 5.x frees
+#: buffers through netty (Unsafe.invokeCleaner) and needs none of this, but the
+#: flags are harmless there. java.lang / java.util: fastjson and netty reflect
+#: into them on some paths (harmless to open).
+ADD_OPENS = (
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+)
+
+_build_lock = threading.Lock()
+_built = False
+_default_home: Path | None = None
+
+
+class JavaError(RuntimeError):
+    """A Java program failed; the message ends with its stderr/log tail."""
+
+
+# --------------------------------------------------------------------------
+# build and class paths
+
+
+def ensure_built(force: bool = False) -> None:
+    """Runs build.sh once per process (it is itself idempotent and locked)."""
+    global _built
+    with _build_lock:
+        if _built and not force:
+            return
+        proc = subprocess.run(
+            ["bash", str(BUILD_SH)],
+            cwd=str(JAVA_DIR),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=1800,
+        )
+        if proc.returncode != 0:
+            raise JavaError(f"{BUILD_SH} failed (exit {proc.returncode}):\n{_tail(proc.stdout, 60)}")
+        _built = True
+
+
+def _check_version(version: str) -> None:
+    if version not in VERSIONS:
+        raise ValueError(f"unknown RocketMQ version {version!r}; known: {VERSIONS}")
+
+
+def lib_dir(version: str, kind: str = "client") -> Path:
+    """``target/lib-V`` (client, tools) or ``target/lib-V-server`` (server)."""
+    _check_version(version)
+    return TARGET / (f"lib-{version}-server" if kind == "server" else f"lib-{version}")
+
+
+def classpath(version: str, kind: str = "harness") -> str:
+    """Class path for one kind of JVM.
+
+    kind: ``"harness"`` (harness.jar + client/tools jars), ``"client"`` or
+    ``"tools"`` (client + mqadmin jars of ``version``), ``"server"`` (broker +
+    name server jars, see :data:`SERVER_VERSIONS`).
+    """
+    if kind not in ("harness", "client", "tools", "server"):
+        raise ValueError(f"unknown classpath kind {kind!r}")
+    parts = []
+    if kind == "harness":
+        parts.append(str(HARNESS_JAR))
+    parts.append(str(lib_dir(version, kind)) + os.sep + "*")
+    return os.pathsep.join(parts)
+
+
+def _kind_for(main_class: str) -> str:
+    if main_class in (NAMESRV_MAIN, BROKER_MAIN) or main_class.startswith(
+        ("org.apache.rocketmq.broker.", "org.apache.rocketmq.namesrv.", "org.apache.rocketmq.container.")
+    ):
+        return "server"
+    if main_class.startswith("org.apache.rocketmq.tools."):
+        return "tools"
+    if main_class.startswith("io.rmqpy."):
+        return "harness"
+    return "client"
+
+
+def java_executable() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise JavaError("no java on PATH (tests/interop/java/build.sh installs a JDK 17 when run as root)")
+    return found
+
+
+def jvm_options(heap_mb: int = 256, server: bool = False) -> list[str]:
+    """JVM flags: small heap, one cheap GC, JDK 17 opens, quiet and fast start."""
+    opts = [
+        f"-Xms{min(heap_mb, 64) if not server else heap_mb}m",
+        f"-Xmx{heap_mb}m",
+        f"-XX:MaxDirectMemorySize={max(heap_mb, 256)}m",
+        # several JVMs share 2 cores: no parallel/concurrent GC threads
+        "-XX:+UseSerialGC",
+        "-XX:-UsePerfData",  # no /tmp/hsperfdata_* files
+        "-XX:+IgnoreUnrecognizedVMOptions",
+        "-XX:-OmitStackTraceInFastThrow",
+        "-Djava.net.preferIPv4Stack=true",
+        "-Dfile.encoding=UTF-8",
+    ]
+    if not server:
+        # short-lived clients: C1 only starts noticeably faster on 2 cores
+        opts.append("-XX:TieredStopAtLevel=1")
+    opts.extend(ADD_OPENS)
+    return opts
+
+
+def default_home() -> Path:
+    """Per-process scratch ROCKETMQ_HOME / user.home for client-side JVMs."""
+    global _default_home
+    if _default_home is None:
+        _default_home = Path(tempfile.mkdtemp(prefix="rmqpy-jvm-"))
+        import atexit
+
+        atexit.register(shutil.rmtree, str(_default_home), True)
+    prepare_home(_default_home)
+    return _default_home
+
+
+_LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
+<!-- written by tests/interop/jvm.py: everything to one file, nothing to the console -->
+<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{logfile}</file>
+    <append>true</append>
+    <encoder><pattern>%d{{HH:mm:ss.SSS}} %-5level [%thread] %logger{{0}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="{level}"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+def prepare_home(home: Path) -> Path:
+    """Makes ``home`` usable as ROCKETMQ_HOME and user.home.
+
+    RocketMQ 4.9 reads ``$ROCKETMQ_HOME/conf/logback_{namesrv,broker,tools}.xml``
+    (mqadmin 4.9 does nothing at all without logback_tools.xml); 5.x logs to
+    ``${user.home}/logs/rocketmqlogs`` with configs inside its jars.
+    """
+    home = Path(home)
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    (home / "logs").mkdir(exist_ok=True)
+    for name, level in (("namesrv", "INFO"), ("broker", "INFO"), ("tools", "WARN")):
+        f = home / "conf" / f"logback_{name}.xml"
+        if not f.exists():
+            f.write_text(_LOGBACK.format(logfile=home / "logs" / f"{name}.log", level=level))
+    return home
+
+
+def home_sysprops(home: Path, client_log_level: str = "WARN") -> dict[str, str]:
+    home = Path(home)
+    return {
+        "user.home": str(home),
+        "rocketmq.home.dir": str(home),
+        # 4.9 client logger (rocketmq-logging): file only
+        "rocketmq.client.logRoot": str(home / "logs" / "rocketmqlogs"),
+        "rocketmq.client.logLevel": client_log_level,
+        "rocketmq.client.logFileMaxIndex": "2",
+        # 5.x client/tools logback configs
+        "rocketmq.log.root": str(home / "logs" / "rocketmqlogs"),
+        "rocketmq.log.level": client_log_level.lower(),
+        "rocketmq.log.file.maxIndex": "2",
+        "java.io.tmpdir": str(home),
+    }
+
+
+_LOGBACK_5X = {
+    NAMESRV_MAIN: "rmq.namesrv.logback.xml",
+    BROKER_MAIN: "rmq.broker.logback.xml",
+    "server": "rmq.broker.logback.xml",
+    "tools": "rmq.tools.logback.xml",
+    "client": "rmq.client.logback.xml",
+    "harness": "rmq.client.logback.xml",
+}
+
+
+def java_cmd(
+    version: str,
+    main_class: str,
+    args: Sequence[str] = (),
+    sysprops: Mapping[str, str] | None = None,
+    *,
+    kind: str | None = None,
+    heap_mb: int | None = None,
+    jvm_args: Sequence[str] = (),
+    home: Path | None = None,
+) -> list[str]:
+    """The ``java`` command line for ``main_class`` on ``version``'s class path.
+
+    ``kind`` defaults from the main class (broker/namesrv -> server jars,
+    tools -> mqadmin jars, io.rmqpy -> harness). ``home`` (ROCKETMQ_HOME and
+    user.home, default: a per-process temp dir) receives every log file.
+    """
+    kind = kind or _kind_for(main_class)
+    server = kind == "server"
+    if heap_mb is None:
+        heap_mb = 256
+    props = home_sysprops(prepare_home(Path(home)) if home else default_home(),
+                          "INFO" if server else "WARN")
+    # 5.x picks the first rmq.*.logback.xml found on the class path (broker
+    # before namesrv, tools before client); name the right one explicitly.
+    props["rmq.logback.configurationFile"] = _LOGBACK_5X.get(main_class, _LOGBACK_5X[kind])
+    props.update(sysprops or {})
+    cmd = [java_executable(), *jvm_options(heap_mb, server=server), *jvm_args]
+    cmd += [f"-D{k}={v}" for k, v in props.items()]
+    cmd += ["-cp", classpath(version, kind), main_class, *map(str, args)]
+    return cmd
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["ROCKETMQ_HOME"] = str(home)
+    env.pop("JAVA_TOOL_OPTIONS", None)  # would print "Picked up ..." on stderr
+    env.pop("NAMESRV_ADDR", None)
+    return env
+
+
+# --------------------------------------------------------------------------
+# ports
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_port(span: Iterable[int] = (0,), low: int = 12000, high: int = 30000) -> int:
+    """A port p such that p+d is free on loopback for every d in ``span``.
+
+    Picked at random below the Linux ephemeral range so that outgoing
+    connections do not take it before the server binds.
+    """
+    span = tuple(span)
+    for _ in range(500):
+        p = random.randint(low - min(span), high - max(span))
+        # RocketMQ binds the wildcard address (4.9 always does)
+        if all(port_free(p + d, "0.0.0.0") and port_free(p + d) for d in span):
+            return p
+    raise JavaError("no free port found")
+
+
+def free_broker_port() -> int:
+    """listenPort for a broker: it also binds listenPort-2 (fast) and +1 (HA)."""
+    return free_port(span=(-2, 0, 1))
+
+
+def wait_port(port: int, timeout: float, host: str = "127.0.0.1", proc: subprocess.Popen | None = None) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+# --------------------------------------------------------------------------
+# a tiny remoting client, to ask a name server (Java or rmqpy) what it knows
+
+#: MQVersion ordinal of V4_9_8 (the harness' client version)
+REMOTING_VERSION = 409
+
+
+def remoting_request(addr: str, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"",
+                     timeout: float = 3.0) -> tuple[int, str | None, dict, bytes]:
+    """Sends one JSON-serialised RemotingCommand and returns the reply's
+    (code, remark, extFields, body). Raises OSError on connection problems."""
+    host, port = addr.rsplit(":", 1)
+    header = {"code": code, "flag": 0, "language": "JAVA", "opaque": 1,
+              "serializeTypeCurrentRPC": "JSON", "version": REMOTING_VERSION}
+    if ext_fields:
+        header["extFields"] = {str(k): str(v) for k, v in ext_fields.items()}
+    hb = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    frame = (4 + len(hb) + len(body)).to_bytes(4, "big") + len(hb).to_bytes(4, "big") + hb + body
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(frame)
+
+        def recv(n: int) -> bytes:
+            buf = b""
+            while len(buf) < n:
+                chunk = sock.recv(n - len(buf))
+                if not chunk:
+                    raise ConnectionError(f"{addr} closed the connection")
+                buf += chunk
+            return buf
+
+        length = int.from_bytes(recv(4), "big")
+        data = recv(length)
+    hlen = int.from_bytes(data[:4], "big") & 0xFFFFFF
+    if data[0] != 0:
+        raise ValueError("reply is not JSON-serialised")
+    reply = json.loads(data[4:4 + hlen])
+    return int(reply.get("code", -1)), reply.get("remark"), reply.get("extFields") or {}, data[4 + hlen:]
+
+
+def broker_registered(namesrv_addr: str, broker_addr: str, topic: str | None = None) -> bool:
+    """True when the name server lists ``broker_addr`` in its cluster info
+    (and, with ``topic``, in that topic's route)."""
+    try:
+        if topic:
+            code, _, _, body = remoting_request(namesrv_addr, 105, {"topic": topic})
+        else:
+            code, _, _, body = remoting_request(namesrv_addr, 106)
+    except (OSError, ValueError):
+        return False
+    return code == 0 and broker_addr.encode() in body
+
+
+def wait_broker_registered(namesrv_addr: str, broker_addr: str, topic: str | None = None,
+                           timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if broker_registered(namesrv_addr, broker_addr, topic):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+# --------------------------------------------------------------------------
+# long-running Java servers
+
+
+class JavaProcess:
+    """A started Java server (name server or broker)."""
+
+    def __init__(self, name: str, version: str, proc: subprocess.Popen, log: Path, home: Path,
+                 port: int, config: Path, props: Mapping[str, str]):
+        self.name = name
+        self.version = version
+        self.server_version = SERVER_VERSIONS[version]
+        self.proc = proc
+        self.pid = proc.pid
+        self.log = log  # stdout + stderr of the JVM
+        self.home = home
+        self.logs_dir = home / "logs"  # RocketMQ's own log files
+        self.port = port
+        self.addr = f"127.0.0.1:{port}"
+        self.config = config
+        self.props = dict(props)
+
+    def __repr__(self) -> str:
+        return f"<JavaProcess {self.name} {self.server_version} pid={self.pid} {self.addr}>"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM (RocketMQ's shutdown hook runs), then SIGKILL after ``timeout``."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+            except ProcessLookupError:
+                pass
+        return self.proc.poll()
+
+    def kill9(self) -> int | None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)
+        return self.proc.poll()
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return _tail(self.log_text(), lines)
+
+    def __enter__(self) -> "JavaProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _write_properties(path: Path, props: Mapping[str, object]) -> None:
+    lines = []
+    for k, v in props.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        # java.util.Properties: backslashes escape; Linux paths have none
+        lines.append(f"{k}={v}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _start_server(name: str, version: str, main: str, home: Path, config: Path, props: Mapping[str, str],
+                  port: int, heap_mb: int, sysprops: Mapping[str, str] | None, jvm_args: Sequence[str],
+                  ready_text: str, timeout: float) -> JavaProcess:
+    ensure_built()
+    log = home / f"{name}.out"
+    cmd = java_cmd(version, main, ["-c", str(config)], sysprops, kind="server", heap_mb=heap_mb,
+                   jvm_args=jvm_args, home=home)
+    (home / f"{name}.cmd").write_text(" ".join(cmd) + "\n")
+    with open(log, "ab") as logf:
+        proc = subprocess.Popen(cmd, cwd=str(home), env=_env(home), stdin=subprocess.DEVNULL,
+                                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    handle = JavaProcess(name, version, proc, log, home, port, config, props)
+    deadline = time.monotonic() + timeout
+    try:
+        if not wait_port(port, timeout, proc=proc):
+            raise JavaError(f"{name} {handle.server_version} did not listen on {port} "
+                            f"(exit {proc.poll()}):\n{handle.log_tail()}")
+        while ready_text not in handle.log_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise JavaError(f"{name} {handle.server_version} did not log {ready_text!r} "
+                                f"(exit {proc.poll()}):\n{handle.log_tail()}")
+            time.sleep(0.1)
+    except BaseException:
+        handle.kill9()
+        raise
+    return handle
+
+
+def start_java_namesrv(
+    version: str,
+    port: int | None = None,
+    workdir: Path | str | None = None,
+    props: Mapping[str, object] | None = None,
+    *,
+    heap_mb: int = 128,
+    sysprops: Mapping[str, str] | None = None,
+    jvm_args: Sequence[str] = (),
+    timeout: float = 60.0,
+) -> JavaProcess:
+    """Starts the real Java name server; returns when it accepts connections
+    and has logged "boot success". ``workdir`` becomes its ROCKETMQ_HOME and
+    user.home (kvConfig.json, logs/, namesrv.out = stdout/stderr)."""
+    _check_version(version)
+    home = prepare_home(Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="rmqpy-namesrv-")))
+    port = port or free_port()
+    conf = {
+        "listenPort": port,
+        "bindAddress": "127.0.0.1",  # 5.x only; 4.9 always binds the wildcard address
+        "rocketmqHome": str(home),
+        "kvConfigPath": str(home / "namesrv" / "kvConfig.json"),
+        "configStorePath": str(home / "namesrv" / "namesrv.properties"),
+    }
+    conf.update(props or {})
+    config = home / "namesrv.properties"
+    _write_properties(config, conf)
+    return _start_server("namesrv", version, NAMESRV_MAIN, home, config, conf, port, heap_mb, sysprops,
+                         jvm_args, "boot success", timeout)
+
+
+#: broker defaults: tiny store files, auto-created topics, loopback addresses
+BROKER_DEFAULTS: dict[str, object] = {
+    "brokerClusterName": "DefaultCluster",
+    "brokerName": "broker-a",
+    "brokerId": 0,
+    "brokerRole": "ASYNC_MASTER",
+    "flushDiskType": "ASYNC_FLUSH",
+    "autoCreateTopicEnable": True,
+    "autoCreateSubscriptionGroup": True,
+    "mappedFileSizeCommitLog": 8 * 1024 * 1024,  # a 4 MiB message (the default max) still fits
+    "mappedFileSizeConsumeQueue": 20 * 10000,  # 10k entries per consume queue file
+    "maxHashSlotNum": 20000,  # index file ~2 MB instead of ~420 MB
+    "maxIndexNum": 80000,
+    "mappedFileSizeTimerLog": 4 * 1024 * 1024,  # 5.x timer log (100 MB by default)
+    "bindAddress": "127.0.0.1",  # 5.x only
+}
+
+
+def start_java_broker(
+    version: str,
+    workdir: Path | str | None,
+    namesrv_addr: str,
+    broker_props: Mapping[str, object] | None = None,
+    *,
+    listen_port: int | None = None,
+    broker_ip: str = "127.0.0.1",
+    heap_mb: int = 256,
+    sysprops: Mapping[str, str] | None = None,
+    jvm_args: Sequence[str] = (),
+    timeout: float = 90.0,
+    wait_registered: bool = True,
+) -> JavaProcess:
+    """Starts the real Java broker (BrokerStartup -c broker.properties).
+
+    ``broker_props`` override :data:`BROKER_DEFAULTS` (any BrokerConfig /
+    MessageStoreConfig / NettyServerConfig property, e.g. brokerName,
+    brokerClusterName, listenPort, brokerIP1). The store lives in
+    ``workdir/store``; the broker also binds listenPort-2 and listenPort+1.
+    Returns when the port accepts connections, "boot success" was logged and
+    (``wait_registered``) the name server routes TBW102 (autoCreateTopicEnable)
+    or lists the broker. The 4.9 broker registers before "boot success"; the
+    5.3.3 broker only about 10 s later (its first registration finds no
+    "available" name server yet, the next runs after a fixed 10 s delay).
+    """
+    _check_version(version)
+    home = prepare_home(Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="rmqpy-broker-")))
+    props: dict[str, object] = dict(BROKER_DEFAULTS)
+    props.update({
+        "namesrvAddr": namesrv_addr,
+        "brokerIP1": broker_ip,
+        "rocketmqHome": str(home),
+        "storePathRootDir": str(home / "store"),
+        "storePathCommitLog": str(home / "store" / "commitlog"),
+    })
+    props.update(broker_props or {})
+    if listen_port is not None:
+        props["listenPort"] = listen_port
+    if "listenPort" not in props:
+        props["listenPort"] = free_broker_port()
+    port = int(props["listenPort"])
+    config = home / "broker.properties"
+    _write_properties(config, props)
+    started = time.monotonic()
+    broker = _start_server("broker", version, BROKER_MAIN, home, config, {k: str(v) for k, v in props.items()},
+                           port, heap_mb, sysprops, jvm_args, "boot success", timeout)
+    if wait_registered:
+        auto = str(props.get("autoCreateTopicEnable")).lower() == "true"
+        addr = f"{props['brokerIP1']}:{port}"
+        left = max(5.0, timeout - (time.monotonic() - started))
+        if not wait_broker_registered(namesrv_addr, addr, "TBW102" if auto else None, left):
+            broker.kill9()
+            raise JavaError(f"broker {addr} not registered with name server {namesrv_addr} "
+                            f"within {timeout}s:\n{broker.log_tail()}")
+    return broker
+
+
+# --------------------------------------------------------------------------
+# one-shot Java programs
+
+
+def mqadmin(
+    version: str,
+    args: Sequence[str],
+    namesrv_addr: str | None = None,
+    timeout: float = 60.0,
+    *,
+    home: Path | None = None,
+    sysprops: Mapping[str, str] | None = None,
+) -> tuple[int, str, str]:
+    """Runs ``mqadmin ARGS`` (MQAdminStartup); returns (returncode, stdout, stderr).
+
+    ``-n namesrv_addr`` is added after the subcommand unless ``args`` has -n.
+    Note: mqadmin prints errors and still exits 0 for most failures; check
+    the output.
+    """
+    ensure_built()
+    args = [str(a) for a in args]
+    if namesrv_addr and "-n" not in args and args:
+        args = [args[0], "-n", namesrv_addr, *args[1:]]
+    h = prepare_home(Path(home)) if home else default_home()
+    cmd = java_cmd(version, MQADMIN_MAIN, args, sysprops, kind="tools", home=h)
+    proc = subprocess.run(cmd, cwd=str(h), env=_env(h), stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+class Events(list):
+    """Parsed JSON-line events of one harness run (a list of dicts)."""
+
+    returncode: int = 0
+    stderr: str = ""
+    cmd: list[str]
+
+    def of(self, name: str) -> list[dict]:
+        return [e for e in self if e.get("event") == name]
+
+    @property
+    def done(self) -> dict | None:
+        d = self.of("done")
+        return d[-1] if d else None
+
+    @property
+    def errors(self) -> list[dict]:
+        return self.of("error")
+
+
+class HarnessError(JavaError):
+    def __init__(self, message: str, events: Events):
+        super().__init__(message)
+        self.events = events
+
+
+def _parse_lines(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            ev = json.loads(line)
+            if not isinstance(ev, dict):
+                ev = {"event": "_raw", "line": line}
+        except ValueError:
+            ev = {"event": "_raw", "line": line}
+        out.append(ev)
+    return out
+
+
+def harness_cmd(version: str, args: Sequence[str], *, home: Path | None = None,
+                sysprops: Mapping[str, str] | None = None, heap_mb: int = 256) -> list[str]:
+    ensure_built()
+    return java_cmd(version, HARNESS_MAIN, [str(a) for a in args], sysprops, kind="harness",
+                    heap_mb=heap_mb, home=home)
+
+
+def harness(
+    version: str,
+    args: Sequence[str],
+    timeout: float = 120.0,
+    *,
+    check: bool = True,
+    home: Path | None = None,
+    sysprops: Mapping[str, str] | None = None,
+) -> Events:
+    """Runs the harness to completion and returns its events.
+
+    With ``check`` (default) a non-zero exit raises :class:`HarnessError`
+    whose message has the error events and the stderr tail; either way the
+    returned :class:`Events` carries ``returncode`` and ``stderr``.
+    """
+    h = prepare_home(Path(home)) if home else default_home()
+    cmd = harness_cmd(version, args, home=h, sysprops=sysprops)
+    try:
+        proc = subprocess.run(cmd, cwd=str(h), env=_env(h), stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        ev = Events(_parse_lines(_text(e.stdout)))
+        ev.returncode, ev.stderr, ev.cmd = -9, _text(e.stderr), cmd
+        raise HarnessError(f"harness {' '.join(map(str, args[:1]))} timed out after {timeout}s\n"
+                           f"{_tail(ev.stderr, 30)}", ev) from None
+    ev = Events(_parse_lines(proc.stdout))
+    ev.returncode, ev.stderr, ev.cmd = proc.returncode, proc.stderr, cmd
+    if check and proc.returncode != 0:
+        raise HarnessError(
+            f"harness {args[0] if args else ''} exited {proc.returncode}\n"
+            f"errors: {json.dumps(ev.errors)[:4000]}\nstderr tail:\n{_tail(proc.stderr, 30)}", ev)
+    return ev
+
+
+class HarnessProcess:
+    """A running harness (e.g. a consumer) whose events are read as they come."""
+
+    def __init__(self, cmd: list[str], home: Path):
+        self.cmd = cmd
+        self.home = home
+        fd, path = tempfile.mkstemp(prefix="harness-", suffix=".err", dir=str(home))
+        self.stderr_path = Path(path)
+        self._stderr = os.fdopen(fd, "wb")
+        self.proc = subprocess.Popen(cmd, cwd=str(home), env=_env(home), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
+        self.pid = self.proc.pid
+        self.events = Events()
+        self._q: queue.Queue = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            for ev in _parse_lines(raw.decode("utf-8", "replace")):
+                self._q.put(ev)
+        self._q.put(None)  # EOF
+
+    def next_event(self, timeout: float) -> dict | None:
+        """The next event, or None at EOF or after ``timeout`` seconds."""
+        try:
+            ev = self._q.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+        if ev is None:
+            self._q.put(None)  # stay at EOF
+            return None
+        self.events.append(ev)
+        return ev
+
+    def wait_for(self, name: str, timeout: float = 60.0,
+                 predicate: Callable[[dict], bool] | None = None) -> dict:
+        """Reads until an event called ``name`` (matching ``predicate``) arrives."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            ev = self.next_event(left) if left > 0 else None
+            if ev is None:
+                raise HarnessError(f"no {name!r} event within {timeout}s (exit {self.proc.poll()})\n"
+                                   f"{_tail(self.stderr_text(), 30)}", self.events)
+            if ev.get("event") == name and (predicate is None or predicate(ev)):
+                return ev
+
+    def collect(self, timeout: float = 120.0) -> Events:
+        """Waits for the process to exit; returns all events (kills it after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop()
+                break
+            if self.next_event(left) is None and (self.proc.poll() is not None or time.monotonic() >= deadline):
+                break
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.stop()
+        self._reader.join(5)
+        while True:  # drain
+            ev = self.next_event(0)
+            if ev is None:
+                break
+        self.events.returncode = self.proc.poll()
+        self.events.stderr = self.stderr_text()
+        self.events.cmd = self.cmd
+        return self.events
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    def stderr_text(self) -> str:
+        self._stderr.flush()
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+            except ProcessLookupError:
+                pass
+        return self.proc.poll()
+
+    def __enter__(self) -> "HarnessProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def harness_popen(
+    version: str,
+    args: Sequence[str],
+    *,
+    home: Path | None = None,
+    sysprops: Mapping[str, str] | None = None,
+) -> HarnessProcess:
+    """Starts the harness in the background (e.g. ``consume-push``); read
+    its events with :meth:`HarnessProcess.wait_for` / ``collect``."""
+    h = prepare_home(Path(home)) if home else default_home()
+    return HarnessProcess(harness_cmd(version, args, home=h, sysprops=sysprops), h)
+
+
+# --------------------------------------------------------------------------
+
+
+def _text(b: bytes | str | None) -> str:
+    if b is None:
+        return ""
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else b
+
+
+def _tail(text: str, lines: int) -> str:
+    return "\n".join(text.splitlines()[-lines:])
