@@ -104,7 +104,7 @@ ENV_NAMESRV = "RMQPY_INTEROP_NAMESRV"
 ENV_BROKER = "RMQPY_INTEROP_BROKER"
 DEFAULT_SUBNET = "10.213.0.0/16"
 BLOCK_PREFIX = 22  # one HostNetwork: 255 /30 client links + the anchor
-KNOWN_KINDS = ("netns", "none", "external")
+KNOWN_KINDS = ("netns", "podman", "none", "external")
 LOCK_PATH = "/run/lock/rmqpy-interop.lock"
 NS_PREFIX = "rmqpy-"
 
@@ -177,7 +177,7 @@ def describe() -> dict:
     net = _default_network
     if net is not None and not net.closed:
         d["isolation_host_ip"] = net.host_ip
-        if net.kind == "netns":
+        if net.kind in ("netns", "podman"):
             d["isolation_block"] = str(net.block)
     return d
 
@@ -189,6 +189,8 @@ def report_line() -> str:
         line += f" (clients on the host over loopback: {ENV_ISOLATION}=none)"
     elif d["isolation"] == "netns":
         line += " (each client in its own network namespace)"
+    elif d["isolation"] == "podman":
+        line += " (each client in a podman container in its own network namespace)"
     elif d["isolation"] == "external":
         line += (" (harness in its own container; servers "
                  f"{os.environ.get(ENV_NAMESRV, '?')} / {os.environ.get(ENV_BROKER, '-')})")
@@ -373,6 +375,7 @@ def cleanup_stale(*, include_own: bool = False) -> list[str]:
                 _kill_pids(_netns_pids(ns))
                 if _ip("netns", "del", ns, check=False).returncode == 0:
                     removed.append(ns)
+        removed += _podman_cleanup_stale(stale)
     return removed
 
 
@@ -486,7 +489,7 @@ class ClientHost(_ClientHostBase):
                 network._release_index(_index)
             raise
         network._register(self)
-        _kinds_used.add("netns")
+        _kinds_used.add(self.kind)
 
     def _create(self):
         plen = self.subnet.prefixlen
@@ -541,6 +544,279 @@ class ClientHost(_ClientHostBase):
         left += [n for n in (self.veth,) if n in list_links()]
         if left:
             raise IsolationError(f"could not remove {', '.join(left)}")
+
+
+# --------------------------------------------------------------------------
+# podman: a ClientHost whose commands run in containers joined to its netns
+
+PODMAN_DIR = os.environ.get("RMQPY_INTEROP_PODMAN_DIR", "/var/lib/rmqpy-interop/podman")
+PODMAN_IMAGE = "localhost/rmqpy-interop-client:bookworm"
+ENV_PODMAN_MOUNTS = "RMQPY_INTEROP_PODMAN_MOUNTS"
+# packages the client image gets beyond debootstrap's minbase: shared libs
+# that a host Python's extension modules and a host JDK link against, and ip
+IMAGE_PACKAGES = ("iproute2,ca-certificates,libssl3,libffi8,libsqlite3-0,zlib1g,"
+                  "libbz2-1.0,liblzma5,libreadline8,libncursesw6,libuuid1,libgdbm6,"
+                  "libexpat1,libfreetype6,fontconfig-config")
+_CONTAINERS_CONF = """\
+# written by tests/interop/isolation.py; used only through CONTAINERS_CONF
+[containers]
+# the default nofile/nproc limits exceed this machine's hard limits
+default_ulimits = ["nofile=16384:16384", "nproc=4096:4096"]
+init_path = "/usr/libexec/podman/catatonit"
+[engine]
+# crun fails here; runc works
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+_STORAGE_CONF = """\
+# written by tests/interop/isolation.py; used only through CONTAINERS_STORAGE_CONF
+[storage]
+driver = "overlay"
+graphroot = "{dir}/storage"
+runroot = "/run/rmqpy-interop/podman"
+"""
+_CTR_RE = re.compile(r"^rmqpy-(\d+)-\d+-c\d+$")
+
+
+def _podman_env() -> dict:
+    return dict(os.environ,
+                CONTAINERS_CONF=os.path.join(PODMAN_DIR, "containers.conf"),
+                CONTAINERS_STORAGE_CONF=os.path.join(PODMAN_DIR, "storage.conf"))
+
+
+def podman_base() -> list[str]:
+    """argv prefix for podman with the suite's own configuration (no global
+    /etc/containers change): runc, cgroupfs, lower ulimits, own storage."""
+    return ["env", f"CONTAINERS_CONF={os.path.join(PODMAN_DIR, 'containers.conf')}",
+            f"CONTAINERS_STORAGE_CONF={os.path.join(PODMAN_DIR, 'storage.conf')}",
+            "podman"]
+
+
+def _podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    return _run([*podman_base(), *args], check=check, timeout=timeout)
+
+
+def write_podman_config() -> None:
+    os.makedirs(PODMAN_DIR, exist_ok=True)
+    for name, text in (("containers.conf", _CONTAINERS_CONF),
+                       ("storage.conf", _STORAGE_CONF.format(dir=PODMAN_DIR))):
+        path = os.path.join(PODMAN_DIR, name)
+        try:
+            with open(path) as f:
+                if f.read() == text:
+                    continue
+        except OSError:
+            pass
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+
+
+def ensure_podman_image(*, build: bool = True, mirror: str = "http://deb.debian.org/debian",
+                        suite: str = "bookworm") -> str:
+    """Make sure the local client image exists; build it with debootstrap
+    (Debian's archive) + ``podman import`` if not.  No registry is used."""
+    if shutil.which("podman") is None:
+        raise IsolationError(
+            f"{ENV_ISOLATION}=podman needs podman, runc, catatonit and debootstrap: "
+            "run RMQPY_INTEROP_ISOLATION=podman tests/interop/setup_host.sh as root")
+    write_podman_config()
+    if _podman("image", "exists", PODMAN_IMAGE, check=False).returncode == 0:
+        return PODMAN_IMAGE
+    if not build:
+        raise IsolationError(f"podman image {PODMAN_IMAGE} is missing: run "
+                             "RMQPY_INTEROP_ISOLATION=podman tests/interop/setup_host.sh")
+    if shutil.which("debootstrap") is None:
+        raise IsolationError("debootstrap is missing: run "
+                             "RMQPY_INTEROP_ISOLATION=podman tests/interop/setup_host.sh")
+    root = os.path.join(PODMAN_DIR, f"rootfs.{os.getpid()}")
+    try:
+        _run(["debootstrap", "--variant=minbase", f"--include={IMAGE_PACKAGES}",
+              suite, root, mirror], timeout=1800)
+        for d in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            _run(["find", os.path.join(root, d), "-type", "f", "-delete"], check=False)
+        tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+        cp = subprocess.run([*podman_base(), "import", "-", PODMAN_IMAGE], stdin=tar.stdout,
+                            capture_output=True, text=True, timeout=600)
+        tar.stdout.close()
+        tar.wait()
+        if cp.returncode != 0 or tar.returncode != 0:
+            raise IsolationError(f"podman import failed: {cp.stderr.strip()}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return PODMAN_IMAGE
+
+
+def _podman_cleanup_stale(stale) -> list[str]:
+    if shutil.which("podman") is None or not os.path.exists(
+            os.path.join(PODMAN_DIR, "storage.conf")):
+        return []
+    cp = _podman("ps", "-a", "--format", "{{.Names}}", check=False, timeout=60)
+    dead = [n for n in cp.stdout.split()
+            if (m := _CTR_RE.match(n)) and stale(int(m.group(1)))]
+    if dead:
+        _podman("rm", "-f", "-t", "0", *dead, check=False, timeout=120)
+    return dead
+
+
+class _PodmanPopen(subprocess.Popen):
+    """Popen of ``podman run``: signals go to the container's process
+    (``podman kill``), so kill()/terminate() and run()'s timeout work."""
+
+    container: str = ""
+
+    def send_signal(self, sig):
+        if self.poll() is None and self.container:
+            subprocess.run([*podman_base(), "kill", "--signal", str(int(sig)), self.container],
+                           capture_output=True, timeout=60)
+        super().send_signal(sig)
+
+
+def _covered(path: str, mounts: Iterable[str]) -> bool:
+    return any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts)
+
+
+_jdk_dirs_cache: dict[str, frozenset] = {}
+
+
+def _jdk_link_dirs(home: str) -> frozenset:
+    """Directories outside a JDK that its absolute symlinks point into
+    (Debian's JDKs link conf and security files to /etc/java-N-openjdk,
+    cacerts to /etc/ssl/certs/java)."""
+    if home not in _jdk_dirs_cache:
+        dirs = set()
+        for root, dnames, fnames in os.walk(home):
+            for n in dnames + fnames:
+                p = os.path.join(root, n)
+                if os.path.islink(p):
+                    t = os.readlink(p)
+                    if os.path.isabs(t) and not _covered(t, [home]):
+                        dirs.add(os.path.dirname(t))
+        _jdk_dirs_cache[home] = frozenset(dirs)
+    return _jdk_dirs_cache[home]
+
+
+class PodmanClientHost(ClientHost):
+    """A ClientHost (same namespace, addresses and routes as ``netns``)
+    whose commands each run in a podman container joined to that namespace
+    (``--network ns:``; podman's own network layer is not used, so no
+    firewall table or forwarding setting is touched).
+
+    The image is a debootstrapped Debian (``PODMAN_IMAGE``).  Mounted at the
+    same paths: the repository (rw), /tmp (rw), the cwd (rw), the host's
+    JDKs (/usr/lib/jvm and the JDK of ``java`` on PATH, ro), this Python's
+    prefix (ro), and whatever ``RMQPY_INTEROP_PODMAN_MOUNTS`` lists
+    (os.pathsep-separated).  env is passed through; PATH is prefixed with
+    the JDK's and Python's bin directories.
+    """
+
+    kind = "podman"
+
+    def __init__(self, network: "HostNetwork | None" = None, **kw):
+        self.image = ensure_podman_image(build=True)
+        self._ctr = itertools.count(1)
+        super().__init__(network, **kw)
+
+    @staticmethod
+    def _java_home() -> str | None:
+        java = shutil.which("java")
+        if java is None:
+            return None
+        return os.path.dirname(os.path.dirname(os.path.realpath(java)))
+
+    def mounts(self, cwd: str | None = None) -> list[tuple[str, str]]:
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        ro = {"/usr/lib/jvm", sys.base_prefix, sys.prefix}
+        jh = self._java_home()
+        if jh:
+            ro.add(jh)
+            ro |= _jdk_link_dirs(jh)
+        rw = {repo, "/tmp"}
+        for extra in os.environ.get(ENV_PODMAN_MOUNTS, "").split(os.pathsep):
+            if extra:
+                rw.add(os.path.abspath(extra))
+        cwd = os.path.abspath(cwd or os.getcwd())
+        if not _covered(cwd, rw | ro) and cwd != "/":
+            rw.add(cwd)
+        out = []
+        for path in sorted(rw | ro):
+            if os.path.exists(path) and not _covered(path, [m for m, _ in out]):
+                out.append((path, "rw" if path in rw else "ro"))
+        return out
+
+    def command(self, argv: Sequence[str], *, env: dict | None = None,
+                cwd: str | None = None, name: str | None = None,
+                interactive: bool = True) -> list[str]:
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("argv must be a sequence, not a string")
+        env = dict(os.environ if env is None else env)
+        extra_path = [os.path.dirname(sys.executable)]
+        jh = self._java_home()
+        if jh:
+            extra_path.insert(0, os.path.join(jh, "bin"))
+        env["PATH"] = os.pathsep.join(extra_path + [env.get("PATH", "/usr/bin:/bin")])
+        cwd = os.path.abspath(cwd or os.getcwd())
+        cmd = [*podman_base(), "run", "--rm", "--init",
+               "--name", name or f"{self.name}-c{next(self._ctr)}",
+               "--label", f"rmqpy.owner={self.name}",
+               f"--network=ns:/run/netns/{self.name}",
+               "--workdir", cwd]
+        if interactive:
+            cmd.append("-i")
+        mounts = self.mounts(cwd)
+        for path, mode in mounts:
+            cmd += ["-v", f"{path}:{path}:{mode}"]
+        argv = list(argv)
+        if argv and os.path.isabs(argv[0]) and not _covered(argv[0], [m for m, _ in mounts]):
+            # e.g. /usr/bin/java -> /etc/alternatives -> /usr/lib/jvm/.../bin/java
+            argv[0] = os.path.realpath(argv[0])
+        for k, v in env.items():
+            if k in ("HOSTNAME", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF"):
+                continue
+            cmd += ["--env", f"{k}={v}"]
+        return [*cmd, self.image, *argv]
+
+    def popen(self, argv: Sequence[str], **kw) -> subprocess.Popen:
+        if self._closed:
+            raise IsolationError(f"{self.name} is closed")
+        name = f"{self.name}-c{next(self._ctr)}"
+        cmd = self.command(argv, env=kw.pop("env", None), cwd=kw.get("cwd"), name=name,
+                           interactive=kw.get("stdin") is not None)
+        p = _PodmanPopen(cmd, **kw)
+        p.container = name
+        self._procs.add(p)
+        return p
+
+    def run(self, argv: Sequence[str], timeout: float | None = None, *,
+            check: bool = False, capture_output: bool = True, text: bool = True,
+            input=None, **kw) -> subprocess.CompletedProcess:
+        if capture_output:
+            kw.setdefault("stdout", subprocess.PIPE)
+            kw.setdefault("stderr", subprocess.PIPE)
+        if input is not None:
+            kw["stdin"] = subprocess.PIPE
+        with self.popen(argv, text=text, **kw) as p:
+            try:
+                out, err = p.communicate(input, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+                raise
+        cp = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+        if check:
+            cp.check_returncode()
+        return cp
+
+    def _destroy(self):
+        if shutil.which("podman") is not None:
+            cp = _podman("ps", "-a", "-q", "--filter", f"label=rmqpy.owner={self.name}",
+                         check=False, timeout=60)
+            ids = cp.stdout.split()
+            if ids:
+                _podman("rm", "-f", "-t", "0", *ids, check=False, timeout=120)
+        super()._destroy()
+
 
 
 class LoopbackClientHost(_ClientHostBase):
@@ -651,6 +927,8 @@ class HostNetwork:
             raise IsolationError(
                 "iproute2's `ip` is not installed: run tests/interop/setup_host.sh "
                 f"as root, or set {ENV_ISOLATION}=none explicitly.")
+        if self.kind == "podman":
+            ensure_podman_image(build=True)
         if cleanup:
             cleanup_stale()
         self.anchor = f"rq{os.getpid()}n{next(self._counter)}"
@@ -723,6 +1001,8 @@ class HostNetwork:
         if self.kind in ("none", "external"):
             return LoopbackClientHost(self, kind=self.kind, host_ip=self.host_ip,
                                       client_ip=self.client_ip)
+        if self.kind == "podman":
+            return PodmanClientHost(self)
         return ClientHost(self)
 
     def close(self) -> None:

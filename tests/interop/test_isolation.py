@@ -33,8 +33,9 @@ from tests.interop.isolation import (
 pytestmark = pytest.mark.interop
 
 KIND = isolation.isolation_kind()
+NS_KINDS = ("netns", "podman")  # kinds with a network namespace per client host
 netns_only = pytest.mark.skipif(
-    KIND != "netns",
+    KIND not in NS_KINDS,
     reason=f"{isolation.ENV_ISOLATION}={KIND}: namespace checks do not apply")
 # with "external", host_ip is the name server container, not this machine
 local_servers = pytest.mark.skipif(
@@ -127,7 +128,7 @@ def ch(net, record_property):
 
 def test_isolation_kind_is_recorded(net, record_property, record_testsuite_property):
     assert net.kind == KIND
-    assert KIND in ("netns", "none", "external")
+    assert KIND in ("netns", "podman", "none", "external")
     record_property("isolation", KIND)
     record_testsuite_property("isolation", KIND)
     assert isolation.report_line().startswith(f"interop isolation: {KIND}")
@@ -143,7 +144,7 @@ def test_echo_from_client_host_and_peer_address(net, ch):
     assert r["local"][0] == ch.client_ip
     # the server sees the client host's own address (broker's born host)
     assert srv.peers and srv.peers[0][0] == ch.client_ip
-    if net.kind == "netns":
+    if net.kind in NS_KINDS:
         assert ch.client_ip != ch.host_ip
         assert ch.client_ip != "127.0.0.1"
 
@@ -232,7 +233,14 @@ def test_close_leaves_nothing_behind(net):
     assert name in list_netns() and veth in list_links()
     # a long-running process inside is killed at close
     p = h.popen(["sleep", "300"])
-    assert p.pid in h.pids()
+    for _ in range(200):
+        if h.pids():
+            break
+        threading.Event().wait(0.05)
+    if h.kind == "netns":
+        assert p.pid in h.pids()
+    else:  # podman: the process is the container's, p is `podman run`
+        assert h.pids()
     h.close()
     assert p.poll() is not None
     assert name not in list_netns()
@@ -396,23 +404,26 @@ def test_unknown_kind_is_an_error(monkeypatch):
 def test_failure_is_loud_not_a_silent_fallback(monkeypatch):
     monkeypatch.setattr(isolation, "_IP", "/nonexistent/ip")
     with pytest.raises(IsolationError, match="RMQPY_INTEROP_ISOLATION=none"):
-        HostNetwork()
+        HostNetwork(kind="netns")
     monkeypatch.setattr(isolation.os, "geteuid", lambda: 1000)
     with pytest.raises(IsolationError, match="root"):
-        HostNetwork()
+        HostNetwork(kind="netns")
 
 
 @netns_only
 def test_command_for_custom_spawners(ch):
     argv = ch.command(["echo", "hi"])
-    assert argv[:4] == ["ip", "netns", "exec", ch.name]
+    if ch.kind == "netns":
+        assert argv[:4] == ["ip", "netns", "exec", ch.name]
+    else:
+        assert "podman" in argv and f"--network=ns:/run/netns/{ch.name}" in argv
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     assert out == "hi\n"
     with pytest.raises(TypeError):
         ch.command("echo hi")
 
 
-@netns_only
+@pytest.mark.skipif(KIND != "netns", reason=f"{isolation.ENV_ISOLATION}={KIND}")
 def test_default_client_host_constructor():
     with ClientHost() as h:
         assert h.network is isolation.get_host_network()
