@@ -58,7 +58,7 @@ Usage::
 Pytest: ``from tests.interop.isolation import host_network, client_host,
 pytest_report_header`` in a conftest.py gives fixtures and the header line.
 
-CLI: ``python -m tests.interop.isolation check|cleanup|kind``.
+CLI: ``python -m tests.interop.isolation check|cleanup|kind|image``.
 """
 
 from __future__ import annotations
@@ -1097,6 +1097,9 @@ def _main(argv: list[str]) -> int:
     if cmd == "kind":
         print(isolation_kind())
         return 0
+    if cmd == "image":
+        print(ensure_podman_image(build=True))
+        return 0
     if cmd == "cleanup":
         for n in cleanup_stale():
             print(f"removed {n}")
@@ -1111,7 +1114,8 @@ def _main(argv: list[str]) -> int:
                 print(cp.stderr, file=sys.stderr)
                 return 1
         return 0
-    print("usage: python -m tests.interop.isolation [check|cleanup|kind]", file=sys.stderr)
+    print("usage: python -m tests.interop.isolation [check|cleanup|kind|image]",
+          file=sys.stderr)
     return 2
 
 

@@ -3,6 +3,11 @@
 #
 #   sudo tests/interop/setup_host.sh            # netns isolation (default)
 #   sudo tests/interop/setup_host.sh --check    # ... and create/remove a test namespace
+#   sudo RMQPY_INTEROP_ISOLATION=podman tests/interop/setup_host.sh
+#        # ... plus podman, runc, catatonit, debootstrap, and the local client
+#        # image (debootstrapped from Debian's archive, `podman import`ed; no
+#        # container registry).  Podman's config stays in
+#        # /var/lib/rmqpy-interop/podman (the global /etc/containers is untouched).
 #
 # Idempotent: installs only what is missing (via apt), changes no sysctl, no
 # firewall table, and no network setting.  Safe on a fresh Debian machine as
@@ -16,7 +21,7 @@ check=0
 for arg in "$@"; do
   case "$arg" in
     --check) check=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "setup_host.sh: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -26,8 +31,12 @@ if [ "$kind" = "none" ]; then
   echo "setup_host.sh: RMQPY_INTEROP_ISOLATION=none: clients run on the host, nothing to install"
   exit 0
 fi
-if [ "$kind" != "netns" ]; then
-  echo "setup_host.sh: RMQPY_INTEROP_ISOLATION=$kind is not supported (netns or none)" >&2
+if [ "$kind" = "external" ]; then
+  echo "setup_host.sh: RMQPY_INTEROP_ISOLATION=external: servers are other containers, nothing to install"
+  exit 0
+fi
+if [ "$kind" != "netns" ] && [ "$kind" != "podman" ]; then
+  echo "setup_host.sh: RMQPY_INTEROP_ISOLATION=$kind is not supported (netns, podman, none, external)" >&2
   exit 2
 fi
 
@@ -40,6 +49,14 @@ need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 # `ip netns exec` runs commands through the caller's PATH; sh is used for a
 # per-namespace sysctl.  Both are in every Debian base system.
+if [ "$kind" = "podman" ]; then
+  # podman's default runtime crun fails here: runc.  catatonit: --init.
+  # (podman's own network layer is not used: containers join our namespaces)
+  command -v podman >/dev/null 2>&1 || need+=(podman)
+  command -v runc >/dev/null 2>&1 || need+=(runc)
+  [ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+fi
 
 if [ "${#need[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
@@ -64,4 +81,10 @@ if [ "$check" -eq 1 ]; then
   echo "setup_host.sh: network namespaces and veth pairs work"
 fi
 
-echo "setup_host.sh: ready for RMQPY_INTEROP_ISOLATION=netns ($(ip -V 2>&1 | head -n1))"
+if [ "$kind" = "podman" ]; then
+  # the client image: built once (about a minute), then reused
+  repo="$(cd "$(dirname "$0")/../.." && pwd)"
+  (cd "$repo" && "${PYTHON:-python3}" -m tests.interop.isolation image)
+fi
+
+echo "setup_host.sh: ready for RMQPY_INTEROP_ISOLATION=$kind ($(ip -V 2>&1 | head -n1))"
