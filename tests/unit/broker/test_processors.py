@@ -1,0 +1,291 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rmqpy.protocol import fastjson
+from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import (GetMaxOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
+                                           UpdateConsumerOffsetRequestHeader)
+from rmqpy.protocol.message import decode_records
+from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request, send_request
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b, clock = make_broker(tmp_path)
+    b.clock = clock
+    yield b
+    b.shutdown()
+
+
+def heartbeat(client_id: str, group: str, topic: str, sub: str = "*", etype: str = "TAG",
+              model: str = "CLUSTERING") -> RemotingCommand:
+    data = HeartbeatData(clientID=client_id, producerDataSet=[ProducerData("CLIENT_INNER_PRODUCER")],
+                         consumerDataSet=[ConsumerData(group, messageModel=model, subscriptionDataSet=[
+                             SubscriptionData.build(topic, sub, etype, 1)])])
+    return RemotingCommand.request(RequestCode.HEART_BEAT, body=data.encode())
+
+
+# ---------------------------------------------------------------------- send
+def test_send_autocreates_topic_and_answers_like_java(broker):
+    ch = FakeChannel()
+    resp = call(broker, ch, send_request("T1", b"abc", queue_id=1, tags="A"))
+    assert resp.code == ResponseCode.SUCCESS and resp.remark is None
+    ext = resp.ext_fields
+    assert ext["MSG_REGION"] == "DefaultRegion" and ext["TRACE_ON"] == "true"
+    assert ext["queueId"] == "1" and ext["queueOffset"] == "0"
+    assert len(ext["msgId"]) == 32 and ext["msgId"].startswith("7F00000100002A9F")  # 127.0.0.1:10911
+    tc = broker.topic_config_manager.select("T1")
+    assert (tc.readQueueNums, tc.writeQueueNums, tc.perm) == (4, 4, 6)
+    resp = call(broker, ch, send_request("T1", b"def", queue_id=1))
+    assert resp.ext_fields["queueOffset"] == "1"
+
+
+def test_send_errors(tmp_path):
+    broker, _ = make_broker(tmp_path, autoCreateTopicEnable=False, maxMessageSize=1024)
+    try:
+        ch = FakeChannel()
+        resp = call(broker, ch, send_request("Nope"))
+        assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+        assert resp.remark == ("topic[Nope] not exist, apply first please!\n"
+                               "See http://rocketmq.apache.org/docs/faq/ for further details.")
+        from rmqpy.protocol.bodies.topic import TopicConfig
+        broker.topic_config_manager.update_topic_config(TopicConfig("T", 4, 4))
+        resp = call(broker, ch, send_request("T", queue_id=7))
+        assert resp.code == ResponseCode.SYSTEM_ERROR
+        assert resp.remark == ("request queueId[7] is illegal, TopicConfig [topicName=T, readQueueNums=4, "
+                               "writeQueueNums=4, perm=RW-, topicFilterType=SINGLE_TAG, topicSysFlag=0, "
+                               f"order=false] Producer: {ch.remote_address}")
+        resp = call(broker, ch, send_request("T", body=b"x" * 1025))
+        assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+        assert "msg body length limit 1024B" in resp.remark
+        resp = call(broker, ch, send_request("bad topic!"))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "illegal characters" in resp.remark
+        resp = call(broker, ch, send_request("SCHEDULE_TOPIC_XXXX"))
+        assert resp.code == ResponseCode.NO_PERMISSION
+        # a header without a required field: SYSTEM_ERROR, connection kept
+        bad = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext_fields={"a": "PG"}, body=b"x")
+        resp = call(broker, ch, bad)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and not ch.closed
+    finally:
+        broker.shutdown()
+
+
+def test_batch_send_and_pull_back(broker):
+    from rmqpy.protocol.message import encode_batch_body
+    ch = FakeChannel()
+    body = encode_batch_body([(0, f"m{i}".encode(), {"TAGS": "B", "UNIQ_KEY": f"U{i}"}) for i in range(3)])
+    req = send_request("TB", body, code=RequestCode.SEND_BATCH_MESSAGE)
+    resp = call(broker, ch, req)
+    assert resp.code == 0
+    assert len(resp.ext_fields["msgId"].split(",")) == 3 and resp.ext_fields["queueOffset"] == "0"
+    resp = call(broker, ch, pull_request("TB", "G", sys_flag=0x4))
+    msgs = list(decode_records(resp.body))
+    assert [m.body for m in msgs] == [b"m0", b"m1", b"m2"]
+    assert msgs[0].properties["CLUSTER"] == "DefaultCluster" and msgs[0].properties["TAGS"] == "B"
+
+
+# ---------------------------------------------------------------------- pull
+def test_pull_found_and_status_mapping(broker):
+    ch = FakeChannel()
+    resp = call(broker, ch, pull_request("TP", "G", offset=0, sys_flag=0x4))
+    assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+    call(broker, ch, send_request("TP", b"one", tags="A"))
+    call(broker, ch, send_request("TP", b"two", tags="B"))
+    resp = call(broker, ch, pull_request("TP", "G", offset=0, sys_flag=0x4))
+    assert resp.code == ResponseCode.SUCCESS and resp.remark == "FOUND"
+    assert {k: resp.ext_fields[k] for k in ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")} \
+        == {"suggestWhichBrokerId": "0", "nextBeginOffset": "2", "minOffset": "0", "maxOffset": "2"}
+    assert [m.body for m in decode_records(resp.body)] == [b"one", b"two"]
+    # TAG filter by tag hash
+    resp = call(broker, ch, pull_request("TP", "G", offset=0, sys_flag=0x4, subscription="B"))
+    assert [m.body for m in decode_records(resp.body)] == [b"two"]
+    resp = call(broker, ch, pull_request("TP", "G", offset=0, sys_flag=0x4, subscription="C"))
+    assert resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY and resp.ext_fields["nextBeginOffset"] == "2"
+    # offset == max: not found (no suspend flag); > max: moved; empty queue with offset != 0: moved
+    resp = call(broker, ch, pull_request("TP", "G", offset=2, sys_flag=0x4))
+    assert resp.code == ResponseCode.PULL_NOT_FOUND and resp.ext_fields["nextBeginOffset"] == "2"
+    resp = call(broker, ch, pull_request("TP", "G", offset=9, sys_flag=0x4))
+    assert resp.code == ResponseCode.PULL_OFFSET_MOVED and resp.ext_fields["nextBeginOffset"] == "2"
+    resp = call(broker, ch, pull_request("TP", "G", queue_id=3, offset=5, sys_flag=0x4))
+    assert resp.code == ResponseCode.PULL_OFFSET_MOVED and resp.ext_fields["nextBeginOffset"] == "0"
+    resp = call(broker, ch, pull_request("TP", "G", queue_id=3, offset=0, sys_flag=0x4))
+    assert resp.code == ResponseCode.PULL_NOT_FOUND
+    # no subscription flag and no heartbeat: SUBSCRIPTION_NOT_EXIST
+    resp = call(broker, ch, pull_request("TP", "G2", offset=0, sys_flag=0))
+    assert resp.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
+    resp = call(broker, ch, pull_request("TP", "G", queue_id=4, sys_flag=0x4))
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert resp.remark == (f"queueId[4] is illegal, topic:[TP] topicConfig.readQueueNums:[4] "
+                           f"consumer:[/{ch.remote_address}]")
+
+
+def test_long_polling_wakes_up_on_arrival(broker):
+    ch = FakeChannel()
+    call(broker, ch, send_request("TL", b"first"))
+    resp = call(broker, ch, pull_request("TL", "G", offset=1))
+    assert resp is None and broker.pull_hold_service.held_count() == 1
+    broker.clock.advance(1)
+    assert ch.sent == []
+    other = FakeChannel()
+    call(broker, other, send_request("TL", b"second"))
+    assert broker.pull_hold_service.held_count() == 0
+    resp = ch.sent[-1]
+    assert resp.code == ResponseCode.SUCCESS and resp.is_response
+    assert [m.body for m in decode_records(resp.body)] == [b"second"]
+
+
+def test_long_polling_ignores_other_tags_until_the_periodic_check(broker):
+    ch = FakeChannel()
+    call(broker, ch, send_request("TT", b"x", tags="A"))
+    out: list = []
+    ch.sent = out
+    broker.dispatcher.dispatch(ch, pull_request("TT", "G", offset=1, subscription="B", suspend_ms=15000))
+    call(broker, FakeChannel(), send_request("TT", b"y", tags="A"))  # another tag: stays parked
+    assert broker.pull_hold_service.held_count() == 1 and out == []
+    broker.clock.advance(5)  # the 5 s check re-runs it (as Java's, without a tag): scanned, nothing matched
+    assert broker.pull_hold_service.held_count() == 0
+    assert out[-1].code == ResponseCode.PULL_RETRY_IMMEDIATELY and out[-1].ext_fields["nextBeginOffset"] == "2"
+
+
+def test_long_polling_timeout_answers_not_found(broker):
+    ch = FakeChannel()
+    out = []
+    ch.sent = out
+    broker.dispatcher.dispatch(ch, pull_request("TN", "G", offset=0, suspend_ms=15000))
+    broker.topic_config_manager.create_topic_in_send_message_back_method("TN", 4, 6)
+    broker.dispatcher.dispatch(ch, pull_request("TN", "G", offset=0, suspend_ms=15000))
+    assert out[0].code == ResponseCode.TOPIC_NOT_EXIST  # first request, before the topic existed
+    assert broker.pull_hold_service.held_count() == 1
+    broker.clock.advance(15)
+    assert out[-1].code == ResponseCode.PULL_NOT_FOUND
+    assert set(out[-1].ext_fields) >= {"suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"}
+
+
+def test_pull_commits_offset_only_on_first_execution(broker):
+    ch = FakeChannel()
+    call(broker, ch, send_request("TC", b"a"))
+    call(broker, ch, pull_request("TC", "G", offset=1, sys_flag=0x1 | 0x2 | 0x4, commit_offset=1))
+    assert broker.consumer_offset_manager.query_offset("G", "TC", 0) == 1
+
+
+# ---------------------------------------------------------------------- offsets
+def _query(broker, ch, group, topic, qid=0):
+    return call(broker, ch, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET,
+                                                    QueryConsumerOffsetRequestHeader(group, topic, qid)))
+
+
+def test_query_consumer_offset_rule(broker, monkeypatch):
+    ch = FakeChannel()
+    resp = _query(broker, ch, "G", "TO")  # never committed, queue starts at 0: 0
+    assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "0"
+    call(broker, ch, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                             UpdateConsumerOffsetRequestHeader("G", "TO", 0, 7)))
+    assert _query(broker, ch, "G", "TO").ext_fields["offset"] == "7"
+    monkeypatch.setattr(broker.message_store, "get_min_offset_in_queue", lambda t, q: 5)
+    resp = _query(broker, ch, "G2", "TO")  # queue no longer starts at 0: not found
+    assert resp.code == ResponseCode.QUERY_NOT_FOUND
+    assert resp.remark == "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+
+
+def test_store_offset_requests(broker):
+    ch = FakeChannel()
+    for _ in range(3):
+        call(broker, ch, send_request("TS", b"a"))
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader("TS", 0)))
+    assert resp.ext_fields == {"offset": "3"}
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, GetMaxOffsetRequestHeader("TS", 0)))
+    assert resp.ext_fields == {"offset": "0"}
+
+
+def test_consumer_offsets_persist_in_java_format(tmp_path):
+    broker, clock = make_broker(tmp_path)
+    ch = FakeChannel()
+    call(broker, ch, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                             UpdateConsumerOffsetRequestHeader("G", "T", 3, 42)))
+    clock.advance(10)  # the 5 s flush (first run after 10 s)
+    text = (tmp_path / "store" / "config" / "consumerOffset.json").read_text()
+    assert '"T@G":{3:42}' in text.replace("\n", "").replace("\t", "")
+    broker.shutdown()
+    broker2, _ = make_broker(tmp_path)
+    assert broker2.consumer_offset_manager.query_offset("G", "T", 3) == 42
+    assert "TBW102" in fastjson.loads((tmp_path / "store" / "config" / "topics.json").read_text())["topicConfigTable"]
+    broker2.shutdown()
+
+
+# ---------------------------------------------------------------------- clients
+def test_heartbeat_registers_and_notifies_group_members(broker):
+    a, b = FakeChannel(), FakeChannel()
+    resp = call(broker, a, heartbeat("c1", "G", "T"))
+    assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["IS_SUPPORT_HEART_BEAT_V2"] == "true"
+    assert broker.topic_config_manager.select("%RETRY%G").readQueueNums == 1
+    assert [r.code for r in a.oneway] == [RequestCode.NOTIFY_CONSUMER_IDS_CHANGED]
+    call(broker, b, heartbeat("c2", "G", "T"))
+    assert len(a.oneway) == 2 and len(b.oneway) == 1
+    assert b.oneway[0].ext_fields == {"consumerGroup": "G"} and b.oneway[0].is_oneway
+    call(broker, a, heartbeat("c1", "G", "T"))  # nothing changed: no notification
+    assert len(a.oneway) == 2
+    resp = call(broker, a, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                   ext_fields={"consumerGroup": "G"}))
+    assert sorted(json.loads(resp.body)["consumerIdList"]) == ["c1", "c2"]
+    broker.channel_closed(b)
+    assert len(a.oneway) == 3
+    resp = call(broker, a, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                   ext_fields={"consumerGroup": "nobody"}))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark == "no consumer for this group, nobody"
+    # an unregister removes the client
+    call(broker, a, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT,
+                                            ext_fields={"clientID": "c1", "consumerGroup": "G"}))
+    assert broker.consumer_manager.get("G") is None
+
+
+def test_silent_channels_are_dropped(broker):
+    a = FakeChannel()
+    call(broker, a, heartbeat("c1", "G", "T"))
+    broker.clock.advance(100)
+    assert not a.closed
+    broker.clock.advance(30)
+    assert a.closed and broker.consumer_manager.get("G") is None
+    assert broker.producer_manager.groups == {}
+
+
+def test_sql92_pull_and_check_client_config(tmp_path):
+    broker, clock = make_broker(tmp_path, enablePropertyFilter=True)
+    try:
+        ch = FakeChannel()
+        for i in range(5):
+            call(broker, ch, send_request("TQ", f"m{i}".encode(), props={"a": str(i)}))
+        resp = call(broker, ch, pull_request("TQ", "G", sys_flag=0x4, subscription="a >= 3",
+                                             expression_type="SQL92"))
+        assert [m.body for m in decode_records(resp.body)] == [b"m3", b"m4"]
+        resp = call(broker, ch, pull_request("TQ", "G", sys_flag=0x4, subscription="a >>= 3",
+                                             expression_type="SQL92"))
+        assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        assert resp.remark == "parse the consumer's subscription failed"
+        # push consumers: the filter comes from the heartbeat
+        call(broker, ch, heartbeat("c1", "GP", "TQ", "a < 2", "SQL92"))
+        resp = call(broker, ch, pull_request("TQ", "GP", sys_flag=0x2, sub_version=1))
+        assert [m.body for m in decode_records(resp.body)] == [b"m0", b"m1"]
+        body = fastjson.dumps({"clientId": "c", "group": "G", "subscriptionData":
+                               SubscriptionData.build("TQ", "a = ", "SQL92")}).encode()
+        resp = call(broker, ch, RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body))
+        assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    finally:
+        broker.shutdown()
+
+
+def test_sql92_refused_without_property_filter(broker):
+    ch = FakeChannel()
+    call(broker, ch, send_request("TQ2", b"x"))
+    resp = call(broker, ch, pull_request("TQ2", "G", sys_flag=0x4, subscription="a > 1", expression_type="SQL92"))
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert resp.remark == "The broker does not support consumer to filter message by SQL92"
+
+
+def test_unknown_code_is_not_supported(broker):
+    resp = call(broker, FakeChannel(), RemotingCommand.request(9999))
+    assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
