@@ -24,11 +24,9 @@ def namesrv_codes() -> list[int]:
 
 
 def broker_codes() -> list[int]:
-    try:
-        from rmqpy.broker.controller import registered_request_codes
-    except ImportError:
-        return []
-    return sorted(registered_request_codes())
+    from rmqpy.broker.controller import PROCESSORS, _optional_processors
+    codes = {int(code) for cls in PROCESSORS + _optional_processors() for code in cls.codes}
+    return sorted(codes)
 
 
 SERVERS: dict[str, Callable[[], list[int]]] = {"rmq-namesrv": namesrv_codes, "rmq-broker": broker_codes}
