@@ -99,17 +99,19 @@ def run_case(reactor, root, flush, body_size, batch, seconds, inflight):
     # read back through get_message
     t1 = time.perf_counter()
     got = 0
+    got_bytes = 0
     for q in range(4):
         off = 0
         mx = s.get_max_offset_in_queue("BenchTopic", q)
         while off < mx:
             g = s.get_message("G", "BenchTopic", q, off, 32)
             got += g.message_count
+            got_bytes += g.buffer_total_size
             off = g.next_begin_offset
     rel = time.perf_counter() - t1
     s.shutdown()
     shutil.rmtree(root, ignore_errors=True)
-    return n / el, nbytes / el / 1e6, got / rel if rel else 0.0
+    return n / el, nbytes / el / 1e6, (got / rel if rel else 0.0), (got_bytes / rel / 1e6 if rel else 0.0)
 
 
 @defer.inlineCallbacks
@@ -119,14 +121,15 @@ def main(reactor, args):
         w, r, fs = raw_disk(base, args.raw_mb)
         print(f"raw disk ({base}): sequential write+fsync {w:.0f} MB/s, read {r:.0f} MB/s, "
               f"fsync(128 B) median {fs:.2f} ms")
-        print(f"{'flush':<12}{'body':>6}{'batch':>7}{'puts/s':>12}{'MB/s':>9}{'w ratio':>9}{'gets/s':>12}")
+        print("w ratio = store put MB/s / raw write MB/s; r ratio = get_message MB/s / raw read MB/s")
+        print(f"{'flush':<12}{'body':>6}{'batch':>7}{'puts/s':>12}{'MB/s':>9}{'w ratio':>9}{'gets/s':>12}{'get MB/s':>10}{'r ratio':>9}")
         for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             for body in (128, 1024):
                 for batch in (1, 32):
                     inflight = 64 if batch == 1 else 4
-                    pps, mbs, gps = yield run_case(reactor, os.path.join(base, "store"), flush, body, batch,
+                    pps, mbs, gps, gmbs = yield run_case(reactor, os.path.join(base, "store"), flush, body, batch,
                                                    args.seconds, inflight)
-                    print(f"{flush:<12}{body:>6}{batch:>7}{pps:>12.0f}{mbs:>9.1f}{mbs / w:>9.3f}{gps:>12.0f}",
+                    print(f"{flush:<12}{body:>6}{batch:>7}{pps:>12.0f}{mbs:>9.1f}{mbs / w:>9.3f}{gps:>12.0f}{gmbs:>10.1f}{gmbs / r:>9.3f}",
                           flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
