@@ -158,6 +158,10 @@ class BrokerController:
             svc = getattr(self, hook)
             if svc is not None and hasattr(svc, "start"):
                 svc.start()
+        when_running = getattr(self.reactor, "callWhenRunning", None)
+        if when_running is not None:  # logged once the reactor (and its signal handlers) runs
+            when_running(self.log.info, "The broker[{name}, {addr}] boot success. serializeType=JSON and name "
+                         "server is {ns}", name=bc.brokerName, addr=self.broker_addr, ns=bc.namesrvAddr)
 
     def _every(self, first: float, interval: float, fn: Callable[[], Any]) -> None:
         slot: list[Any] = [None]
@@ -237,7 +241,8 @@ class BrokerController:
             return
         for channel in channels:
             request = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                              NotifyConsumerIdsChangedRequestHeader(consumerGroup=group))
+                                              NotifyConsumerIdsChangedRequestHeader(consumerGroup=group),
+                                              oneway=True)
             try:
                 channel.invoke_oneway(request)
             except Exception:

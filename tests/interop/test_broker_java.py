@@ -59,6 +59,7 @@ class Server:
 
     def start(self, timeout: float = 30.0) -> "Server":
         out = open(self.log, "ab")
+        self._log_start = out.tell()
         self.proc = subprocess.Popen(TWISTD + ["-n", "--pidfile=", self.tap, "-c", str(self.conf)], cwd=str(ROOT),
                                      env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=out,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -67,11 +68,12 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.tap} exited {self.proc.returncode}:\n{self.tail()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+            # "boot success" is logged once the reactor runs: before that a SIGTERM would kill the
+            # process without the clean shutdown (twistd installs its handlers in reactor.run)
+            if "boot success" in self.log.read_text(errors="replace")[self._log_start:]:
+                socket.create_connection(("127.0.0.1", self.port), 2).close()
                 return self
-            except OSError:
-                time.sleep(0.1)
+            time.sleep(0.1)
         raise RuntimeError(f"{self.tap} did not listen on {self.port}:\n{self.tail()}")
 
     def stop(self, timeout: float = 20.0) -> int | None:
@@ -121,7 +123,7 @@ class Cluster:
         rc = self.broker.stop()
         # twistd re-raises the SIGTERM it handled once the reactor has stopped cleanly
         assert rc in (0, -signal.SIGTERM), self.broker.tail()
-        assert "Server Shut Down." in self.broker.tail(600), self.broker.tail()
+        assert "Server Shut Down." in self.broker.tail(1000), self.broker.tail()
         return self.start_broker(**overrides)
 
 

@@ -1,0 +1,63 @@
+import pytest
+
+from rmqpy.broker import tap
+from rmqpy.broker.config import load_settings
+from rmqpy.common.properties import PropertiesError
+
+
+def test_defaults_and_file(tmp_path):
+    conf = tmp_path / "b.conf"
+    conf.write_text("brokerName=broker-x\nlistenPort=20911\nnamesrvAddr=1.1.1.1:9876;2.2.2.2:9876\n"
+                    "enablePropertyFilter=true\nflushDiskType=SYNC_FLUSH\nstorePathRootDir=/tmp/s\nwhatever=1\n")
+    warnings = []
+    s = load_settings(str(conf), warn=warnings.append)
+    assert s.broker.brokerName == "broker-x" and s.netty.listenPort == 20911
+    assert s.broker.namesrv_addrs == ["1.1.1.1:9876", "2.2.2.2:9876"]
+    assert s.broker.enablePropertyFilter and s.store.flushDiskType == "SYNC_FLUSH"
+    assert s.store.haListenPort == 20912 and s.store.storePathRootDir == "/tmp/s"
+    assert warnings == ["unknown config key 'whatever' ignored"]
+    s = load_settings(str(conf), "9.9.9.9:9876")
+    assert s.broker.namesrv_addrs == ["9.9.9.9:9876"]
+    d = load_settings()
+    assert (d.broker.brokerClusterName, d.broker.defaultTopicQueueNums, d.broker.registerNameServerPeriod,
+            d.netty.listenPort, d.broker.autoCreateTopicEnable) == ("DefaultCluster", 8, 30000, 10911, True)
+
+
+def test_bad_values_name_file_and_key(tmp_path):
+    conf = tmp_path / "b.conf"
+    conf.write_text("listenPort=abc\n")
+    with pytest.raises(PropertiesError, match="b.conf: listenPort='abc'"):
+        load_settings(str(conf))
+    conf.write_text("namesrvAddr=nohostport\n")
+    with pytest.raises(PropertiesError, match="namesrvAddr"):
+        load_settings(str(conf))
+    with pytest.raises(PropertiesError):
+        load_settings(str(tmp_path / "missing.conf"))
+
+
+def test_print_options_exit(tmp_path, capsys):
+    conf = tmp_path / "b.conf"
+    conf.write_text("brokerName=broker-p\n")
+    for flag, must, must_not in (("-p", "serverWorkerThreads=", None), ("-m", "brokerName=broker-p", "highSpeedMode")):
+        opts = tap.Options()
+        opts.parseOptions(["-c", str(conf), flag])
+        with pytest.raises(SystemExit) as exc:
+            tap.makeService(opts)
+        assert exc.value.code == 0
+        out = capsys.readouterr().out
+        assert must in out and "brokerName=broker-p" in out
+        if must_not:
+            assert must_not not in out
+
+
+def test_make_service_listens_on_both_ports(tmp_path):
+    from twisted.internet import task
+    conf = tmp_path / "b.conf"
+    conf.write_text(f"storePathRootDir={tmp_path}/store\nlistenPort=20911\nmappedFileSizeCommitLog=1048576\n"
+                    "namesrvAddr=\n")
+    opts = tap.Options()
+    opts.parseOptions(["-c", str(conf)])
+    svc = tap.makeService(opts, reactor=task.Clock())
+    names = [str(getattr(s, "endpoint", "")) for s in svc]
+    assert len(list(svc)) == 3
+    svc.controller.message_store.shutdown()
