@@ -6,7 +6,10 @@ cd "$(dirname "$0")"
 python3 -m pip install -q --disable-pip-version-check -e .
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+# stop the broker first so that it can unregister from the name server
+cleanup() {
+  for ((i=${#pids[@]}-1; i>=0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; wait "${pids[$i]}" 2>/dev/null || true; done
+}
 trap cleanup INT TERM EXIT
 twistd -n --pidfile= rmq-namesrv -c conf/namesrv.conf &
 pids+=($!)
