@@ -281,6 +281,12 @@ class MessageStore:
             else:
                 limit = cp.get_min_timestamp()
             end = self.commit_log.recover_abnormally(lambda magic, ts: ts <= limit, self._dispatch_recover)
+        if self.index_service.files and not self.config.readOnly:
+            last = self.index_service.files[-1]
+            if last.end_phy_offset > end:
+                # entries past the recovered end point at torn data; let new records be indexed
+                last.end_phy_offset = end
+                last._write_header()
         if max_cq_phy >= end:
             for qs in self.consume_queue_table.values():
                 for cq in qs.values():
