@@ -11,12 +11,12 @@ cleanup() {
   for ((i=${#pids[@]}-1; i>=0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; wait "${pids[$i]}" 2>/dev/null || true; done
 }
 trap cleanup INT TERM EXIT
-twistd -n --pidfile= rmq-namesrv -c conf/namesrv.conf &
+setsid twistd -n --pidfile= rmq-namesrv -c conf/namesrv.conf &
 pids+=($!)
 # the broker retries its name servers every 30 s, but registering at once is nicer
 for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/9876) 2>/dev/null && break; sleep 0.1; done
 if [ -f twisted/plugins/rmqpy_broker.py ]; then
-  twistd -n --pidfile= rmq-broker -c conf/broker.conf &
+  setsid twistd -n --pidfile= rmq-broker -c conf/broker.conf &
   pids+=($!)
 fi
 wait -n
