@@ -111,6 +111,7 @@ class BrokerController:
         for factory in PROCESSORS + _optional_processors():
             self.add_processor(factory(self))
         self.namesrv_client = RemotingClient(reactor, connect_timeout=3.0)
+        self.server_factories: list[Any] = []  # the listening sides, for the idle-connection scan
         self._timers: list[Any] = []
         self._register_pending: Any = None
         self.started = False
@@ -228,10 +229,21 @@ class BrokerController:
 
         self.consumer_manager.channel_closed(channel, notify)
 
+    def server_factory(self) -> Any:
+        """A factory for one listening port; all ports share the dispatcher."""
+        from rmqpy.broker.server import BrokerServerFactory
+        factory = BrokerServerFactory(self.dispatcher, self.reactor, self.now_ms)
+        self.server_factories.append(factory)
+        return factory
+
     def scan_not_active_channels(self) -> None:
         timeout = self.broker_config.channelExpiredTimeoutMills
+        idle_ms = self.netty_config.serverChannelMaxIdleTimeSeconds * 1000
+        idle = [ch for f in self.server_factories for ch in f.idle_channels(idle_ms)]
+        for ch in idle:
+            self.log.warn("NETTY SERVER PIPELINE: IDLE exception [{c}]", c=ch.remote_address)
         for channel in (self.producer_manager.scan_not_active_channel(timeout)
-                        + self.consumer_manager.scan_not_active_channel(timeout)):
+                        + self.consumer_manager.scan_not_active_channel(timeout) + idle):
             close = getattr(channel, "close", None)
             if close is not None:
                 close()

@@ -46,7 +46,6 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         from twisted.internet import reactor as default_reactor
         reactor = default_reactor
     from rmqpy.broker.controller import BrokerController, BrokerService
-    from rmqpy.remoting.protocol import RemotingServerFactory
 
     controller = BrokerController(settings, reactor)
     try:
@@ -57,9 +56,8 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     top = service.MultiService()
     top.controller = controller  # type: ignore[attr-defined]
     BrokerService(controller).setServiceParent(top)
-    factory = RemotingServerFactory(controller.dispatcher, reactor)
     host = settings.netty.listenHost.replace(":", "\\:")
     port = settings.netty.listenPort
-    for p in (port, port - 2):
-        strports.service(f"tcp:{p}:interface={host}", factory).setServiceParent(top)
+    for p in (port, port - 2):  # the main port and the fast ("VIP") port
+        strports.service(f"tcp:{p}:interface={host}", controller.server_factory()).setServiceParent(top)
     return top

@@ -289,3 +289,71 @@ def test_sql92_refused_without_property_filter(broker):
 def test_unknown_code_is_not_supported(broker):
     resp = call(broker, FakeChannel(), RemotingCommand.request(9999))
     assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+def test_idle_connections_are_closed(broker):
+    from twisted.internet.testing import StringTransport
+    factory = broker.server_factory()
+    quiet, chatty = factory.buildProtocol(None), factory.buildProtocol(None)
+    for p in (quiet, chatty):
+        p.makeConnection(StringTransport())
+    broker.clock.advance(100)
+    chatty.dataReceived(b"")
+    broker.clock.advance(30)  # the 10 s scan sees quiet idle for 130 s
+    assert quiet.transport.disconnecting and not chatty.transport.disconnecting
+
+
+def test_send_message_v1_header(broker):
+    from rmqpy.protocol.headers.broker import SendMessageRequestHeader
+    h = SendMessageRequestHeader(producerGroup="PG", topic="TV1", defaultTopic="TBW102", defaultTopicQueueNums=4,
+                                 queueId=0, sysFlag=0, bornTimestamp=1, flag=3, properties="KEYS\x01k1\x02",
+                                 reconsumeTimes=0, unitMode=False, batch=False)
+    ch = FakeChannel()
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.SEND_MESSAGE, h, b"v1"))
+    assert resp.code == 0
+    msg = next(decode_records(call(broker, ch, pull_request("TV1", "G", sys_flag=0x4)).body))
+    assert (msg.body, msg.flag, msg.properties["KEYS"]) == (b"v1", 3, "k1")
+    assert msg.born_host == ("127.0.0.1", ch.remote_port) and msg.store_host == ("127.0.0.1", 10911)
+
+
+def test_delay_level_goes_to_schedule_topic(broker):
+    ch = FakeChannel()
+    call(broker, ch, send_request("TD", b"later", props={"DELAY": "3"}))
+    resp = call(broker, ch, pull_request("SCHEDULE_TOPIC_XXXX", "G", queue_id=2, sys_flag=0x4))
+    msg = next(decode_records(resp.body))
+    assert msg.properties["REAL_TOPIC"] == "TD" and msg.properties["REAL_QID"] == "0"
+    unit = broker.message_store.find_consume_queue("SCHEDULE_TOPIC_XXXX", 2).get_unit(0)
+    assert unit[2] == msg.store_timestamp + 10_000  # tagsCode = delivery time (level 3 = 10 s)
+
+
+def test_registration_request(broker):
+    sent = []
+
+    class FakeClient:
+        def invoke(self, addr, request, timeout):
+            from twisted.internet import defer
+            sent.append((addr, request))
+            return defer.succeed(request.response(ResponseCode.SUCCESS))
+
+        def close(self):
+            pass
+
+    broker.namesrv_client = FakeClient()
+    broker.broker_config.namesrvAddr = "10.0.0.1:9876;10.0.0.2:9876"
+    broker.register_broker_all()
+    assert [a for a, _ in sent] == ["10.0.0.1:9876", "10.0.0.2:9876"]
+    req = sent[0][1]
+    assert req.code == RequestCode.REGISTER_BROKER
+    assert req.ext_fields["brokerAddr"] == "127.0.0.1:10911" and req.ext_fields["brokerId"] == "0"
+    assert req.ext_fields["haServerAddr"] == "127.0.0.1:10912" and req.ext_fields["compressed"] == "false"
+    body = fastjson.loads(req.body)
+    assert "TBW102" in body["topicConfigSerializeWrapper"]["topicConfigTable"]
+    # a topic created on demand is registered promptly
+    sent.clear()
+    call(broker, FakeChannel(), send_request("TNew", b"x"))
+    broker.clock.advance(0)
+    assert len(sent) == 2 and "TNew" in fastjson.loads(sent[0][1].body)["topicConfigSerializeWrapper"]["topicConfigTable"]
+    # and the broker unregisters on shutdown
+    sent.clear()
+    broker.shutdown()
+    assert [r.code for _, r in sent] == [RequestCode.UNREGISTER_BROKER] * 2
