@@ -104,6 +104,11 @@ class BrokerController:
         # filled in by later modules (transactions, delayed delivery)
         self.transactional_message_service: Any = None
         self.schedule_message_service: Any = None
+        try:
+            from rmqpy.broker.schedule import ScheduleMessageService
+            self.schedule_message_service = ScheduleMessageService(self)
+        except ImportError:
+            pass
 
         self.dispatcher = RequestDispatcher()
         self.dispatcher.add_channel_listener(self)
