@@ -1,0 +1,52 @@
+"""LockBatchProcessor: LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) for orderly consumers.
+
+Bodies (fastjson): request ``{"clientId":..,"consumerGroup":..,"mqSet":[MessageQueue..],
+"onlyThisBroker":bool}``; LOCK answers ``{"lockOKMQSet":[MessageQueue..]}``, UNLOCK answers
+SUCCESS without a body (Java ``AdminBrokerProcessor.lockBatchMQ``/``unlockBatchMQ``).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rmqpy.broker.rebalance_lock import MQ, RebalanceLockManager
+from rmqpy.protocol import fastjson
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from rmqpy.broker.controller import BrokerController
+
+
+def mq_from_json(obj: Any) -> MQ:
+    return (str(obj.get("topic") or ""), str(obj.get("brokerName") or ""), int(obj.get("queueId") or 0))
+
+
+def mq_to_json(mq: MQ) -> dict[str, Any]:
+    return {"brokerName": mq[1], "queueId": mq[2], "topic": mq[0]}
+
+
+class LockBatchProcessor:
+    codes = (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ)
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        manager = getattr(broker, "rebalance_lock_manager", None)
+        if manager is None:
+            manager = RebalanceLockManager(broker.now_ms)
+            broker.rebalance_lock_manager = manager
+        self.manager: RebalanceLockManager = manager
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        try:
+            body = fastjson.loads(request.body or b"{}") or {}
+        except ValueError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}")
+        group = str(body.get("consumerGroup") or "")
+        client_id = str(body.get("clientId") or "")
+        mqs = [mq_from_json(m) for m in (body.get("mqSet") or [])]
+        if request.code == RequestCode.LOCK_BATCH_MQ:
+            locked = self.manager.try_lock_batch(group, mqs, client_id)
+            out = fastjson.dumps({"lockOKMQSet": [mq_to_json(m) for m in locked]}).encode()
+            return request.response(ResponseCode.SUCCESS, None, body=out)
+        self.manager.unlock_batch(group, mqs, client_id)
+        return request.response(ResponseCode.SUCCESS, None)

@@ -1,0 +1,84 @@
+"""RebalanceLockManager: per consumer group, which client holds which message queue.
+
+Orderly push consumers lock their queues with LOCK_BATCH_MQ and renew the locks every
+20 s; a lock not renewed for ``rocketmq.broker.rebalance.lockMaxLiveTime`` (60 s) expires
+and may be taken by another client. Time comes from the injected ``now_ms``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from twisted.logger import Logger
+
+REBALANCE_LOCK_MAX_LIVE_TIME = 60_000
+
+# a message queue as (topic, brokerName, queueId)
+MQ = tuple[str, str, int]
+
+
+@dataclass
+class LockEntry:
+    client_id: str
+    last_update: int
+
+    def expired(self, now: int, max_live: int) -> bool:
+        return now - self.last_update > max_live
+
+
+class RebalanceLockManager:
+    log = Logger()
+
+    def __init__(self, now_ms: Callable[[], int], max_live_ms: int = REBALANCE_LOCK_MAX_LIVE_TIME) -> None:
+        self.now_ms = now_ms
+        self.max_live_ms = max_live_ms
+        self.table: dict[str, dict[MQ, LockEntry]] = {}
+
+    def is_locked(self, group: str, mq: MQ, client_id: str) -> bool:
+        """True (and renewed) when ``client_id`` holds a live lock on ``mq``."""
+        entry = self.table.get(group, {}).get(mq)
+        now = self.now_ms()
+        if entry is not None and entry.client_id == client_id and not entry.expired(now, self.max_live_ms):
+            entry.last_update = now
+            return True
+        return False
+
+    def try_lock_batch(self, group: str, mqs: Iterable[MQ], client_id: str) -> list[MQ]:
+        locked: list[MQ] = []
+        table = self.table.setdefault(group, {})
+        for mq in mqs:
+            if self.is_locked(group, mq, client_id):
+                locked.append(mq)
+                continue
+            now = self.now_ms()
+            entry = table.get(mq)
+            if entry is None:
+                table[mq] = LockEntry(client_id, now)
+                self.log.info("tryLockBatch, message queue not locked, I got it. Group: {g} NewClientId: {c} {mq}",
+                              g=group, c=client_id, mq=mq)
+                locked.append(mq)
+            elif entry.expired(now, self.max_live_ms):
+                self.log.warn("tryLockBatch, message queue lock expired, I got it. Group: {g} OldClientId: {o} "
+                              "NewClientId: {c} {mq}", g=group, o=entry.client_id, c=client_id, mq=mq)
+                entry.client_id, entry.last_update = client_id, now
+                locked.append(mq)
+            else:
+                self.log.warn("tryLockBatch, message queue locked by other client. Group: {g} OtherClientId: {o} "
+                              "NewClientId: {c} {mq}", g=group, o=entry.client_id, c=client_id, mq=mq)
+        return locked
+
+    def unlock_batch(self, group: str, mqs: Iterable[MQ], client_id: str) -> None:
+        table = self.table.get(group)
+        if not table:
+            self.log.warn("unlockBatch, group not exist, Group: {g} {c}", g=group, c=client_id)
+            return
+        for mq in mqs:
+            entry = table.get(mq)
+            if entry is None:
+                self.log.warn("unlockBatch, but mq not locked, Group: {g} {c} {mq}", g=group, c=client_id, mq=mq)
+            elif entry.client_id == client_id:
+                del table[mq]
+                self.log.info("unlockBatch, Group: {g} {c} {mq}", g=group, c=client_id, mq=mq)
+            else:
+                self.log.warn("unlockBatch, but mq locked by other client: {o}, Group: {g} {c} {mq}",
+                              o=entry.client_id, g=group, c=client_id, mq=mq)
