@@ -344,3 +344,32 @@ def test_missing_topic_without_auto_create(cluster: Cluster, version: str) -> No
         assert f"topic[{topic}] not exist, apply first please!" in str(err)
     finally:
         cluster.restart_broker()
+
+
+def test_registers_with_the_name_server_and_unregisters_on_shutdown(cluster: Cluster) -> None:
+    from rmqpy.protocol import fastjson
+    from rmqpy.protocol.codes import RequestCode
+    from rmqpy.protocol.command import RemotingCommand
+    from rmqpy.tools.blocking_client import BlockingClient
+
+    def route(topic: str) -> RemotingCommand:
+        with BlockingClient(cluster.ns_addr) as ns:
+            return ns.invoke(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                     ext_fields={"topic": topic}))
+
+    resp = route("TBW102")
+    assert resp.code == 0
+    data = fastjson.loads(resp.body)
+    assert data["brokerDatas"][0]["brokerAddrs"] in ({0: f"127.0.0.1:{cluster.broker_port}"},
+                                                     {"0": f"127.0.0.1:{cluster.broker_port}"})
+    assert data["queueDatas"][0]["perm"] == 7 and data["queueDatas"][0]["writeQueueNums"] == 8
+    assert cluster.broker is not None
+    cluster.broker.stop()
+    try:
+        assert route("TBW102").code == 17  # unregistered on the clean shutdown
+    finally:
+        cluster.start_broker()
+    deadline = time.monotonic() + 10
+    while route("TBW102").code != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
