@@ -49,8 +49,11 @@ class ConsumerManageProcessor:
         if offset >= 0:
             return request.response(ResponseCode.SUCCESS, None, header=QueryConsumerOffsetResponseHeader(offset))
         min_offset = b.message_store.get_min_offset_in_queue(h.topic, h.queueId)
-        if h.setZeroIfNotFound is not False and min_offset <= 0 and \
-                not b.check_in_disk_by_consume_offset(h.topic, h.queueId, 0):
+        if h.setZeroIfNotFound is False:  # 5.x clients may ask not to get 0
+            return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                    "Not found, do not set to zero, maybe this group boot first")
+        # 4.9 rule (facts §9.5): 0 while the queue still starts at 0 and offset 0 is not on disk only
+        if min_offset <= 0 and not b.check_in_disk_by_consume_offset(h.topic, h.queueId, 0):
             return request.response(ResponseCode.SUCCESS, None, header=QueryConsumerOffsetResponseHeader(0))
         return request.response(ResponseCode.QUERY_NOT_FOUND,
                                 "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
