@@ -179,9 +179,12 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         language = LanguageCode(cmd.language).name
     except ValueError:
         language = "OTHER"
+    # extFields keep their order: Java writes its HashMap's order, and a decoded frame must
+    # re-encode to the same bytes (golden-frame tests); Java reads any order.
+    ext = _OrderedFields({k: str(v) for k, v in cmd.ext_fields.items() if v is not None}) if cmd.ext_fields is not None else None
     doc: dict[str, Any] = {
         "code": int(cmd.code),
-        "extFields": {k: str(v) for k, v in cmd.ext_fields.items() if v is not None} if cmd.ext_fields else None,
+        "extFields": ext,
         "flag": int(cmd.flag),
         "language": language,
         "opaque": int(cmd.opaque),
@@ -190,6 +193,12 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         "version": int(cmd.version),
     }
     return fastjson.dumps(doc).encode("utf-8")
+
+
+class _OrderedFields(dict):
+    """A map that fastjson.dumps writes in insertion order (see fastjson.dumps)."""
+
+    keep_order = True
 
 
 def _decode_json_header(header: memoryview) -> RemotingCommand:

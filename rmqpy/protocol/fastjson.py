@@ -318,7 +318,7 @@ def _write(obj: Any, out: list[str], pretty: bool, sort_keys: bool, quote_keys: 
         out.append('"' + base64.b64encode(bytes(obj)).decode("ascii") + '"')
     elif isinstance(obj, dict):
         items: Iterable[tuple[Any, Any]] = [(k, v) for k, v in obj.items() if v is not None]
-        if sort_keys:
+        if sort_keys and not getattr(obj, "keep_order", False):
             items = sorted(items, key=_key_sort)
         _write_container("{", "}", items, out, pretty, sort_keys, quote_keys, ascii_only, depth, True)
     elif isinstance(obj, (list, tuple, set, frozenset)):
