@@ -107,7 +107,11 @@ class Cluster:
         self.broker_props = {
             "brokerClusterName": "DefaultCluster", "brokerName": "broker-py", "brokerId": 0,
             "listenPort": self.broker_port, "namesrvAddr": self.ns_addr, "brokerIP1": "127.0.0.1",
-            "storePathRootDir": workdir / "store", "mappedFileSizeCommitLog": 64 * 1024 * 1024,
+            "storePathRootDir": workdir / "store",
+            # the sizes the Java brokers of jvm.start_java_broker use, so they can take over this store
+            "mappedFileSizeCommitLog": jvm.BROKER_DEFAULTS["mappedFileSizeCommitLog"],
+            "mappedFileSizeConsumeQueue": jvm.BROKER_DEFAULTS["mappedFileSizeConsumeQueue"],
+            "maxHashSlotNum": jvm.BROKER_DEFAULTS["maxHashSlotNum"], "maxIndexNum": jvm.BROKER_DEFAULTS["maxIndexNum"],
             "autoCreateTopicEnable": True, "enablePropertyFilter": True, "flushDiskType": "ASYNC_FLUSH",
         }
         self.broker: Server | None = None
@@ -373,3 +377,39 @@ def test_registers_with_the_name_server_and_unregisters_on_shutdown(cluster: Clu
     while route("TBW102").code != 0:
         assert time.monotonic() < deadline
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_java_broker_takes_over_the_store_and_hands_it_back(cluster: Cluster, version: str) -> None:
+    """Files written by rmq-broker (commit log, consume queues, topics.json, consumerOffset.json,
+    subscriptionGroup.json) are read by the real Java broker, and what it writes back by ours:
+    a consumer group continues where it stopped across Python -> Java -> Python brokers."""
+    topic, group = uniq("THand", version), uniq("GHand", version)
+    produce(cluster, version, topic, 12, "--body", "h{i}", "--queue-mod", "2")
+    first = consume_push(cluster, version, topic, group, 4, "--from", "first", "--threads", "1",
+                         "--consume-batch", "1", "--pull-batch", "1")
+    assert first.returncode == 0, _explain(first, cluster)
+    seen = set(bodies(first))
+    assert cluster.broker is not None
+    cluster.broker.stop()
+    java = None
+    try:
+        store = cluster.workdir / "store"
+        java = jvm.start_java_broker(version, cluster.workdir / f"java-{version}", cluster.ns_addr, {
+            "brokerName": "broker-py", "storePathRootDir": str(store),
+            "storePathCommitLog": str(store / "commitlog"), "enablePropertyFilter": True})
+        produce(cluster, version, topic, 4, "--body", "j{i}", "--queue-mod", "2")
+        second = consume_push(cluster, version, topic, group, 8, "--from", "first", "--linger-ms", "500")
+        assert second.returncode == 0, f"{_explain(second, cluster)}\njava broker:\n{java.log_tail()}"
+        got = set(bodies(second))
+        assert ({f"h{i}" for i in range(12)} - seen) | {f"j{i}" for i in range(4)} <= got | seen
+        assert len(got) < 16, "the Java broker did not continue from the committed offsets"
+    finally:
+        if java is not None:
+            java.stop()
+        cluster.start_broker()
+    produce(cluster, version, topic, 3, "--body", "p{i}")
+    third = consume_push(cluster, version, topic, group, 3, "--from", "first", "--linger-ms", "500")
+    assert third.returncode == 0, _explain(third, cluster)
+    assert {f"p{i}" for i in range(3)} <= set(bodies(third))
+    assert len(set(bodies(third))) < 10, "rmq-broker did not continue from the offsets the Java broker kept"
