@@ -142,6 +142,7 @@ class PullMessageProcessor:
 
         message_filter = ExpressionMessageFilter(sub, filter_data)
         result = b.message_store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset, h.maxMsgNums,
+                                             max_total_bytes=h.maxMsgBytes if h.maxMsgBytes else None,
                                              message_filter=message_filter)
         if result is None:
             return self._error(request, ResponseCode.SYSTEM_ERROR, "store getMessage return null")

@@ -357,3 +357,29 @@ def test_registration_request(broker):
     sent.clear()
     broker.shutdown()
     assert [r.code for _, r in sent] == [RequestCode.UNREGISTER_BROKER] * 2
+
+
+def test_search_offset_and_earliest_store_time(broker):
+    from rmqpy.protocol.headers.broker import GetEarliestMsgStoretimeRequestHeader, SearchOffsetRequestHeader
+    ch = FakeChannel()
+    stamps = []
+    for i in range(4):
+        call(broker, ch, send_request("TSO", f"m{i}".encode()))
+        stamps.append(broker.now_ms())
+        broker.clock.advance(1)
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                                    SearchOffsetRequestHeader("TSO", 0, stamps[2])))
+    assert resp.code == 0 and resp.ext_fields == {"offset": "2"}
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.GET_EARLIEST_MSG_STORETIME,
+                                                    GetEarliestMsgStoretimeRequestHeader("TSO", 0)))
+    assert resp.ext_fields == {"timestamp": str(stamps[0])}
+
+
+def test_max_msg_bytes_limits_a_pull(broker):
+    ch = FakeChannel()
+    for i in range(5):
+        call(broker, ch, send_request("TMB", b"x" * 100))
+    req = pull_request("TMB", "G", sys_flag=0x4)
+    req.ext_fields["maxMsgBytes"] = "300"
+    resp = call(broker, ch, req)
+    assert resp.code == 0 and len(list(decode_records(resp.body))) == 1
