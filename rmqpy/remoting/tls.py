@@ -1,0 +1,627 @@
+"""TLS for every remoting port: RocketMQ's ``tls.*`` keys, mutual TLS, live certificate reload.
+
+Server side (:func:`server_factory_wrapper`): a per-connection detector looks at the first
+byte, as Java's HandshakeHandler does: ``0x16`` (a TLS handshake record) starts TLS, any
+other byte is plaintext (served in ``permissive``, closed unread in ``enforcing``).
+Client side (:func:`client_endpoint_factory`): the endpoint hook of
+:class:`rmqpy.remoting.client.RemotingClient` for outgoing connections (``tls.enable``).
+
+Keys (the same names and meanings as ``TlsSystemConfig``) come from a ``props`` dict that the
+taps fill from the ``tls.*`` keys of their config file and from ``-D key=value`` options;
+then the Java-properties file named by ``tls.config.file`` (default
+``/etc/rocketmq/tls.properties``, read when it exists) overrides every key except
+``tls.server.mode`` and ``tls.enable``, as in Java.
+
+Where rmqpy differs from Java, on purpose (the safer choice):
+
+* ``tls.test.mode.enable`` defaults to **false** (Java: true). Java's test mode gives every
+  server a fresh self-signed certificate and makes clients trust anything; a rmqpy user
+  who sets ``tls.server.certPath`` expects that certificate to be served, and one who
+  misspells a path must get an error, not a silent self-signed certificate. Set
+  ``tls.test.mode.enable=true`` explicitly for Java's behaviour (self-signed certificate,
+  client auth optional, clients trust all).
+* With no certificate configured (and test mode off) ``permissive`` serves plaintext only
+  (a TLS hello is closed by the frame decoder) and ``enforcing`` refuses to start.
+* Unknown values of ``tls.server.mode`` / ``tls.server.need.client.auth`` are errors
+  (Java silently falls back to permissive / none).
+* ``tls.server.authClient`` / ``tls.client.authServer`` default to true when the matching
+  ``trustCertPath`` is set (Java: false, i.e. trust every peer certificate even with a
+  trust file configured). An explicit ``false`` keeps Java's trust-all.
+* Only TLS 1.2 and 1.3; a handshake (and the first byte) must arrive within
+  ``tls.handshake.timeoutMillis`` (rmqpy key, default 10000).
+* Reload watches certificate, key and trust files (inotify when available plus a 500 ms
+  poll) and reloads when ANY of them changes (Java waits for both cert and key), after
+  checking the new key matches the new certificate; a broken file keeps the old context.
+
+Like Java (Netty's client SslContext), clients check the server's chain only, not its host
+name: brokers reach name servers by IP address.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from OpenSSL import SSL, crypto
+from twisted.internet import protocol, task
+from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IOpenSSLServerConnectionCreator
+from twisted.logger import Logger
+from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
+from zope.interface import implementer
+
+from rmqpy.common.properties import PropertiesError, load_properties
+
+log = Logger(namespace="rmqpy.remoting.tls")
+
+DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"
+DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+POLL_INTERVAL = 0.5
+MODES = ("disabled", "permissive", "enforcing")
+CLIENT_AUTH = ("none", "optional", "require")
+# keys that tls.config.file may override (all but tls.server.mode and tls.enable, as Java)
+_FILE_KEYS = (
+    "tls.test.mode.enable", "tls.server.need.client.auth", "tls.server.keyPath", "tls.server.keyPassword",
+    "tls.server.certPath", "tls.server.authClient", "tls.server.trustCertPath", "tls.client.keyPath",
+    "tls.client.keyPassword", "tls.client.certPath", "tls.client.authServer", "tls.client.trustCertPath",
+)
+
+
+class TlsConfigError(ValueError):
+    """The tls.* configuration cannot be used (bad value, unreadable or mismatched files)."""
+
+
+def _bool(value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    return value.strip().lower() == "true"  # Boolean.parseBoolean
+
+
+def _opt(value: str | None) -> str | None:
+    return value if value else None
+
+
+@dataclass
+class TlsSettings:
+    server_mode: str = "permissive"
+    client_enable: bool = False
+    test_mode: bool = False
+    need_client_auth: str = "none"
+    server_key_path: str | None = None
+    server_key_password: str | None = None
+    server_cert_path: str | None = None
+    server_auth_client: bool = False
+    server_trust_cert_path: str | None = None
+    client_key_path: str | None = None
+    client_key_password: str | None = None
+    client_cert_path: str | None = None
+    client_auth_server: bool = False
+    client_trust_cert_path: str | None = None
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    config_file: str = DEFAULT_CONFIG_FILE
+    config_file_used: bool = False
+    sources: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_props(cls, props: dict[str, str] | None = None, read_config_file: bool = True) -> "TlsSettings":
+        p = {k.strip(): v.strip() for k, v in (props or {}).items() if k.strip().startswith("tls.")}
+        s = cls(config_file=p.get("tls.config.file") or DEFAULT_CONFIG_FILE)
+        if read_config_file and os.path.isfile(s.config_file) and os.access(s.config_file, os.R_OK):
+            try:
+                extra = load_properties(s.config_file)
+            except PropertiesError as exc:
+                raise TlsConfigError(str(exc)) from None
+            for key in _FILE_KEYS:
+                if key in extra:
+                    p[key] = extra[key].strip()
+            s.config_file_used = True
+        mode = p.get("tls.server.mode", "permissive").lower()
+        if mode not in MODES:
+            raise TlsConfigError(f"tls.server.mode={mode!r}: expected one of {', '.join(MODES)}")
+        auth = (p.get("tls.server.need.client.auth") or "none").lower()
+        if auth not in CLIENT_AUTH:
+            raise TlsConfigError(f"tls.server.need.client.auth={auth!r}: expected one of {', '.join(CLIENT_AUTH)}")
+        s.server_mode, s.need_client_auth = mode, auth
+        s.client_enable = _bool(p.get("tls.enable"), False)
+        s.test_mode = _bool(p.get("tls.test.mode.enable"), False)
+        s.server_key_path = _opt(p.get("tls.server.keyPath"))
+        s.server_key_password = _opt(p.get("tls.server.keyPassword"))
+        s.server_cert_path = _opt(p.get("tls.server.certPath"))
+        s.server_trust_cert_path = _opt(p.get("tls.server.trustCertPath"))
+        s.server_auth_client = _bool(p.get("tls.server.authClient"), s.server_trust_cert_path is not None)
+        s.client_key_path = _opt(p.get("tls.client.keyPath"))
+        s.client_key_password = _opt(p.get("tls.client.keyPassword"))
+        s.client_cert_path = _opt(p.get("tls.client.certPath"))
+        s.client_trust_cert_path = _opt(p.get("tls.client.trustCertPath"))
+        s.client_auth_server = _bool(p.get("tls.client.authServer"), s.client_trust_cert_path is not None)
+        if "tls.handshake.timeoutMillis" in p:
+            try:
+                s.handshake_timeout = int(p["tls.handshake.timeoutMillis"]) / 1000.0
+            except ValueError:
+                raise TlsConfigError(f"tls.handshake.timeoutMillis={p['tls.handshake.timeoutMillis']!r}: "
+                                     "not an integer") from None
+        return s
+
+    def server_paths(self) -> list[str]:
+        return [q for q in (self.server_cert_path, self.server_key_path, self.server_trust_cert_path) if q]
+
+    def client_paths(self) -> list[str]:
+        return [q for q in (self.client_cert_path, self.client_key_path, self.client_trust_cert_path) if q]
+
+
+# ------------------------------------------------------------------ building contexts
+
+def _read_files(paths: list[str]) -> dict[str, bytes]:
+    out = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                out[path] = fh.read()
+        except OSError as exc:
+            raise TlsConfigError(f"cannot read {path}: {exc.strerror}") from None
+    return out
+
+
+def _load_certs(data: bytes, path: str) -> list[x509.Certificate]:
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError as exc:
+        raise TlsConfigError(f"{path}: not a PEM certificate file ({exc})") from None
+    if not certs:
+        raise TlsConfigError(f"{path}: no certificate")
+    return certs
+
+
+def _load_key(data: bytes, password: str | None, path: str) -> Any:
+    try:
+        return serialization.load_pem_private_key(data, password.encode() if password else None)
+    except TypeError as exc:  # encrypted without a password, or a password for a clear key
+        raise TlsConfigError(f"{path}: {exc}") from None
+    except (ValueError, Exception) as exc:
+        raise TlsConfigError(f"{path}: cannot load the private key ({type(exc).__name__}: {exc})") from None
+
+
+def fingerprint(cert: x509.Certificate) -> str:
+    return cert.fingerprint(hashes.SHA256()).hex()
+
+
+def _base_context(server: bool) -> SSL.Context:
+    ctx = SSL.Context(SSL.TLS_SERVER_METHOD if server else SSL.TLS_CLIENT_METHOD)
+    ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+    ctx.set_max_proto_version(SSL.TLS1_3_VERSION)
+    ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_NO_RENEGOTIATION)
+    if server:
+        # no resumption: every connection shows (and checks) the current certificates
+        ctx.set_options(SSL.OP_NO_TICKET)
+        ctx.set_session_cache_mode(SSL.SESS_CACHE_OFF)
+    return ctx
+
+
+def _use_pair(ctx: SSL.Context, files: dict[str, bytes], cert_path: str, key_path: str,
+              password: str | None) -> str:
+    certs = _load_certs(files[cert_path], cert_path)
+    key = _load_key(files[key_path], password, key_path)
+    try:
+        ctx.use_certificate(certs[0])
+        for extra in certs[1:]:
+            ctx.add_extra_chain_cert(crypto.X509.from_cryptography(extra))
+        ctx.use_privatekey(key)
+        ctx.check_privatekey()
+    except (SSL.Error, crypto.Error, TypeError) as exc:
+        raise TlsConfigError(f"{key_path} does not match the certificate of {cert_path} ({exc})") from None
+    return fingerprint(certs[0])
+
+
+def _trust(ctx: SSL.Context, files: dict[str, bytes], path: str) -> None:
+    store = ctx.get_cert_store()
+    for cert in _load_certs(files[path], path):
+        store.add_cert(crypto.X509.from_cryptography(cert))
+
+
+def _trust_all(conn: Any, cert: Any, errno: int, depth: int, ok: int) -> bool:
+    return True
+
+
+def self_signed_pair(common_name: str = "rmqpy-test-mode") -> tuple[bytes, bytes]:
+    """A fresh self-signed certificate and key (PEM), for ``tls.test.mode.enable=true``."""
+    import datetime
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=3650)).sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+def build_server_context(s: TlsSettings, files: dict[str, bytes]) -> tuple[SSL.Context, str]:
+    """(context, SHA-256 fingerprint of the served certificate) from the file contents."""
+    ctx = _base_context(server=True)
+    if s.test_mode and not s.server_cert_path:
+        cert_pem, key_pem = files["<test-cert>"], files["<test-key>"]
+        fp = _use_pair(ctx, {"c": cert_pem, "k": key_pem}, "c", "k", None)
+        ctx.set_verify(SSL.VERIFY_PEER, _trust_all)  # Java test mode: client auth OPTIONAL, trust all
+        return ctx, fp
+    fp = _use_pair(ctx, files, s.server_cert_path, s.server_key_path, s.server_key_password)  # type: ignore[arg-type]
+    if s.need_client_auth == "none":
+        ctx.set_verify(SSL.VERIFY_NONE)
+        return ctx, fp
+    mode = SSL.VERIFY_PEER | (SSL.VERIFY_FAIL_IF_NO_PEER_CERT if s.need_client_auth == "require" else 0)
+    if s.server_auth_client:
+        if not s.server_trust_cert_path:
+            raise TlsConfigError("tls.server.authClient=true needs tls.server.trustCertPath")
+        _trust(ctx, files, s.server_trust_cert_path)
+        if s.need_client_auth == "optional":
+            ctx.set_verify(mode, lambda conn, cert, errno, depth, ok: bool(ok))
+        else:
+            ctx.set_verify(mode)
+    else:
+        ctx.set_verify(mode, _trust_all)  # Java: authClient=false trusts every client certificate
+    return ctx, fp
+
+
+def build_client_context(s: TlsSettings, files: dict[str, bytes]) -> tuple[SSL.Context, str]:
+    ctx = _base_context(server=False)
+    fp = ""
+    if s.client_cert_path and s.client_key_path and not s.test_mode:
+        fp = _use_pair(ctx, files, s.client_cert_path, s.client_key_path, s.client_key_password)
+    if s.client_auth_server and not s.test_mode:
+        if s.client_trust_cert_path:
+            _trust(ctx, files, s.client_trust_cert_path)
+        else:
+            ctx.set_default_verify_paths()
+        ctx.set_verify(SSL.VERIFY_PEER)
+    else:
+        ctx.set_verify(SSL.VERIFY_PEER, _trust_all)
+    return ctx, fp
+
+
+# ------------------------------------------------------------------ live reload
+
+class ReloadingContext:
+    """An SSL context rebuilt when any of its files changes; the old one stays on any error.
+
+    ``check()`` hashes the files and, when a hash differs from the last attempted state,
+    builds a new context from exactly the bytes it hashed. A missing file skips the
+    check (an editor or a cert manager is replacing it). New connections take
+    ``context``; open ones keep the context they were made with.
+    """
+
+    def __init__(self, name: str, build: Callable[[dict[str, bytes]], tuple[SSL.Context, str]],
+                 paths: list[str], clock: Any, reactor: Any = None, use_inotify: bool | None = None,
+                 poll_interval: float = POLL_INTERVAL, static_files: dict[str, bytes] | None = None) -> None:
+        self.name = name
+        self._build = build
+        self.paths = list(dict.fromkeys(paths))
+        self.clock = clock
+        self.reactor = reactor
+        self.poll_interval = poll_interval
+        self._static = dict(static_files or {})
+        files = _read_files(self.paths)
+        self.context, self.fingerprint = build({**files, **self._static})
+        self._hashes = self._digest(files)
+        self.reloads = 0
+        self.failures = 0
+        self.loaded_at = time.time()
+        self._users = 0
+        self._poll: task.LoopingCall | None = None
+        self._notifier: Any = None
+        self._pending: Any = None
+        if use_inotify is None:
+            use_inotify = reactor is not None and clock is reactor
+        self.use_inotify = use_inotify and bool(self.paths)
+
+    @staticmethod
+    def _digest(files: dict[str, bytes]) -> dict[str, str]:
+        return {p: hashlib.sha256(b).hexdigest() for p, b in files.items()}
+
+    def check(self) -> bool:
+        """Reload if a watched file changed since the last attempt; True when swapped."""
+        self._pending = None
+        files = {}
+        for path in self.paths:
+            try:
+                with open(path, "rb") as fh:
+                    files[path] = fh.read()
+            except OSError:
+                return False  # being replaced: look again at the next poll/event
+        digest = self._digest(files)
+        if digest == self._hashes:
+            return False
+        changed = sorted(p for p in self.paths if digest[p] != self._hashes.get(p))
+        self._hashes = digest  # a broken state is reported once, retried when it changes again
+        try:
+            context, fp = self._build({**files, **self._static})
+        except Exception as exc:
+            self.failures += 1
+            log.error("TLS {name}: reload after change of {changed} failed, keeping the previous "
+                      "certificate (sha256 {fp}): {err}", name=self.name, changed=", ".join(changed),
+                      fp=self.fingerprint, err=exc)
+            return False
+        old, self.context, self.fingerprint = self.fingerprint, context, fp
+        self.reloads += 1
+        self.loaded_at = time.time()
+        log.info("TLS {name}: reloaded after change of {changed}; certificate sha256 {old} -> {new}",
+                 name=self.name, changed=", ".join(changed), old=old, new=fp)
+        return True
+
+    # watching, shared by every port that uses this context
+    def start(self) -> None:
+        self._users += 1
+        if self._users > 1 or not self.paths:
+            return
+        self._poll = task.LoopingCall(self.check)
+        self._poll.clock = self.clock
+        self._poll.start(self.poll_interval, now=False)
+        if self.use_inotify:
+            self._start_inotify()
+
+    def _start_inotify(self) -> None:
+        try:
+            from twisted.internet import inotify
+            from twisted.python.filepath import FilePath
+            notifier = inotify.INotify(self.reactor)
+            notifier.startReading()
+            mask = (inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO | inotify.IN_CREATE | inotify.IN_DELETE
+                    | inotify.IN_MODIFY | inotify.IN_ATTRIB | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF)
+            for d in sorted({os.path.dirname(os.path.abspath(p)) for p in self.paths}):
+                notifier.watch(FilePath(d), mask=mask, callbacks=[self._event])
+            self._notifier = notifier
+        except Exception as exc:  # no inotify here: the 500 ms poll is enough
+            log.info("TLS {name}: inotify unavailable ({err}); polling every {s}s", name=self.name,
+                     err=exc, s=self.poll_interval)
+            self._notifier = None
+
+    def _event(self, _watch: Any, _path: Any, _mask: int) -> None:
+        if self._pending is None or not self._pending.active():
+            self._pending = self.clock.callLater(0.05, self.check)  # coalesce a burst of events
+
+    def stop(self) -> None:
+        self._users = max(0, self._users - 1)
+        if self._users:
+            return
+        if self._poll is not None and self._poll.running:
+            self._poll.stop()
+        self._poll = None
+        if self._pending is not None and self._pending.active():
+            self._pending.cancel()
+        self._pending = None
+        if self._notifier is not None:
+            self._notifier.loseConnection()
+            self._notifier = None
+
+
+# ------------------------------------------------------------------ server side
+
+@implementer(IOpenSSLServerConnectionCreator)
+class _ServerCreator:
+    def __init__(self, holder: ReloadingContext) -> None:
+        self.holder = holder
+
+    def serverConnectionForTLS(self, tls_protocol: Any) -> SSL.Connection:  # noqa: N802
+        conn = SSL.Connection(self.holder.context, None)
+        conn.set_accept_state()
+        return conn
+
+
+class _LoggedTLSProtocol(BufferingTLSTransport):
+    """Logs why a TLS connection failed (bad version, bad certificate, garbage records)."""
+
+    def _tlsShutdownFinished(self, reason: Any) -> None:  # noqa: N802 (Twisted's name)
+        if reason is not None and isinstance(reason.value, SSL.Error) and self._reason is None:
+            peer = self.transport.getPeer() if self.transport is not None else None
+            log.error("TLS connection from {peer} closed: {err}",
+                      peer=f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}", err=_ssl_reason(reason.value))
+        super()._tlsShutdownFinished(reason)
+
+
+def _ssl_reason(err: SSL.Error) -> str:
+    try:
+        return "; ".join(e[2] for e in err.args[0]) or repr(err)
+    except Exception:
+        return repr(err)
+
+
+class TlsDetectingFactory(protocol.Factory):
+    """Wraps a remoting factory: a first-byte detector in front of every connection."""
+
+    noisy = False
+
+    def __init__(self, inner: protocol.Factory, wrapper: "TlsServerWrapper") -> None:
+        self.inner = inner
+        self.wrapper = wrapper
+        self.tls_factory = TLSMemoryBIOFactory(_ServerCreator(wrapper.holder), False, inner, clock=wrapper.clock)
+        self.tls_factory.protocol = _LoggedTLSProtocol
+        self.refused_plaintext = 0
+        self.handshake_timeouts = 0
+
+    def startFactory(self) -> None:  # noqa: N802
+        self.wrapper.holder.start()
+        self.inner.doStart()
+
+    def stopFactory(self) -> None:  # noqa: N802
+        self.inner.doStop()
+        self.wrapper.holder.stop()
+
+    def buildProtocol(self, addr: Any) -> "_Detector":  # noqa: N802
+        return _Detector(self, addr)
+
+
+class _Detector(protocol.Protocol):
+    def __init__(self, factory: TlsDetectingFactory, addr: Any) -> None:
+        self.factory = factory
+        self.addr = addr
+        self.delegate: Any = None
+        self.is_tls = False
+        self._timer: Any = None
+
+    @property
+    def peer(self) -> str:
+        return f"{getattr(self.addr, 'host', '?')}:{getattr(self.addr, 'port', '?')}"
+
+    def connectionMade(self) -> None:  # noqa: N802
+        w = self.factory.wrapper
+        self._timer = w.clock.callLater(w.settings.handshake_timeout, self._timed_out)
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        self.factory.handshake_timeouts += 1
+        what = "TLS handshake" if self.is_tls else "first byte"
+        log.warn("closing connection from {peer}: {what} not done within {s}s", peer=self.peer, what=what,
+                 s=self.factory.wrapper.settings.handshake_timeout)
+        self.transport.abortConnection()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        if self.delegate is None:
+            if not data:
+                return
+            mode = self.factory.wrapper.settings.server_mode
+            if data[0] == 0x16:
+                self.is_tls = True
+                self.delegate = self.factory.tls_factory.buildProtocol(self.addr)
+            elif mode == "enforcing":
+                self._cancel_timer()
+                self.factory.refused_plaintext += 1
+                log.warn("closing plaintext connection from {peer}: tls.server.mode=enforcing", peer=self.peer)
+                self.transport.abortConnection()
+                return
+            else:
+                self._cancel_timer()
+                self.delegate = self.factory.inner.buildProtocol(self.addr)
+            self.delegate.makeConnection(self.transport)
+        self.delegate.dataReceived(data)
+        if self.is_tls and self._timer is not None and getattr(self.delegate, "_handshakeDone", False):
+            self._cancel_timer()
+
+    def connectionLost(self, reason: Any = protocol.connectionDone) -> None:  # noqa: N802
+        self._cancel_timer()
+        if self.delegate is not None:
+            delegate, self.delegate = self.delegate, None
+            delegate.connectionLost(reason)
+
+
+class TlsServerWrapper:
+    """The ``wrap_factory`` of :class:`RemotingServerService`; one per server, any number of ports."""
+
+    def __init__(self, settings: TlsSettings, reactor: Any = None, clock: Any = None,
+                 use_inotify: bool | None = None, poll_interval: float = POLL_INTERVAL) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.settings = settings
+        self.reactor = reactor
+        self.clock = clock or reactor
+        static: dict[str, bytes] = {}
+        paths = settings.server_paths()
+        if settings.test_mode and not settings.server_cert_path:
+            static["<test-cert>"], static["<test-key>"] = self_signed_pair()
+            paths = []
+            log.warn("TLS: tls.test.mode.enable=true: serving a self-signed certificate and accepting any "
+                     "client certificate (not for production)")
+        self.holder = ReloadingContext("server", lambda files: build_server_context(settings, files), paths,
+                                       self.clock, reactor, use_inotify, poll_interval, static)
+        log.info("TLS: tls.server.mode={mode}, need.client.auth={auth}, authClient={ac}, certificate sha256 "
+                 "{fp}{cf}", mode=settings.server_mode, auth=settings.need_client_auth,
+                 ac=settings.server_auth_client, fp=self.holder.fingerprint,
+                 cf=f" (with {settings.config_file})" if settings.config_file_used else "")
+
+    def __call__(self, factory: protocol.Factory) -> TlsDetectingFactory:
+        return TlsDetectingFactory(factory, self)
+
+
+def server_factory_wrapper(props: dict[str, str] | None, reactor: Any = None, clock: Any = None,
+                           use_inotify: bool | None = None) -> TlsServerWrapper | None:
+    """The factory wrapper for the server ``props`` (tls.* keys), or None for plaintext.
+
+    Raises :class:`TlsConfigError` when the configuration cannot work (enforcing without a
+    certificate, unreadable or mismatched files, unknown values).
+    """
+    s = TlsSettings.from_props(props)
+    if s.server_mode == "disabled":
+        log.info("TLS: tls.server.mode=disabled: plaintext only")
+        return None
+    if not s.server_cert_path and not s.server_key_path and not s.test_mode:
+        if s.server_mode == "enforcing":
+            raise TlsConfigError("tls.server.mode=enforcing needs tls.server.certPath and tls.server.keyPath "
+                                 "(or tls.test.mode.enable=true for a self-signed certificate)")
+        log.info("TLS: no tls.server.certPath configured: plaintext only")
+        return None
+    if not (s.server_cert_path and s.server_key_path) and not s.test_mode:
+        raise TlsConfigError("TLS needs both tls.server.certPath and tls.server.keyPath")
+    return TlsServerWrapper(s, reactor, clock, use_inotify)
+
+
+# ------------------------------------------------------------------ client side
+
+@implementer(IOpenSSLClientConnectionCreator)
+class _ClientCreator:
+    def __init__(self, holder: ReloadingContext, host: str) -> None:
+        self.holder = holder
+        self.host = host
+
+    def clientConnectionForTLS(self, tls_protocol: Any) -> SSL.Connection:  # noqa: N802
+        conn = SSL.Connection(self.holder.context, None)
+        if self.host and not _is_ip(self.host):
+            conn.set_tlsext_host_name(self.host.encode("idna"))
+        conn.set_connect_state()
+        return conn
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+class TlsClientEndpoints:
+    """``endpoint_factory(reactor, host, port)`` for :class:`RemotingClient` when ``tls.enable``."""
+
+    def __init__(self, settings: TlsSettings, reactor: Any = None, clock: Any = None,
+                 use_inotify: bool | None = None, connect_timeout: float = 3.0) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.settings = settings
+        self.connect_timeout = connect_timeout
+        paths = [] if settings.test_mode else settings.client_paths()
+        self.holder = ReloadingContext("client", lambda files: build_client_context(settings, files), paths,
+                                       clock or reactor, reactor, use_inotify)
+        if not settings.client_auth_server or settings.test_mode:
+            log.warn("TLS client: server certificates are not verified (tls.client.authServer=false)")
+
+    def __call__(self, reactor: Any, host: str, port: int) -> Any:
+        from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+        return wrapClientTLS(_ClientCreator(self.holder, host),
+                             HostnameEndpoint(reactor, host, port, timeout=self.connect_timeout), clock=reactor)
+
+    def start(self) -> None:
+        self.holder.start()
+
+    def stop(self) -> None:
+        self.holder.stop()
+
+
+def client_endpoint_factory(props: dict[str, str] | None, reactor: Any = None, clock: Any = None,
+                            use_inotify: bool | None = None) -> TlsClientEndpoints | None:
+    """The ``endpoint_factory`` for outgoing connections, or None unless ``tls.enable=true``."""
+    s = TlsSettings.from_props(props)
+    if not s.client_enable:
+        return None
+    return TlsClientEndpoints(s, reactor, clock, use_inotify)

@@ -1,0 +1,447 @@
+"""TLS on a remoting port over real loopback connections.
+
+Each test runs its own (non-global) select reactor until its coroutine finishes, so the
+tests are independent and need no pytest plugin. Certificates are made in the test by
+``rmqpy.remoting.tls_testcerts``: a CA, a server certificate (its key as encrypted PKCS#8),
+client certificates from that CA and from another CA.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.internet import defer, protocol, task
+from twisted.internet.selectreactor import SelectReactor
+
+from rmqpy.protocol import command as codec
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.remoting import tls
+from rmqpy.remoting.client import RemotingClient
+from rmqpy.remoting.dispatch import RequestDispatcher
+from rmqpy.remoting.protocol import RemotingConnectionError, RemotingServerFactory, RemotingTimeoutError
+from rmqpy.remoting.tls_testcerts import issue, make_ca
+
+PING = 4242
+PASSWORD = "s3cret pw"
+
+
+# ------------------------------------------------------------------ fixtures and helpers
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> dict[str, Any]:
+    d = tmp_path_factory.mktemp("pki")
+    ca, other = make_ca("test CA"), make_ca("other CA")
+    server = issue(ca, "server")
+    server2 = issue(ca, "server renewed", fresh_key=True)
+    good, bad = issue(ca, "good client", server=False), issue(other, "bad client", server=False)
+    (d / "ca.pem").write_bytes(ca.cert_pem)
+    (d / "other-ca.pem").write_bytes(other.cert_pem)
+    paths = {"dir": d, "ca_path": d / "ca.pem", "other_ca": d / "other-ca.pem"}
+    paths["server_cert"], paths["server_key"] = server.write(d, "server", PASSWORD)
+    paths["good_cert"], paths["good_key"] = good.write(d, "good")
+    paths["bad_cert"], paths["bad_key"] = bad.write(d, "bad")
+    return {"ca": ca, "other": other, "server": server, "server2": server2, "good": good, "bad": bad, **paths}
+
+
+def run(coro_fn, timeout: float = 20.0) -> Any:
+    """Runs ``await coro_fn(reactor)`` in a fresh reactor; returns its result or raises."""
+    r = SelectReactor()
+    out: dict[str, Any] = {}
+
+    def go() -> None:
+        d = defer.ensureDeferred(coro_fn(r))
+        d.addBoth(lambda x: (out.setdefault("result", x), r.stop()))
+
+    r.callWhenRunning(go)
+    r.callLater(timeout, lambda: (out.setdefault("result", TimeoutError(f"test still running after {timeout}s")),
+                                  r.stop()))
+    r.run(installSignalHandlers=False)
+    for reader in list(r.getReaders()):
+        if reader is not r.waker:
+            r.removeReader(reader)
+    res = out["result"]
+    if isinstance(res, defer.Failure if hasattr(defer, "Failure") else ()):  # pragma: no cover
+        res.raiseException()
+    from twisted.python.failure import Failure
+    if isinstance(res, Failure):
+        res.raiseException()
+    if isinstance(res, BaseException):
+        raise res
+    return res
+
+
+def sleep(r, seconds: float) -> defer.Deferred:
+    return task.deferLater(r, seconds, lambda: None)
+
+
+class Server:
+    """A remoting port answering PING, wrapped by the TLS wrapper of ``props``."""
+
+    def __init__(self, r, props: dict[str, str], use_inotify: bool = False) -> None:
+        self.dispatched: list[RemotingCommand] = []
+        dispatcher = RequestDispatcher()
+        dispatcher.register(PING, self)
+        self.factory = RemotingServerFactory(dispatcher, r)
+        self.wrapper = tls.server_factory_wrapper(props, reactor=r, use_inotify=use_inotify)
+        outer = self.wrapper(self.factory) if self.wrapper else self.factory
+        self.outer = outer
+        self.port = r.listenTCP(0, outer, interface="127.0.0.1")
+        self.addr = f"127.0.0.1:{self.port.getHost().port}"
+
+    def process_request(self, channel, request: RemotingCommand) -> RemotingCommand:
+        self.dispatched.append(request)
+        return request.response(remark="pong")
+
+    async def close(self) -> None:
+        for ch in list(self.factory.channels):
+            ch.close()
+        await self.port.stopListening()
+
+
+def server_props(pki, **extra: str) -> dict[str, str]:
+    return {"tls.server.mode": "enforcing", "tls.server.certPath": str(pki["server_cert"]),
+            "tls.server.keyPath": str(pki["server_key"]), "tls.server.keyPassword": PASSWORD,
+            "tls.config.file": "/nonexistent/tls.properties", **extra}
+
+
+def tls_client(r, pki, cert: str | None = None, trust: bool = True) -> RemotingClient:
+    props = {"tls.enable": "true", "tls.config.file": "/nonexistent/tls.properties"}
+    if trust:
+        props["tls.client.trustCertPath"] = str(pki["ca_path"])
+    if cert:
+        props["tls.client.certPath"], props["tls.client.keyPath"] = str(pki[f"{cert}_cert"]), str(pki[f"{cert}_key"])
+    return RemotingClient(r, endpoint_factory=tls.client_endpoint_factory(props, reactor=r, use_inotify=False))
+
+
+async def ping(client: RemotingClient, addr: str, timeout: float = 3.0) -> RemotingCommand:
+    return await client.invoke(addr, RemotingCommand.request(PING), timeout)
+
+
+async def peer_fingerprint(client: RemotingClient, addr: str) -> str:
+    await ping(client, addr)  # the handshake is done once a response came back
+    proto = await client.connection(addr)
+    cert = proto.transport.getHandle().get_peer_certificate()
+    cert = cert.to_cryptography() if hasattr(cert, "to_cryptography") else cert
+    return tls.fingerprint(cert)
+
+
+class Raw(protocol.Protocol):
+    """A raw TCP client: sends ``payload`` on connect, records what comes back and when it closes."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload, self.received, self.closed = payload, b"", defer.Deferred()
+
+    def connectionMade(self) -> None:
+        if self.payload:
+            self.transport.write(self.payload)
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+
+    def connectionLost(self, reason) -> None:
+        self.closed.callback(time.monotonic())
+
+
+async def raw_connect(r, addr: str, payload: bytes) -> Raw:
+    host, port = addr.split(":")
+    p = Raw(payload)
+    await protocol.ClientCreator(r, lambda: p).connectTCP(host, int(port))
+    return p
+
+
+async def refused(coro) -> bool:
+    try:
+        await coro
+    except (RemotingConnectionError, RemotingTimeoutError):
+        return True
+    return False
+
+
+# ------------------------------------------------------------------ settings
+
+def test_settings_defaults_and_errors(tmp_path):
+    s = tls.TlsSettings.from_props({}, read_config_file=False)
+    assert (s.server_mode, s.need_client_auth, s.test_mode, s.client_enable) == ("permissive", "none", False, False)
+    assert tls.server_factory_wrapper({"tls.config.file": "/nonexistent"}) is None  # no cert: plaintext
+    with pytest.raises(tls.TlsConfigError, match="enforcing needs"):
+        tls.server_factory_wrapper({"tls.server.mode": "enforcing", "tls.config.file": "/nonexistent"})
+    with pytest.raises(tls.TlsConfigError, match="tls.server.mode"):
+        tls.TlsSettings.from_props({"tls.server.mode": "enforced"})
+    with pytest.raises(tls.TlsConfigError, match="need.client.auth"):
+        tls.TlsSettings.from_props({"tls.server.need.client.auth": "always"})
+    s = tls.TlsSettings.from_props({"tls.server.trustCertPath": "/x"}, read_config_file=False)
+    assert s.server_auth_client is True  # safer than Java: a trust file is used when given
+    s = tls.TlsSettings.from_props({"tls.server.trustCertPath": "/x", "tls.server.authClient": "false"},
+                                   read_config_file=False)
+    assert s.server_auth_client is False
+
+
+def test_config_file_overrides_all_but_mode_and_enable(tmp_path):
+    f = tmp_path / "tls.properties"
+    f.write_text("tls.server.mode=disabled\ntls.enable=true\ntls.server.need.client.auth=require\n"
+                 "tls.server.certPath=/from/file.pem\n")
+    s = tls.TlsSettings.from_props({"tls.config.file": str(f), "tls.server.mode": "enforcing",
+                                    "tls.server.certPath": "/from/props.pem"})
+    assert s.config_file_used
+    assert (s.server_mode, s.client_enable) == ("enforcing", False)
+    assert (s.need_client_auth, s.server_cert_path) == ("require", "/from/file.pem")
+
+
+def test_bad_files_refuse_to_start(pki, tmp_path):
+    with pytest.raises(tls.TlsConfigError, match="password|decrypt|private key"):
+        tls.server_factory_wrapper(server_props(pki, **{"tls.server.keyPassword": "wrong"}))
+    with pytest.raises(tls.TlsConfigError, match="does not match"):
+        tls.server_factory_wrapper(server_props(pki, **{"tls.server.keyPath": str(pki["good_key"]),
+                                                        "tls.server.keyPassword": ""}))
+    with pytest.raises(tls.TlsConfigError, match="cannot read"):
+        tls.server_factory_wrapper(server_props(pki, **{"tls.server.certPath": str(tmp_path / "missing.pem")}))
+
+
+# ------------------------------------------------------------------ modes
+
+def test_permissive_serves_tls_and_plaintext_on_one_port(pki):
+    async def body(r):
+        srv = Server(r, server_props(pki, **{"tls.server.mode": "permissive"}))
+        secure, plain = tls_client(r, pki), RemotingClient(r)
+        try:
+            a, b = await defer.gatherResults([defer.ensureDeferred(ping(secure, srv.addr)),
+                                              defer.ensureDeferred(ping(plain, srv.addr))])
+            assert a.remark == b.remark == "pong"
+            assert await peer_fingerprint(secure, srv.addr) == pki["server"].fingerprint
+            kinds = sorted(type(ch.transport).__name__ for ch in srv.factory.channels)
+            assert kinds == ["Server", "_LoggedTLSProtocol"]  # one plaintext TCP, one TLS
+            assert len(srv.dispatched) == 3
+        finally:
+            secure.close(); plain.close()
+            await srv.close()
+    run(body)
+
+
+def test_enforcing_refuses_plaintext_and_dispatches_nothing(pki):
+    async def body(r):
+        srv = Server(r, server_props(pki))
+        try:
+            frame = codec.encode(RemotingCommand.request(PING))
+            raw = await raw_connect(r, srv.addr, frame)
+            await raw.closed
+            assert raw.received == b""
+            assert srv.dispatched == [] and srv.outer.refused_plaintext == 1
+            assert await refused(ping(RemotingClient(r), srv.addr))
+            assert srv.dispatched == []
+            secure = tls_client(r, pki)
+            assert (await ping(secure, srv.addr)).remark == "pong"  # TLS still served
+            secure.close()
+        finally:
+            await srv.close()
+    run(body)
+
+
+def test_disabled_is_plaintext_only(pki):
+    async def body(r):
+        srv = Server(r, server_props(pki, **{"tls.server.mode": "disabled"}))
+        assert srv.wrapper is None
+        try:
+            assert (await ping(RemotingClient(r), srv.addr)).remark == "pong"
+            assert await refused(ping(tls_client(r, pki), srv.addr, timeout=2))
+        finally:
+            await srv.close()
+    run(body)
+
+
+def test_test_mode_self_signed(pki):
+    async def body(r):
+        srv = Server(r, {"tls.server.mode": "enforcing", "tls.test.mode.enable": "true",
+                         "tls.config.file": "/nonexistent"})
+        try:
+            client = tls_client(r, pki, trust=False)  # trust-all, as Java's test mode
+            assert (await ping(client, srv.addr)).remark == "pong"
+            assert await peer_fingerprint(client, srv.addr) == srv.wrapper.holder.fingerprint
+            assert await refused(ping(tls_client(r, pki), srv.addr))  # not signed by our CA
+            client.close()
+        finally:
+            await srv.close()
+    run(body)
+
+
+# ------------------------------------------------------------------ mutual TLS
+
+def test_mutual_tls_require(pki):
+    async def body(r):
+        srv = Server(r, server_props(pki, **{"tls.server.need.client.auth": "require",
+                                             "tls.server.trustCertPath": str(pki["ca_path"])}))
+        try:
+            assert await refused(ping(tls_client(r, pki), srv.addr))  # no certificate
+            assert await refused(ping(tls_client(r, pki, cert="bad"), srv.addr))  # other CA
+            assert srv.dispatched == []
+            good = tls_client(r, pki, cert="good")
+            assert (await ping(good, srv.addr)).remark == "pong"
+            assert len(srv.dispatched) == 1
+            good.close()
+        finally:
+            await srv.close()
+    run(body)
+
+
+def test_mutual_tls_optional(pki):
+    async def body(r):
+        srv = Server(r, server_props(pki, **{"tls.server.need.client.auth": "optional",
+                                             "tls.server.trustCertPath": str(pki["ca_path"])}))
+        try:
+            assert (await ping(tls_client(r, pki), srv.addr)).remark == "pong"  # no cert: fine
+            assert (await ping(tls_client(r, pki, cert="good"), srv.addr)).remark == "pong"
+            assert await refused(ping(tls_client(r, pki, cert="bad"), srv.addr))  # a bad cert is refused
+        finally:
+            await srv.close()
+    run(body)
+
+
+def test_old_protocol_versions_refused_and_others_continue(pki):
+    from OpenSSL import SSL
+
+    async def body(r):
+        srv = Server(r, server_props(pki))
+        ok = tls_client(r, pki)
+        try:
+            assert (await ping(ok, srv.addr)).remark == "pong"
+            # a TLS 1.1 hello, then garbage records after a good handshake
+            ctx = SSL.Context(SSL.TLS_CLIENT_METHOD)
+            ctx.set_min_proto_version(SSL.TLS1_VERSION)
+            ctx.set_max_proto_version(SSL.TLS1_1_VERSION)
+            ctx.set_security_level(0) if hasattr(ctx, "set_security_level") else None
+            old = await _blocking_tls(r, srv.addr, ctx)
+            assert old.startswith("refused"), old
+            garbage = await raw_connect(r, srv.addr, b"\x16\x03\x01\x00\x05hello-not-tls" * 3)
+            await garbage.closed
+            assert (await ping(ok, srv.addr)).remark == "pong"  # the open connection still works
+            assert srv.dispatched and len(srv.dispatched) == 2
+        finally:
+            ok.close()
+            await srv.close()
+    run(body)
+
+
+async def _blocking_tls(r, addr: str, ctx) -> str:
+    from OpenSSL import SSL
+
+    def attempt() -> str:
+        host, port = addr.split(":")
+        s = socket.create_connection((host, int(port)), timeout=5)
+        conn = SSL.Connection(ctx, s)
+        conn.set_connect_state()
+        try:
+            conn.do_handshake()
+            return "handshake ok"
+        except (SSL.Error, OSError) as exc:
+            return f"refused: {exc}"
+        finally:
+            s.close()
+
+    from twisted.internet import threads
+    r.getThreadPool()  # make sure the pool exists in this reactor
+    return await threads.deferToThreadPool(r, r.getThreadPool(), attempt)
+
+
+def test_stalled_handshake_times_out(pki):
+    async def body(r):
+        srv = Server(r, server_props(pki, **{"tls.handshake.timeoutMillis": "400",
+                                             "tls.server.mode": "permissive"}))
+        try:
+            t0 = time.monotonic()
+            stalled = await raw_connect(r, srv.addr, b"\x16\x03\x01")  # a TLS record header, then nothing
+            silent = await raw_connect(r, srv.addr, b"")  # nothing at all
+            t1, t2 = await stalled.closed, await silent.closed
+            assert 0.3 < t1 - t0 < 3 and 0.3 < t2 - t0 < 3
+            assert srv.outer.handshake_timeouts == 2
+            assert (await ping(RemotingClient(r), srv.addr)).remark == "pong"
+        finally:
+            await srv.close()
+        r.getThreadPool().stop() if r.threadpool is not None else None
+    run(body)
+
+
+# ------------------------------------------------------------------ reload
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def test_reload_by_poll_on_clock(pki, tmp_path):
+    """Polling with an injected clock: any one file changing reloads; broken files keep the old."""
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    cert.write_bytes(pki["server"].cert_pem); key.write_bytes(pki["server"].key_pem())
+    clock = task.Clock()
+    w = tls.server_factory_wrapper({"tls.server.certPath": str(cert), "tls.server.keyPath": str(key),
+                                    "tls.config.file": "/nonexistent"}, reactor=object(), clock=clock,
+                                   use_inotify=False)
+    h = w.holder
+    h.start()
+    assert h.fingerprint == pki["server"].fingerprint
+    # renewed certificate, same key: reloads (Java would wait for the key to change too)
+    renewed = issue(pki["ca"], "server renewed same key", key=pki["server"].key)
+    cert.write_bytes(renewed.cert_pem)
+    clock.advance(0.5)
+    assert h.fingerprint == renewed.fingerprint and h.reloads == 1
+    # half-written certificate: keeps the last good one, counted once
+    cert.write_bytes(pki["server2"].cert_pem[:200])
+    clock.advance(0.5); clock.advance(0.5)
+    assert h.fingerprint == renewed.fingerprint and h.failures == 1
+    # new cert with a new key, cert written first: mismatch keeps the old, then the key completes it
+    cert.write_bytes(pki["server2"].cert_pem)
+    clock.advance(0.5)
+    assert h.fingerprint == renewed.fingerprint and h.failures == 2
+    key.write_bytes(pki["server2"].key_pem())
+    clock.advance(0.5)
+    assert h.fingerprint == pki["server2"].fingerprint and h.reloads == 2
+    # a file missing for a moment (being replaced) is skipped, not an error
+    key.unlink()
+    clock.advance(0.5)
+    assert h.failures == 2
+    key.write_bytes(pki["server2"].key_pem())
+    clock.advance(0.5)
+    assert h.reloads == 2 and h.fingerprint == pki["server2"].fingerprint
+    h.stop()
+    assert not clock.getDelayedCalls()
+
+
+def test_reload_live_inotify_new_connections_see_new_cert(pki, tmp_path):
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    cert.write_bytes(pki["server"].cert_pem); key.write_bytes(pki["server"].key_pem(PASSWORD))
+
+    async def body(r):
+        props = server_props(pki, **{"tls.server.certPath": str(cert), "tls.server.keyPath": str(key)})
+        srv = Server(r, props, use_inotify=True)
+        old_client = tls_client(r, pki)
+        try:
+            assert await peer_fingerprint(old_client, srv.addr) == pki["server"].fingerprint
+            assert (await ping(old_client, srv.addr)).remark == "pong"
+            _write_atomic(key, pki["server2"].key_pem(PASSWORD))
+            _write_atomic(cert, pki["server2"].cert_pem)
+            t0 = time.monotonic()
+            while srv.wrapper.holder.fingerprint != pki["server2"].fingerprint:
+                assert time.monotonic() - t0 < 1.0, "not reloaded within 1 s"
+                await sleep(r, 0.02)
+            assert time.monotonic() - t0 < 1.0
+            new_client = tls_client(r, pki)
+            assert await peer_fingerprint(new_client, srv.addr) == pki["server2"].fingerprint
+            assert (await ping(new_client, srv.addr)).remark == "pong"
+            # the old connection is untouched
+            assert (await ping(old_client, srv.addr)).remark == "pong"
+            assert await peer_fingerprint(old_client, srv.addr) == pki["server"].fingerprint
+            # a broken certificate keeps the last good one for new connections
+            cert.write_bytes(b"-----BEGIN CERTIFICATE-----\nnot base64!\n")
+            await sleep(r, 0.8)
+            assert srv.wrapper.holder.failures >= 1
+            third = tls_client(r, pki)
+            assert await peer_fingerprint(third, srv.addr) == pki["server2"].fingerprint
+            new_client.close(); third.close()
+        finally:
+            old_client.close()
+            await srv.close()
+    run(body)
+    # stopping the port stopped the watcher
