@@ -22,6 +22,11 @@ class Options(usage.Options):
         ["printImportantConfig", "m", "Print important config items and exit"],
     ]
 
+    def opt_D(self, value: str) -> None:  # noqa: N802 -- TLS (issue 6): -D tls.key=value, as JVM system properties
+        """Set a tls.* key as a Java system property would (repeatable); overrides the -c file."""
+        key, _, val = value.partition("=")
+        self.setdefault("tlsProps", {})[key.strip()] = val.strip()
+
 
 def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
     config, netty = NamesrvConfig(), NettyServerConfig()
@@ -32,6 +37,9 @@ def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
         props["listenPort"] = options["listenPort"]
     apply_properties([config, netty], props,
                      warn=lambda m: print(f"rmq-namesrv: warning: {m}", file=sys.stderr))
+    # TLS (issue 6): tls.* keys of the -c file, then -D overrides
+    options["tlsProps"] = {**{k: v for k, v in props.items() if k.startswith("tls.")},
+                           **options.get("tlsProps", {})}
     return config, netty
 
 
@@ -49,4 +57,8 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         sys.stdout.flush()
         raise SystemExit(0)
     from rmqpy.remoting import tls_hook
-    return NamesrvController(config, netty, wrap_factory=tls_hook.server_wrapper(options.get("tlsProps", {})))
+    try:
+        wrap = tls_hook.server_wrapper(options.get("tlsProps", {}))
+    except ValueError as exc:  # TLS (issue 6): tls.TlsConfigError
+        raise SystemExit(f"rmq-namesrv: {exc}")
+    return NamesrvController(config, netty, wrap_factory=wrap)

@@ -11,3 +11,12 @@ def server_wrapper(props: dict[str, str]) -> Any:
     except ImportError:
         return None
     return tls.server_factory_wrapper(props)
+
+
+def client_endpoint_factory(props: dict[str, str]) -> Any:
+    """``RemotingClient(endpoint_factory=...)`` for ``tls.enable=true`` in ``props``, or None for plaintext."""
+    try:
+        from rmqpy.remoting import tls
+    except ImportError:
+        return None
+    return tls.client_endpoint_factory(props)
