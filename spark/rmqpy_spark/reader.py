@@ -764,6 +764,11 @@ def read_queue_range(root: str, topic: str, queue_id: int, start: int, end: int,
     Units that point below the commit log's first file (deleted by retention) or that are blank
     fillers are skipped; the read stops at the first unit whose record is not valid."""
     opts = opts or ScanOptions()
+    files = _cq_files(root, topic, queue_id)
+    if files and start < files[0][0] // CQ_UNIT:
+        log.warning("consume queue %s/%d: offsets %d..%d were deleted by retention", topic, queue_id, start,
+                    files[0][0] // CQ_UNIT)
+        start = files[0][0] // CQ_UNIT
     own = clog is None
     clog = clog or CommitLogFiles(root)
     try:

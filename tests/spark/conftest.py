@@ -1,0 +1,40 @@
+"""A local SparkSession (local[2]) shared by the Spark data source tests."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARK_PKG = ROOT / "spark"
+if str(SPARK_PKG) not in sys.path:
+    sys.path.insert(0, str(SPARK_PKG))
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install -r spark/requirements.txt)")
+pytest.importorskip("pyarrow")
+pytest.importorskip("numpy")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    path = os.pathsep.join([str(ROOT), str(SPARK_PKG)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    os.environ["PYTHONPATH"] = path
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    s = (SparkSession.builder.master("local[2]").appName("rmqpy-spark-tests")
+         .config("spark.driver.memory", "1g")
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.executorEnv.PYTHONPATH", path)
+         .config("spark.sql.session.timeZone", "UTC")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    from rmqpy_spark import register
+    register(s)
+    yield s
+    s.stop()
