@@ -148,7 +148,7 @@ class StoreWriter:
 
 
 def make_store(root: str, n: int = 300, topics=("TopicA", "TopicB", "TopicC"), queues: int = 4,
-               commitlog_size: int = 64 * 1024, body_size: int = 100, extras: bool = True,
+               commitlog_size: int = 24 * 1024, body_size: int = 100, extras: bool = True,
                cq_units: int = 1000) -> StoreWriter:
     """A store with ``n`` ordinary messages spread over topics and queues (several commit log
     files), plus (``extras``) an IPv6 record, a compressed body, a PREPARED and a COMMIT record."""
