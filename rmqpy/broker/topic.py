@@ -149,14 +149,17 @@ class TopicConfigManager(ConfigManager):
             self.log.warn("Create new topic failed, because the default topic[{d}] not exist. producer:[{p}]",
                           d=default_topic, p=remote_address)
             return None
+        perm = default.perm
         if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.autoCreateTopicEnable:
-            default.perm = PERM_READ | PERM_WRITE
-        if not default.perm & PERM_INHERIT:
+            # Java overwrites TBW102's perm in memory here; it is only computed, so that a TBW102
+            # kept in topics.json stays inheritable when the flag is switched back on
+            perm = PERM_READ | PERM_WRITE
+        if not perm & PERM_INHERIT:
             self.log.warn("Create new topic failed, because the default topic[{d}] has no perm [{perm}] "
-                          "producer:[{p}]", d=default_topic, perm=default.perm, p=remote_address)
+                          "producer:[{p}]", d=default_topic, perm=perm, p=remote_address)
             return None
         nums = max(0, min(client_default_queue_nums, default.writeQueueNums))
-        tc = TopicConfig(topic, readQueueNums=nums, writeQueueNums=nums, perm=default.perm & ~PERM_INHERIT,
+        tc = TopicConfig(topic, readQueueNums=nums, writeQueueNums=nums, perm=perm & ~PERM_INHERIT,
                          topicFilterType=default.topicFilterType, topicSysFlag=topic_sys_flag)
         self.log.info("Create new topic by default topic:[{d}] config:[{tc}] producer:[{p}]", d=default_topic,
                       tc=topic_config_string(tc), p=remote_address)

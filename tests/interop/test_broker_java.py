@@ -156,18 +156,23 @@ def uniq(prefix: str, version: str) -> str:
     return f"{prefix}_{version.replace('.', '')}_{uuid.uuid4().hex[:6]}"
 
 
-def produce(c: Cluster, version: str, topic: str, count: int, *extra: str, check: bool = True) -> jvm.Events:
+ROCKETMQ_SERIALIZE = {"rocketmq.serialize.type": "ROCKETMQ"}  # binary headers instead of JSON
+
+
+def produce(c: Cluster, version: str, topic: str, count: int, *extra: str, check: bool = True,
+            sysprops: dict | None = None) -> jvm.Events:
     ev = jvm.harness(version, ["produce", "-n", c.ns_addr, "-t", topic, "-c", str(count), *extra],
-                     timeout=60, check=False)
+                     timeout=60, check=False, sysprops=sysprops)
     if check:
         assert ev.returncode == 0 and ev.done and ev.done.get("ok"), _explain(ev, c)
     return ev
 
 
 def consume_push(c: Cluster, version: str, topic: str, group: str, count: int, *extra: str,
-                 timeout_ms: int = 30000) -> jvm.Events:
+                 timeout_ms: int = 30000, sysprops: dict | None = None) -> jvm.Events:
     return jvm.harness(version, ["consume-push", "-n", c.ns_addr, "-t", topic, "-g", group, "-c", str(count),
-                                 "--timeout-ms", str(timeout_ms), *extra], timeout=timeout_ms / 1000 + 30, check=False)
+                                 "--timeout-ms", str(timeout_ms), *extra], timeout=timeout_ms / 1000 + 30,
+                       check=False, sysprops=sysprops)
 
 
 def consume_lite(c: Cluster, version: str, topic: str, group: str, count: int, *extra: str,
@@ -220,10 +225,11 @@ def test_send_modes_and_push_consume(cluster: Cluster, version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_tag_filter(cluster: Cluster, version: str) -> None:
+    """Also with the binary (ROCKETMQ) header serialization on both clients."""
     topic = uniq("TTag", version)
-    produce(cluster, version, topic, 12, "--tags", "A,B,C", "--body", "b{i}")
+    produce(cluster, version, topic, 12, "--tags", "A,B,C", "--body", "b{i}", sysprops=ROCKETMQ_SERIALIZE)
     ev = consume_push(cluster, version, topic, uniq("GTag", version), 8, "--from", "first", "--tags", "A || C",
-                      "--linger-ms", "2000")
+                      "--linger-ms", "2000", sysprops=ROCKETMQ_SERIALIZE)
     assert ev.returncode == 0, _explain(ev, cluster)
     got = ev.of("received")
     assert sorted(e["body"] for e in got) == sorted(f"b{i}" for i in range(12) if i % 3 != 1)
@@ -242,14 +248,18 @@ def test_sql92_filter(cluster: Cluster, version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_lite_pull_subscribe_and_assign(cluster: Cluster, version: str) -> None:
+    """Also: bodies over 4 KiB arrive compressed by the producer and come back intact."""
     topic = uniq("TLite", version)
     produce(cluster, version, topic, 8, "--body", "l{i}", "--tags", "L")
-    ev = consume_lite(cluster, version, topic, uniq("GLiteS", version), 8, "--mode", "subscribe", "--from", "first")
-    assert ev.returncode == 0, _explain(ev, cluster)
-    assert sorted(bodies(ev)) == sorted(f"l{i}" for i in range(8))
-    ev = consume_lite(cluster, version, topic, uniq("GLiteA", version), 8, "--mode", "assign", "--seek", "begin")
-    assert ev.returncode == 0, _explain(ev, cluster)
-    assert sorted(bodies(ev)) == sorted(f"l{i}" for i in range(8))
+    big = produce(cluster, version, topic, 2, "--body", "big-{i}-", "--body-size", "20000", "--tags", "BIG")
+    big_crcs = sorted(e["bodyCrc32"] for e in big.of("sent"))
+    for mode, extra in (("subscribe", ["--from", "first"]), ("assign", ["--seek", "begin"])):
+        ev = consume_lite(cluster, version, topic, uniq("GLite", version), 10, "--mode", mode, *extra)
+        assert ev.returncode == 0, _explain(ev, cluster)
+        got = ev.of("received")
+        assert sorted(e["body"] for e in got if e["tags"] == "L") == sorted(f"l{i}" for i in range(8))
+        large = [e for e in got if e["tags"] == "BIG"]
+        assert sorted(e["bodyCrc32"] for e in large) == big_crcs and {e["bodyLen"] for e in large} == {20000}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
