@@ -383,3 +383,16 @@ def test_max_msg_bytes_limits_a_pull(broker):
     req.ext_fields["maxMsgBytes"] = "300"
     resp = call(broker, ch, req)
     assert resp.code == 0 and len(list(decode_records(resp.body))) == 1
+
+
+def test_tbw102_from_file_is_not_used_when_auto_create_is_off(tmp_path):
+    from rmqpy.protocol.bodies.topic import TopicConfig
+    broker, _ = make_broker(tmp_path, autoCreateTopicEnable=False)
+    try:
+        broker.topic_config_manager.update_topic_config(TopicConfig("TBW102", 8, 8, 7))  # as if from topics.json
+        resp = call(broker, FakeChannel(), send_request("Missing"))
+        assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+        assert broker.topic_config_manager.select("TBW102").perm == 7
+        assert broker.topic_config_manager.select("Missing") is None
+    finally:
+        broker.shutdown()
