@@ -439,7 +439,7 @@ class TlsDetectingFactory(protocol.Factory):
     def __init__(self, inner: protocol.Factory, wrapper: "TlsServerWrapper") -> None:
         self.inner = inner
         self.wrapper = wrapper
-        self.tls_factory = TLSMemoryBIOFactory(_ServerCreator(wrapper.holder), False, inner, clock=wrapper.clock)
+        self.tls_factory = TLSMemoryBIOFactory(_ServerCreator(wrapper.holder), False, inner, clock=wrapper.reactor)
         self.tls_factory.protocol = _LoggedTLSProtocol
         self.refused_plaintext = 0
         self.handshake_timeouts = 0
