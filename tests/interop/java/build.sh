@@ -68,12 +68,19 @@ fetch_libs() { # version profile server_version dir
     fi
     if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
     echo "build.sh: fetching $profile jars for RocketMQ $v (server $sv) into $dir" >&2
-    rm -rf "$dir"
-    "${MVN[@]}" -f libs/pom.xml -P "$profile" \
+    # fetch into a new directory and swap it in, so that JVMs running from
+    # the old one (other test processes) keep working
+    local tmp="$dir.tmp.$$"
+    rm -rf "$tmp"
+    "${MVN[@]}" -f libs/pom.xml -P "$profile" -Dlib.dir="$HERE/$tmp" \
         -Drocketmq.version="$v" -Drocketmq.server.version="$sv" package >&2
-    # the version of the jars really used, for humans and for jvm.py
-    (cd "$dir" && ls rocketmq-*.jar) > "$dir/.rocketmq-jars"
-    echo "$stamp" > "$dir/.complete"
+    # the RocketMQ jars really used, for humans
+    (cd "$tmp" && ls rocketmq-*.jar) > "$tmp/.rocketmq-jars"
+    echo "$stamp" > "$tmp/.complete"
+    rm -rf "$dir.old.$$"
+    if [ -e "$dir" ]; then mv "$dir" "$dir.old.$$"; fi
+    mv "$tmp" "$dir"
+    rm -rf "$dir.old.$$"
 }
 
 for v in $VERSIONS; do
@@ -85,6 +92,8 @@ jar=target/harness.jar
 if [ ! -f "$jar" ] || [ -n "$(find src pom.xml -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
     if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
     echo "build.sh: building $jar" >&2
+    rm -rf target/harness-build
     "${MVN[@]}" -f pom.xml package >&2
-    touch "$jar"
+    cp target/harness-build/harness.jar "$jar.tmp.$$"
+    mv -f "$jar.tmp.$$" "$jar"
 fi

@@ -259,7 +259,14 @@ public final class Common {
         }
     }
 
-    /** Runs a shutdown with a time limit so a stuck client cannot hang the harness. */
+    /**
+     * Runs a client shutdown with a time limit so a stuck client cannot hang
+     * the harness. The 5.x remoting client ends its shutdown by joining its
+     * NettyEventExecutor thread, which only notices the stop flag when its
+     * 3 s queue poll times out; once the shutdown is waiting there (all
+     * unregister / offset persisting is done by then) that thread is
+     * interrupted, which saves ~3 s per client on 5.x.
+     */
     public static void shutdownQuietly(Runnable r, long timeoutMs) {
         Thread t = new Thread(() -> {
             try {
@@ -270,10 +277,38 @@ public final class Common {
         }, "harness-shutdown");
         t.setDaemon(true);
         t.start();
+        long deadline = System.currentTimeMillis() + timeoutMs;
         try {
-            t.join(timeoutMs);
+            while (t.isAlive() && System.currentTimeMillis() < deadline) {
+                t.join(50);
+                if (t.isAlive() && inRemotingClientShutdown(t)) {
+                    for (Thread other : Thread.getAllStackTraces().keySet()) {
+                        if (other.getName().startsWith("NettyEventExecutor")) {
+                            other.interrupt();
+                        }
+                    }
+                }
+            }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    private static boolean inRemotingClientShutdown(Thread t) {
+        return joinsInRemotingClientShutdown(t.getStackTrace());
+    }
+
+    /** True for a stack that is in Thread.join called from NettyRemotingClient.shutdown. */
+    static boolean joinsInRemotingClientShutdown(StackTraceElement[] stack) {
+        boolean joining = false;
+        for (StackTraceElement f : stack) {
+            if (f.getClassName().equals("java.lang.Thread") && f.getMethodName().equals("join")) {
+                joining = true;
+            }
+            if (joining && f.getClassName().endsWith(".NettyRemotingClient") && f.getMethodName().equals("shutdown")) {
+                return true;
+            }
+        }
+        return false;
     }
 }
