@@ -608,14 +608,34 @@ class TlsClientEndpoints:
 
     def __call__(self, reactor: Any, host: str, port: int) -> Any:
         from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+        if not self._started:  # watch the client files from the first connection on
+            self.start()
         return wrapClientTLS(_ClientCreator(self.holder, host),
                              HostnameEndpoint(reactor, host, port, timeout=self.connect_timeout), clock=reactor)
 
+    _started = False
+
     def start(self) -> None:
-        self.holder.start()
+        if not self._started:
+            self._started = True
+            self.holder.start()
 
     def stop(self) -> None:
-        self.holder.stop()
+        if self._started:
+            self._started = False
+            self.holder.stop()
+
+
+def props_from_config(config_file: str | None, overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """The ``tls.*`` keys of a server properties file (``-c``), then ``overrides`` (``-D``) on top."""
+    props: dict[str, str] = {}
+    if config_file:
+        try:
+            props = {k: v for k, v in load_properties(config_file).items() if k.startswith("tls.")}
+        except PropertiesError as exc:
+            raise TlsConfigError(str(exc)) from None
+    props.update(overrides or {})
+    return props
 
 
 def client_endpoint_factory(props: dict[str, str] | None, reactor: Any = None, clock: Any = None,

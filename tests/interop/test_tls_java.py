@@ -106,3 +106,45 @@ def test_mutual_tls_require(version, java_built, client_host, pki, tmp_path):
         assert ok, f"{ev.errors}\n{ev.stderr[-2000:]}\n{ns.log_tail()}"
     finally:
         ns.stop()
+
+
+def _broker_has_tls() -> bool:
+    tap = servers.ROOT / "rmqpy" / "broker" / "tap.py"
+    return tap.exists() and "tls_hook" in tap.read_text()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_broker_produce_consume_over_tls(version, java_built, client_host, pki, tmp_path):
+    """Everything enforcing TLS: name server, both broker ports, the broker's own connections to
+    the name server (``tls.enable``), and the Java producer and push consumer."""
+    if not _broker_has_tls():
+        pytest.skip("rmqpy/broker/tap.py does not call rmqpy.remoting.tls_hook yet")
+    ns = start(tmp_path / "ns", pki, client_host, **{"tls.server.mode": "enforcing"})
+    broker_tls = {"tls.server.mode": "enforcing", "tls.server.certPath": pki["server_cert"],
+                  "tls.server.keyPath": pki["server_key"], "tls.server.keyPassword": PASSWORD,
+                  "tls.enable": "true", "tls.client.trustCertPath": pki["ca"],
+                  "tls.config.file": tmp_path / "no-tls.properties"}
+    broker = None
+    try:
+        broker = servers.start_broker(tmp_path / "broker", ns.addr, host=client_host.host_ip, props=broker_tls)
+        tag = version.replace(".", "")
+        topic, group = f"TlsTopic{tag}", f"tls_group_{tag}"
+        common = ["-n", ns.addr]
+        sent = clients.harness(client_host, version, ["produce", *common, "--topic", topic, "--count", "5",
+                                                      "--body", "tls {i}"], timeout=120,
+                               sysprops=tls_sysprops(pki))
+        assert len(sent.of("sent")) == 5, sent
+        got = clients.harness(client_host, version, ["consume-push", *common, "--poll-namesrv-ms", "1000",
+                                                     "--topic", topic, "--group", group, "--count", "5",
+                                                     "--timeout-ms", "40000"], timeout=120,
+                              sysprops=tls_sysprops(pki))
+        assert sorted(e["body"] for e in got.of("received"))[:5] == [f"tls {i}" for i in range(5)], got
+        plain = clients.harness(client_host, version, ["produce", *common, "--topic", topic, "--count", "1",
+                                                       "--send-timeout-ms", "3000", "--retries", "0"],
+                                timeout=120, check=False)
+        assert not plain.of("sent"), "a plaintext producer was served"
+    finally:
+        if broker is not None:
+            print(broker.log_tail(3000))
+            broker.stop()
+        ns.stop()
