@@ -313,7 +313,9 @@ def test_old_protocol_versions_refused_and_others_continue(pki):
             ctx.set_max_proto_version(SSL.TLS1_1_VERSION)
             ctx.set_security_level(0) if hasattr(ctx, "set_security_level") else None
             old = await _blocking_tls(r, srv.addr, ctx)
-            assert old.startswith("refused"), old
+            assert old.startswith("refused") and "WantRead" not in old, old
+            modern = SSL.Context(SSL.TLS_CLIENT_METHOD)
+            assert await _blocking_tls(r, srv.addr, modern) == "handshake ok"  # the helper can succeed
             garbage = await raw_connect(r, srv.addr, b"\x16\x03\x01\x00\x05hello-not-tls" * 3)
             await garbage.closed
             assert (await ping(ok, srv.addr)).remark == "pong"  # the open connection still works
@@ -330,6 +332,7 @@ async def _blocking_tls(r, addr: str, ctx) -> str:
     def attempt() -> str:
         host, port = addr.split(":")
         s = socket.create_connection((host, int(port)), timeout=5)
+        s.settimeout(None)  # blocking: WantReadError must not pass for a refusal
         conn = SSL.Connection(ctx, s)
         conn.set_connect_state()
         try:
@@ -359,7 +362,6 @@ def test_stalled_handshake_times_out(pki):
             assert (await ping(RemotingClient(r), srv.addr)).remark == "pong"
         finally:
             await srv.close()
-        r.getThreadPool().stop() if r.threadpool is not None else None
     run(body)
 
 
@@ -445,3 +447,100 @@ def test_reload_live_inotify_new_connections_see_new_cert(pki, tmp_path):
             await srv.close()
     run(body)
     # stopping the port stopped the watcher
+
+
+def test_garbage_after_handshake_ends_only_that_connection(pki):
+    from OpenSSL import SSL
+    from twisted.logger import globalLogPublisher
+
+    seen: list[str] = []
+
+    def observer(event):
+        if event.get("log_namespace") == "rmqpy.remoting.tls":
+            from twisted.logger import formatEvent
+            seen.append(formatEvent(event))
+
+    async def body(r):
+        srv = Server(r, server_props(pki))
+        ok = tls_client(r, pki)
+        try:
+            assert (await ping(ok, srv.addr)).remark == "pong"
+
+            def garbage() -> str:
+                host, port = srv.addr.split(":")
+                s = socket.create_connection((host, int(port)), timeout=5)
+                s.settimeout(None)
+                conn = SSL.Connection(SSL.Context(SSL.TLS_CLIENT_METHOD), s)
+                conn.set_connect_state()
+                conn.do_handshake()
+                s.sendall(b"\x17\x03\x03\x00\x20" + b"\xAB" * 32)  # an application record that does not decrypt
+                s.settimeout(5)
+                try:
+                    while s.recv(4096):
+                        pass
+                    return "closed"
+                except OSError as exc:
+                    return f"closed: {exc}"
+                finally:
+                    s.close()
+
+            from twisted.internet import threads
+            assert (await threads.deferToThreadPool(r, r.getThreadPool(), garbage)).startswith("closed")
+            assert (await ping(ok, srv.addr)).remark == "pong"
+            assert len(srv.dispatched) == 2
+        finally:
+            ok.close()
+            await srv.close()
+
+    globalLogPublisher.addObserver(observer)
+    try:
+        run(body)
+    finally:
+        globalLogPublisher.removeObserver(observer)
+    assert any("TLS connection from 127.0.0.1" in line and "closed" in line for line in seen), seen
+
+
+def test_injected_clock_drives_timeouts_not_io(pki):
+    """The handshake timer runs on the injected clock; TLS I/O still runs on the reactor."""
+    async def body(r):
+        clock = task.Clock()
+        dispatcher = RequestDispatcher()
+        srv_obj = Server.__new__(Server)
+        srv_obj.dispatched = []
+        dispatcher.register(PING, srv_obj)
+        wrapper = tls.server_factory_wrapper(server_props(pki), reactor=r, clock=clock, use_inotify=False)
+        outer = wrapper(RemotingServerFactory(dispatcher, r))
+        port = r.listenTCP(0, outer, interface="127.0.0.1")
+        addr = f"127.0.0.1:{port.getHost().port}"
+        try:
+            client = tls_client(r, pki)
+            assert (await ping(client, addr)).remark == "pong"
+            stalled = await raw_connect(r, addr, b"\x16\x03\x01")
+            await sleep(r, 0.2)
+            assert not stalled.closed.called
+            clock.advance(10.0)
+            await stalled.closed
+            assert outer.handshake_timeouts == 1
+            assert (await ping(client, addr)).remark == "pong"
+            client.close()
+        finally:
+            await port.stopListening()
+    run(body)
+
+
+def test_namesrv_tap_wires_tls_keys(pki, tmp_path):
+    from rmqpy.namesrv.tap import Options, makeService
+
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"listenPort=0\nkvConfigPath={tmp_path}/kv.json\ntls.server.mode=permissive\n"
+                    f"tls.server.certPath={pki['server_cert']}\ntls.server.keyPath={pki['server_key']}\n"
+                    f"tls.config.file=/nonexistent\n")
+    o = Options()
+    o.parseOptions(["-c", str(conf), f"-Dtls.server.keyPassword={PASSWORD}", "-D", "tls.server.mode=enforcing"])
+    svc = makeService(o)
+    assert isinstance(svc.server.wrap_factory, tls.TlsServerWrapper)
+    assert svc.server.wrap_factory.settings.server_mode == "enforcing"  # -D overrides the file
+    o = Options()
+    o.parseOptions(["-c", str(conf)])  # no password for the encrypted key: a clear error, no start
+    with pytest.raises(SystemExit, match="rmq-namesrv: .*server.key"):
+        makeService(o)
