@@ -378,7 +378,11 @@ def remoting_request(addr: str, code: int, ext_fields: Mapping[str, str] | None 
 
 def broker_registered(namesrv_addr: str, broker_addr: str, topic: str | None = None) -> bool:
     """True when the name server lists ``broker_addr`` in its cluster info
-    (and, with ``topic``, in that topic's route)."""
+    (and, with ``topic``, in that topic's route). A ``;``-separated list of
+    name servers must all list it, as a broker registers with every one."""
+    addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+    if len(addrs) > 1:
+        return all(broker_registered(a, broker_addr, topic) for a in addrs)
     try:
         if topic:
             code, _, _, body = remoting_request(namesrv_addr, 105, {"topic": topic})
@@ -749,6 +753,7 @@ class HarnessProcess:
                                      stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
         self.pid = self.proc.pid
         self.events = Events()
+        self._eof = False
         self._q: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -762,48 +767,51 @@ class HarnessProcess:
 
     def next_event(self, timeout: float) -> dict | None:
         """The next event, or None at EOF or after ``timeout`` seconds."""
+        if self._eof:
+            return None
         try:
             ev = self._q.get(timeout=max(0.0, timeout))
         except queue.Empty:
             return None
         if ev is None:
-            self._q.put(None)  # stay at EOF
+            self._eof = True
             return None
         self.events.append(ev)
         return ev
 
     def wait_for(self, name: str, timeout: float = 60.0,
                  predicate: Callable[[dict], bool] | None = None) -> dict:
-        """Reads until an event called ``name`` (matching ``predicate``) arrives."""
+        """Reads until an event called ``name`` (matching ``predicate``) arrives;
+        raises :class:`HarnessError` at EOF or after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             ev = self.next_event(left) if left > 0 else None
             if ev is None:
-                raise HarnessError(f"no {name!r} event within {timeout}s (exit {self.proc.poll()})\n"
+                raise HarnessError(f"no {name!r} event within {timeout}s (exit {self.proc.poll()}); "
+                                   f"errors: {json.dumps(self.events.errors)[:2000]}\n"
                                    f"{_tail(self.stderr_text(), 30)}", self.events)
             if ev.get("event") == name and (predicate is None or predicate(ev)):
                 return ev
 
     def collect(self, timeout: float = 120.0) -> Events:
-        """Waits for the process to exit; returns all events (kills it after ``timeout``)."""
+        """Reads to the end and waits for the process to exit (it is stopped
+        after ``timeout`` seconds); returns all events, with returncode and
+        stderr set."""
         deadline = time.monotonic() + timeout
-        while True:
+        while not self._eof:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.stop()
                 break
-            if self.next_event(left) is None and (self.proc.poll() is not None or time.monotonic() >= deadline):
-                break
+            self.next_event(left)
         try:
-            self.proc.wait(10)
+            self.proc.wait(max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.stop()
         self._reader.join(5)
-        while True:  # drain
-            ev = self.next_event(0)
-            if ev is None:
-                break
+        while not self._eof and self.next_event(0.1) is not None:  # drain after a stop
+            pass
         self.events.returncode = self.proc.poll()
         self.events.stderr = self.stderr_text()
         self.events.cmd = self.cmd
