@@ -475,9 +475,9 @@ class _Detector(protocol.Protocol):
     def _timed_out(self) -> None:
         self._timer = None
         self.factory.handshake_timeouts += 1
-        what = "TLS handshake" if self.is_tls else "first byte"
-        log.warn("closing connection from {peer}: {what} not done within {s}s", peer=self.peer, what=what,
-                 s=self.factory.wrapper.settings.handshake_timeout)
+        what = "TLS handshake not finished" if self.is_tls else "nothing received"
+        log.warn("closing connection from {peer}: {what} within {s}s (tls.handshake.timeoutMillis)",
+                 peer=self.peer, what=what, s=self.factory.wrapper.settings.handshake_timeout)
         self.transport.abortConnection()
 
     def _cancel_timer(self) -> None:
