@@ -30,6 +30,11 @@ class Options(usage.Options):
         ["printImportantConfig", "m", "Print important config items and exit"],
     ]
 
+    def opt_D(self, value: str) -> None:  # noqa: N802 -- TLS: -D tls.key=value, as JVM system properties
+        """Set a tls.* key as a Java system property would (repeatable); overrides the -c file."""
+        key, _, val = value.partition("=")
+        self.setdefault("tlsProps", {})[key.strip()] = val.strip()
+
 
 def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa: N802 (Twisted's name)
     try:
@@ -47,7 +52,22 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         reactor = default_reactor
     from rmqpy.broker.controller import BrokerController, BrokerService
 
+    from rmqpy.remoting import tls_hook
+    from rmqpy.remoting.client import RemotingClient
+    try:  # TLS: tls.* keys of the -c file, then -D overrides
+        tls_props = {}
+        if options["configFile"]:
+            from rmqpy.common.properties import load_properties
+            tls_props = {k: v for k, v in load_properties(options["configFile"]).items() if k.startswith("tls.")}
+        tls_props.update(options.get("tlsProps", {}))
+        wrap = tls_hook.server_wrapper(tls_props)
+        client_endpoints = tls_hook.client_endpoint_factory(tls_props)
+    except (ValueError, PropertiesError) as exc:  # tls.TlsConfigError is a ValueError
+        raise SystemExit(f"rmq-broker: {exc}")
+
     controller = BrokerController(settings, reactor)
+    if client_endpoints is not None:  # tls.enable=true: register with the name servers over TLS too
+        controller.namesrv_client = RemotingClient(reactor, connect_timeout=3.0, endpoint_factory=client_endpoints)
     try:
         controller.initialize()
     except Exception as exc:  # the store or a config file cannot be loaded
@@ -59,5 +79,6 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     host = settings.netty.listenHost.replace(":", "\\:")
     port = settings.netty.listenPort
     for p in (port, port - 2):  # the main port and the fast ("VIP") port
-        strports.service(f"tcp:{p}:interface={host}", controller.server_factory()).setServiceParent(top)
+        factory = controller.server_factory()
+        strports.service(f"tcp:{p}:interface={host}", wrap(factory) if wrap else factory).setServiceParent(top)
     return top
