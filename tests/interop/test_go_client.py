@@ -42,7 +42,7 @@ def cluster(client_host, go_built):
     ns = servers.start_namesrv(workdir / "ns", host=client_host.host_ip)
     broker = None
     try:
-        broker = servers.start_broker(workdir / "broker", ns.addr, {"flushDiskType": "ASYNC_FLUSH"},
+        broker = servers.start_broker(workdir / "broker", ns.addr, {"flushDiskType": "ASYNC_FLUSH", "enablePropertyFilter": True},
                                       host=client_host.host_ip)
         _wait_registered(broker)
         yield ns.addr, broker
@@ -78,18 +78,29 @@ def _explain(cluster, events) -> str:
 
 
 def _go_produce(host, ns: str, topic: str, group: str, count: int, tags: str = "TagA,TagB",
-                keys: str = "gokey", body: str = "go-body"):
+                keys: str = "gokey", body: str = "go-body", mode: str = "sync", extra: tuple = ()):
     ev = goharness.run(host, ["produce", "-n", ns, "-topic", topic, "-group", group, "-count", count,
                               "-tags", tags, "-keys", keys, "-body", body, "-prop", "origin=go",
-                              "-timeout", "40s"], timeout=55)
+                              "-mode", mode, "-timeout", "40s", *extra], timeout=55)
     sent = ev.of("sent")
-    assert len(sent) == count, ev
-    return sent
+    if mode in ("sync", "async"):
+        assert len(sent) == count, ev
+    assert ev.done["failed"] == 0, ev
+    return sent if mode in ("sync", "async") else ev
 
 
-def _go_consume(host, ns: str, topic: str, group: str, count: int, tags: str = "*", timeout: int = 40):
-    return goharness.run(host, ["consume", "-n", ns, "-topic", topic, "-group", group, "-count", count,
-                                "-tags", tags, "-timeout", f"{timeout}s"], timeout=timeout + 15, check=False)
+def _go_consume(host, ns: str, topic: str, group: str, count: int, tags: str = "*", timeout: int = 40,
+                extra: tuple = ()):
+    # the broker registers a topic it auto-created with the name server at once, but a one-way
+    # producer may exit before the broker has even read its send: the route can lag a moment
+    for attempt in range(10):
+        ev = goharness.run(host, ["consume", "-n", ns, "-topic", topic, "-group", group, "-count", count,
+                                  "-tags", tags, "-timeout", f"{timeout}s", *extra], timeout=timeout + 15,
+                           check=False)
+        if ev.done or not any("route info not found" in e.get("error", "") for e in ev.errors):
+            return ev
+        time.sleep(0.5)
+    return ev
 
 
 # ------------------------------------------------------------------------------ Go <-> Go
@@ -143,6 +154,94 @@ def test_go_consume_tag_filter(client_host, cluster):
     got = ev.of("received")
     assert {e["msgId"] for e in got} == want
     assert all(e["tags"] in ("TagA", "TagC") for e in got)
+
+
+@pytest.mark.parametrize("mode", ["async", "oneway", "batch"])
+def test_go_send_modes(client_host, cluster, mode):
+    ns, _ = cluster
+    topic, pgroup, cgroup = _names(mode)
+    _go_produce(client_host, ns, topic, pgroup, 8, tags="M", mode=mode)
+    ev = _go_consume(client_host, ns, topic, cgroup, 8, timeout=30, extra=("-linger", "1s"))
+    assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
+    got = ev.of("received")
+    assert sorted(e["body"] for e in got) == sorted(f"go-body-{i}" for i in range(8)), _explain(cluster, ev)
+    assert sorted(e["keys"] for e in got) == sorted(f"gokey-{i}" for i in range(8))
+    assert all(e["tags"] == "M" for e in got)
+
+
+def test_go_consumer_resumes_from_committed_offset(client_host, cluster):
+    ns, _ = cluster
+    topic, pgroup, cgroup = _names("resume")
+    _go_produce(client_host, ns, topic, pgroup, 6, body="first")
+    ev = _go_consume(client_host, ns, topic, cgroup, 6, timeout=30)
+    assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
+    _go_produce(client_host, ns, topic, pgroup, 4, body="second")
+    ev = _go_consume(client_host, ns, topic, cgroup, 4, timeout=30, extra=("-linger", "2s"))
+    assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
+    assert sorted(e["body"] for e in ev.of("received")) == [f"second-{i}" for i in range(4)], _explain(cluster, ev)
+
+
+def test_go_consume_retry_later_redelivers(client_host, cluster):
+    """ConsumeRetryLater: the Go client sends the message back (delay level 1) and gets it again
+    from the group's retry topic with reconsumeTimes 1."""
+    ns, _ = cluster
+    topic, pgroup, cgroup = _names("retry")
+    # a first run of the group makes the broker create %RETRY%group (on the heartbeat); the Go
+    # client reads routes before its first heartbeat and refreshes them only every 30 s, so
+    # without this the redeliveries would wait for that refresh
+    sent = _go_produce(client_host, ns, topic, pgroup, 1, body="warm")
+    ev = _go_consume(client_host, ns, topic, cgroup, 1, timeout=20)
+    assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
+    sent = _go_produce(client_host, ns, topic, pgroup, 3)
+    ev = _go_consume(client_host, ns, topic, cgroup, 3, timeout=40,
+                     extra=("-reconsume-later", "1", "-retry-delay-level", "1"))
+    assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
+    got = ev.of("received")
+    ok = {e["msgId"]: e for e in got if e["result"] == "SUCCESS"}
+    assert set(ok) == {e["msgId"] for e in sent}, _explain(cluster, ev)
+    for e in ok.values():
+        assert e["reconsumeTimes"] == 1, e
+        assert e["topic"] == topic, e  # the client restores the original topic
+        assert e["body"].startswith("go-body-"), e
+
+
+def test_go_consume_sql_filter(client_host, cluster):
+    ns, _ = cluster
+    topic, pgroup, cgroup = _names("sql")
+    sent = _go_produce(client_host, ns, topic, pgroup, 9, tags="X,Y,Z")
+    want = {e["msgId"] for e in sent if e["tags"] != "Y"}
+    ev = _go_consume(client_host, ns, topic, cgroup, len(want), timeout=30,
+                     extra=("-sql", "TAGS <> 'Y' AND origin = 'go'", "-linger", "1s"))
+    assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
+    assert {e["msgId"] for e in ev.of("received")} == want, _explain(cluster, ev)
+
+
+def test_go_orderly_consume(client_host, cluster):
+    ns, _ = cluster
+    topic, pgroup, cgroup = _names("orderly")
+    sent = _go_produce(client_host, ns, topic, pgroup, 12)
+    ev = _go_consume(client_host, ns, topic, cgroup, 12, timeout=40, extra=("-orderly",))
+    assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
+    got = ev.of("received")
+    assert {e["msgId"] for e in got} == {e["msgId"] for e in sent}
+    per_queue: dict[int, list[int]] = {}
+    for e in got:
+        per_queue.setdefault(e["queueId"], []).append(e["queueOffset"])
+    for offs in per_queue.values():
+        assert offs == sorted(offs), per_queue
+
+
+def test_go_delay_level(client_host, cluster):
+    ns, _ = cluster
+    topic, pgroup, cgroup = _names("delay")
+    t0 = time.monotonic()
+    sent = _go_produce(client_host, ns, topic, pgroup, 2, extra=("-delay", "2"))  # level 2 = 5 s
+    ev = _go_consume(client_host, ns, topic, cgroup, 2, timeout=40)
+    elapsed = time.monotonic() - t0
+    assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
+    assert {e["msgId"] for e in ev.of("received")} == {e["msgId"] for e in sent}
+    assert elapsed >= 4.0, elapsed
+    assert all(e["topic"] == topic for e in ev.of("received"))
 
 
 # ------------------------------------------------------------------------------ Go <-> Java

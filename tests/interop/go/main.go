@@ -4,6 +4,11 @@
 //
 //	harness produce -n HOST:PORT -topic T -group G -count N -tags A,B -keys k -prop name=value
 //	harness consume -n HOST:PORT -topic T -group G -count N -tags 'A || B' -timeout 60s
+//
+// produce also takes -mode sync|async|oneway|batch and -delay LEVEL; consume takes -sql EXPR,
+// -orderly, -broadcast, -from-last, -linger D (keep consuming after COUNT, to catch extra
+// deliveries), -reconsume-later K (answer ConsumeRetryLater to the first K deliveries of every
+// message) and -retry-delay-level L (the delay level asked for those redeliveries).
 package main
 
 import (
@@ -42,9 +47,10 @@ func fail(stage string, err error) {
 
 type opts struct {
 	namesrv, topic, group, tags, keys, body, prop string
-	count                                         int
-	timeout                                       time.Duration
-	fromLast                                      bool
+	mode, sql                                     string
+	count, delay, reconsumeLater, retryDelayLevel int
+	timeout, linger                               time.Duration
+	fromLast, orderly, broadcast                  bool
 }
 
 func parse(name string, args []string) opts {
@@ -60,6 +66,14 @@ func parse(name string, args []string) opts {
 	fs.StringVar(&o.prop, "prop", "harness=go", "produce: a user property name=value added to every message")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "overall time limit")
 	fs.BoolVar(&o.fromLast, "from-last", false, "consume: start from the last offset instead of the first")
+	fs.StringVar(&o.mode, "mode", "sync", "produce: sync|async|oneway|batch (batch: all COUNT in one send)")
+	fs.IntVar(&o.delay, "delay", 0, "produce: delay time level")
+	fs.StringVar(&o.sql, "sql", "", "consume: SQL92 filter expression (instead of -tags)")
+	fs.BoolVar(&o.orderly, "orderly", false, "consume: orderly push consumer")
+	fs.BoolVar(&o.broadcast, "broadcast", false, "consume: broadcasting instead of clustering")
+	fs.DurationVar(&o.linger, "linger", 0, "consume: keep consuming this long after COUNT was reached")
+	fs.IntVar(&o.reconsumeLater, "reconsume-later", 0, "consume: fail the first K deliveries of every message")
+	fs.IntVar(&o.retryDelayLevel, "retry-delay-level", 1, "consume: delay level of the redeliveries asked for")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -92,41 +106,103 @@ func produce(o opts) int {
 		tags = strings.Split(o.tags, ",")
 	}
 	propName, propValue, _ := strings.Cut(o.prop, "=")
-	deadline := time.Now().Add(o.timeout)
-	failed := 0
-	for i := 0; i < o.count; i++ {
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	msgs := make([]*primitive.Message, o.count)
+	tagOf := make([]string, o.count)
+	keyOf := make([]string, o.count)
+	for i := range msgs {
 		msg := primitive.NewMessage(o.topic, []byte(fmt.Sprintf("%s-%d", o.body, i)))
-		tag := ""
 		if len(tags) > 0 {
-			tag = tags[i%len(tags)]
-			msg.WithTag(tag)
+			tagOf[i] = tags[i%len(tags)]
+			msg.WithTag(tagOf[i])
 		}
-		key := ""
 		if o.keys != "" {
-			key = fmt.Sprintf("%s-%d", o.keys, i)
-			msg.WithKeys([]string{key})
+			keyOf[i] = fmt.Sprintf("%s-%d", o.keys, i)
+			msg.WithKeys([]string{keyOf[i]})
 		}
 		if propName != "" {
 			msg.WithProperty(propName, propValue)
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		res, err := p.SendSync(ctx, msg)
-		cancel()
-		if err != nil {
-			failed++
-			emit(map[string]interface{}{"event": "error", "stage": "send", "index": i, "error": err.Error()})
-			continue
+		if o.delay > 0 {
+			msg.WithDelayTimeLevel(o.delay)
 		}
+		msgs[i] = msg
+	}
+	sentEvent := func(i int, res *primitive.SendResult) map[string]interface{} {
 		ev := map[string]interface{}{
 			"event": "sent", "index": i, "msgId": res.MsgID, "offsetMsgId": res.OffsetMsgID,
-			"queueOffset": res.QueueOffset, "status": sendStatus(res.Status), "tags": tag, "keys": key,
+			"queueOffset": res.QueueOffset, "status": sendStatus(res.Status), "tags": tagOf[i], "keys": keyOf[i],
+			"body": string(msgs[i].Body),
 		}
 		if res.MessageQueue != nil {
 			ev["queueId"] = res.MessageQueue.QueueId
 			ev["brokerName"] = res.MessageQueue.BrokerName
 			ev["topic"] = res.MessageQueue.Topic
 		}
-		emit(ev)
+		return ev
+	}
+	failed := 0
+	sendErr := func(i int, err error) {
+		failed++
+		emit(map[string]interface{}{"event": "error", "stage": "send", "index": i, "error": err.Error()})
+	}
+	switch o.mode {
+	case "sync":
+		for i, msg := range msgs {
+			res, err := p.SendSync(ctx, msg)
+			if err != nil {
+				sendErr(i, err)
+				continue
+			}
+			emit(sentEvent(i, res))
+		}
+	case "batch":
+		res, err := p.SendSync(ctx, msgs...)
+		if err != nil {
+			sendErr(-1, err)
+			failed = o.count
+		} else {
+			ev := sentEvent(0, res)
+			ev["event"], ev["batch"] = "sent-batch", o.count
+			delete(ev, "index")
+			emit(ev)
+		}
+	case "oneway":
+		for i, msg := range msgs {
+			if err := p.SendOneWay(ctx, msg); err != nil {
+				sendErr(i, err)
+				continue
+			}
+			emit(map[string]interface{}{"event": "sent-oneway", "index": i, "tags": tagOf[i], "keys": keyOf[i],
+				"msgId": msg.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex)})
+		}
+	case "async":
+		var wg sync.WaitGroup
+		var fmu sync.Mutex
+		for i, msg := range msgs {
+			i := i
+			wg.Add(1)
+			err := p.SendAsync(ctx, func(_ context.Context, res *primitive.SendResult, err error) {
+				defer wg.Done()
+				if err != nil {
+					fmu.Lock()
+					sendErr(i, err)
+					fmu.Unlock()
+					return
+				}
+				emit(sentEvent(i, res))
+			}, msg)
+			if err != nil {
+				wg.Done()
+				fmu.Lock()
+				sendErr(i, err)
+				fmu.Unlock()
+			}
+		}
+		wg.Wait()
+	default:
+		fail("args", fmt.Errorf("unknown -mode %q", o.mode))
 	}
 	emit(map[string]interface{}{"event": "done", "sent": o.count - failed, "failed": failed})
 	if failed > 0 {
@@ -155,44 +231,74 @@ func consume(o opts) int {
 	if o.fromLast {
 		from = consumer.ConsumeFromLastOffset
 	}
+	model := consumer.Clustering
+	if o.broadcast {
+		model = consumer.BroadCasting
+	}
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(resolver(o)),
 		consumer.WithGroupName(o.group),
-		consumer.WithConsumerModel(consumer.Clustering),
+		consumer.WithConsumerModel(model),
 		consumer.WithConsumeFromWhere(from),
+		consumer.WithConsumerOrder(o.orderly),
 	)
 	if err != nil {
 		fail("new-consumer", err)
 	}
-	expr := o.tags
-	if expr == "" {
-		expr = "*"
+	sel := consumer.MessageSelector{Type: consumer.TAG, Expression: o.tags}
+	if o.sql != "" {
+		sel = consumer.MessageSelector{Type: consumer.SQL92, Expression: o.sql}
+	} else if sel.Expression == "" {
+		sel.Expression = "*"
 	}
 	var mu sync.Mutex
-	received := 0
+	received := 0                  // successful consumes
+	deliveries := map[string]int{} // msgId -> deliveries seen
 	done := make(chan struct{})
-	err = c.Subscribe(o.topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr},
+	err = c.Subscribe(o.topic, sel,
 		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			result := consumer.ConsumeSuccess
 			for _, m := range msgs {
+				mu.Lock()
+				deliveries[m.MsgId]++
+				n := deliveries[m.MsgId]
+				mu.Unlock()
+				res := "SUCCESS"
+				if n <= o.reconsumeLater {
+					res = "RECONSUME_LATER"
+					result = consumer.ConsumeRetryLater
+					if o.orderly {
+						res, result = "SUSPEND", consumer.SuspendCurrentQueueAMoment
+					}
+				}
 				ev := map[string]interface{}{
 					"event": "received", "topic": m.Topic, "tags": m.GetTags(), "keys": m.GetKeys(),
 					"body": string(m.Body), "queueOffset": m.QueueOffset, "msgId": m.MsgId,
 					"offsetMsgId": m.OffsetMsgId, "reconsumeTimes": m.ReconsumeTimes,
 					"properties": m.GetProperties(), "bornHost": m.BornHost, "storeHost": m.StoreHost,
+					"delivery": n, "result": res,
 				}
 				if m.Queue != nil {
 					ev["queueId"] = m.Queue.QueueId
 					ev["brokerName"] = m.Queue.BrokerName
 				}
 				emit(ev)
+			}
+			if result == consumer.ConsumeSuccess {
 				mu.Lock()
-				received++
-				if received == o.count {
-					close(done)
+				received += len(msgs)
+				if received >= o.count && o.count > 0 {
+					select {
+					case <-done:
+					default:
+						close(done)
+					}
 				}
 				mu.Unlock()
+			} else if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+				cc.DelayLevelWhenNextConsume = o.retryDelayLevel
 			}
-			return consumer.ConsumeSuccess, nil
+			return result, nil
 		})
 	if err != nil {
 		fail("subscribe", err)
@@ -203,11 +309,11 @@ func consume(o opts) int {
 	timedOut := false
 	select {
 	case <-done:
+		time.Sleep(o.linger)
 	case <-time.After(o.timeout):
-		timedOut = true
+		timedOut = o.count > 0
 	}
-	// give the offset of the last batch a chance to be committed before shutting down
-	_ = c.Shutdown()
+	_ = c.Shutdown() // persists the consumed offsets
 	mu.Lock()
 	n := received
 	mu.Unlock()
