@@ -50,6 +50,16 @@ class MappedFile:
             exists = os.path.exists(path)
             if not exists and not create:
                 raise FileNotFoundError(path)
+            if not exists:
+                # Size the new file before it gets its name, so that a crash never leaves a
+                # file of the wrong length under a store name.
+                tmp = path + ".creating"
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    os.ftruncate(fd, file_size)  # sparse
+                finally:
+                    os.close(fd)
+                os.replace(tmp, path)
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             length = os.fstat(self.fd).st_size
             if length != file_size:
@@ -170,6 +180,14 @@ class MappedFileQueue:
                 raise StoreError(f"{full}: files in {self.store_path} are not contiguous (expected "
                                  f"{offset_to_file_name(expected)})")
             size = os.path.getsize(full)
+            if size == 0 and name == names[-1]:
+                # A crash between creating the newest file and sizing it (kill -9) leaves it
+                # empty: nothing can have been written to it, so it is simply not there yet.
+                log.warning("%s: empty newest file left by an interrupted creation; %s", full,
+                            "skipped" if self.readonly else "removed")
+                if not self.readonly:
+                    os.unlink(full)
+                break
             if size != self.mapped_file_size and not self.readonly:
                 raise StoreError(f"{full}: length {size} does not match the configured file size "
                                  f"{self.mapped_file_size}; check mappedFileSize settings")
