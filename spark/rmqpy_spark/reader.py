@@ -342,6 +342,14 @@ def _properties(props: pa.Array, n: int):
     kv = pc.split_pattern(pieces, "\u0001", max_splits=1)
     keys = pc.list_element(kv, 0)
     vals = pc.list_element(kv, 1)
+    if len(keys):
+        # a name given twice (5.x batches append the batch's properties to each message's): the
+        # last one counts, as in Java's parser (HashMap.put); the map keeps one entry per name
+        g = pa.table({"p": parents, "k": keys, "i": np.arange(len(keys))}).group_by(
+            ["p", "k"], use_threads=False).aggregate([("i", "max")])
+        if g.num_rows != len(keys):
+            keep = pa.array(np.sort(np.asarray(g.column("i_max"))))
+            keys, vals, parents = keys.take(keep), vals.take(keep), parents[np.asarray(keep)]
     counts = np.bincount(parents, minlength=n) if len(parents) else np.zeros(n, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
@@ -352,7 +360,7 @@ def _properties(props: pa.Array, n: int):
     def pick(name):
         idx = np.nonzero(knp == name)[0]
         pos = np.full(n, -1, dtype=np.int64)
-        pos[parents[idx]] = idx  # last occurrence wins, as in Java's HashMap
+        pos[parents[idx]] = idx
         return vals.take(pa.array(pos, mask=pos < 0))
 
     return m, pick("TAGS"), pick("KEYS"), pick("UNIQ_KEY")
