@@ -50,8 +50,9 @@ def java(request, tmp_path_factory):
     try:
         yield JavaServers(version, namesrv, broker)
     finally:
-        broker.stop()
-        namesrv.stop()
+        # the store is thrown away: no need to wait out 5.3.3's ~18 s shutdown
+        broker.stop(timeout=5)
+        namesrv.stop(timeout=5)
 
 
 def _uid() -> str:
@@ -142,8 +143,13 @@ def test_send_modes_and_lite_pull(java):
 def test_reconsume_later_redelivers(java):
     topic, group = f"Retry_{_uid()}", f"retry_{_uid()}"
     java.harness("produce", "-n", java.ns, "-t", topic, "-c", "2", "--keys", "r{i}")
+    # The redelivery comes from %RETRY%group, a topic the broker creates on the
+    # first send-back; the client learns its route from its periodic name
+    # server poll (30 s by default) and takes its queues at the next
+    # rebalance (20 s), so make both 1 s here.
     ev = java.harness("consume-push", "-n", java.ns, "-t", topic, "-g", group, "-c", "2",
-                      "--reconsume-later", "1", "--retry-delay-level", "1", "--timeout-ms", "60000")
+                      "--reconsume-later", "1", "--retry-delay-level", "1", "--timeout-ms", "60000",
+                      "--poll-namesrv-ms", "1000", "--rebalance-interval-ms", "1000")
     recv = ev.of("received")
     assert len(recv) == 4
     for key in ("r0", "r1"):
@@ -156,6 +162,23 @@ def test_reconsume_later_redelivers(java):
         # from the RETRY_TOPIC property
         assert deliveries[1]["topic"] == topic
         assert deliveries[1]["properties"]["RETRY_TOPIC"] == topic
+
+
+def test_popen_orderly_consumer_sees_queue_order(java):
+    topic, group = f"Order_{_uid()}", f"order_{_uid()}"
+    java.harness("produce", "-n", java.ns, "-t", topic, "-c", "1", "--queue-id", "1", "--keys", "warmup")
+    with jvm.harness_popen(java.version, ["consume-push", "-n", java.ns, "-t", topic, "-g", group, "--orderly",
+                                          "-c", "6", "--timeout-ms", "60000"]) as consumer:
+        consumer.wait_for("started", timeout=60)
+        java.harness("produce", "-n", java.ns, "-t", topic, "-c", "5", "--queue-id", "1", "--keys", "o{i}")
+        first = consumer.wait_for("received", timeout=60)
+        assert first["queueId"] == 1
+        events = consumer.collect(timeout=90)
+    assert events.returncode == 0, events.stderr[-2000:]
+    recv = events.of("received")
+    assert [r["keys"] for r in recv] == ["warmup", "o0", "o1", "o2", "o3", "o4"]
+    assert [r["queueOffset"] for r in recv] == list(range(6))
+    assert {r["thread"].startswith("ConsumeMessageThread_") for r in recv} == {True}
 
 
 def test_roundtrip(java):

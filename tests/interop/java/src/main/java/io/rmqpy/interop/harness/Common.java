@@ -51,6 +51,11 @@ public final class Common {
             o.pollNameServerMs = a.integer("poll-namesrv-ms", 0);
             o.heartbeatMs = a.integer("heartbeat-ms", 0);
             o.apiTimeoutMs = a.integer("api-timeout-ms", 0);
+            long rebalanceMs = a.lng("rebalance-interval-ms", 0);
+            if (rebalanceMs > 0) {
+                // read once when RebalanceService loads, i.e. after this
+                System.setProperty("rocketmq.client.rebalance.waitInterval", Long.toString(rebalanceMs));
+            }
             return o;
         }
 

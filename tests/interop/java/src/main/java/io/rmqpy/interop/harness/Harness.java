@@ -22,7 +22,10 @@ import java.util.Map;
  * Client options (every subcommand): -n/--namesrv ADDR (required),
  * --instance NAME, --client-ip IP, --unit-name NAME, --vip-channel
  * true|false (default false), --poll-namesrv-ms MS, --heartbeat-ms MS,
- * --api-timeout-ms MS.
+ * --api-timeout-ms MS, --rebalance-interval-ms MS. Defaults are the client's
+ * own: e.g. a new topic's route (such as %RETRY%group after the first
+ * send-back) is learnt within --poll-namesrv-ms (30 s) and its queues are
+ * assigned at the next rebalance (--rebalance-interval-ms, 20 s).
  */
 public final class Harness {
     /** The subcommands; add new ones here. */
@@ -100,7 +103,8 @@ public final class Harness {
         sb.append("rmqpy interop harness: java -cp harness.jar:lib/* io.rmqpy.interop.harness.Harness SUBCOMMAND ...\n");
         sb.append("Output: JSON lines on stdout. Exit: 0 ok, 1 failure, 2 usage, 3 hard timeout.\n");
         sb.append("Client options (all subcommands): -n/--namesrv ADDR, --instance NAME, --client-ip IP, --unit-name N,\n");
-        sb.append("  --vip-channel true|false, --poll-namesrv-ms MS, --heartbeat-ms MS, --api-timeout-ms MS,\n");
+        sb.append("  --vip-channel true|false, --poll-namesrv-ms MS (30000), --heartbeat-ms MS, --api-timeout-ms MS,\n");
+        sb.append("  --rebalance-interval-ms MS (20000),\n");
         sb.append("  --hard-timeout-ms MS (default 180000).\n\n");
         for (Command c : COMMANDS) {
             sb.append(c.usage()).append("\n\n");
