@@ -244,6 +244,34 @@ def test_go_delay_level(client_host, cluster):
     assert all(e["topic"] == topic for e in ev.of("received"))
 
 
+def test_go_broadcast_consume(client_host, cluster, tmp_path):
+    """Two broadcasting consumers of one group each get every message."""
+    ns, _ = cluster
+    topic, pgroup, cgroup = _names("bcast")
+    _go_produce(client_host, ns, topic, pgroup, 1, body="warm")  # the topic exists before they start
+    outs = [tmp_path / f"c{k}.jsonl" for k in range(2)]
+    procs = [goharness.popen(client_host, ["consume", "-n", ns, "-topic", topic, "-group", cgroup,
+                                           "-count", "7", "-broadcast", "-timeout", "40s"], out,
+                             err=out.with_suffix(".err"))
+             for out in outs]
+    try:
+        time.sleep(1)
+        _go_produce(client_host, ns, topic, pgroup, 6)
+        for p in procs:
+            p.wait(55)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+    for out in outs:
+        ev = goharness.read_events(out)
+        why = (out.read_text()[-3000:], out.with_suffix(".err").read_text()[-2000:])
+        assert ev.done and not ev.done["timedOut"], why
+        bodies = sorted(e["body"] for e in ev.of("received"))
+        assert bodies == sorted(["warm-0"] + [f"go-body-{i}" for i in range(6)]), why
+
+
 # ------------------------------------------------------------------------------ Go <-> Java
 def test_go_produce_java_consume(client_host, cluster, java_built):
     ns, _ = cluster
