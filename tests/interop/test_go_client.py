@@ -36,7 +36,8 @@ def cluster(client_host, go_built):
     """(namesrv_addr, broker ServerProcess or None) reachable from ``client_host``."""
     ext = isolation.external_servers()
     if ext is not None:
-        yield ext["namesrv"] if isinstance(ext.get("namesrv"), str) else "%s:%s" % tuple(ext["namesrv"]), None
+        host, port = ext["namesrv"]
+        yield f"{host}:{port}", None
         return
     workdir = Path(tempfile.mkdtemp(prefix="rmqpy-go-client-"))
     ns = servers.start_namesrv(workdir / "ns", host=client_host.host_ip)
