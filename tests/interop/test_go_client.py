@@ -43,8 +43,8 @@ def cluster(client_host, go_built):
     ns = servers.start_namesrv(workdir / "ns", host=client_host.host_ip)
     broker = None
     try:
-        broker = servers.start_broker(workdir / "broker", ns.addr, {"flushDiskType": "ASYNC_FLUSH", "enablePropertyFilter": True},
-                                      host=client_host.host_ip)
+        props = {"flushDiskType": "ASYNC_FLUSH", "enablePropertyFilter": True}
+        broker = servers.start_broker(workdir / "broker", ns.addr, props, host=client_host.host_ip)
         _wait_registered(broker)
         yield ns.addr, broker
     finally:
