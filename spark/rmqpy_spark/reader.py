@@ -160,7 +160,7 @@ def list_queues(root: str, topics: Iterable[str] | None = None,
 
 # --------------------------------------------------------------------------- record walk
 
-_WALK4 = struct.Struct(">iI20xqi44xi")  # total, magic, physicalOffset, sysFlag, bodyLen (IPv4 layout)
+_WALK4 = struct.Struct(">iIi16xqi44xi")  # total, magic, bodyCRC, physicalOffset, sysFlag, bodyLen (IPv4)
 _I = struct.Struct(">i")
 _HM = struct.Struct(">iI")
 _Q = struct.Struct(">q")
@@ -230,6 +230,7 @@ def walk(mv, pos: int, range_end: int, limit: int, base: int, check_crc: bool = 
     Returns (starts, stop reason, position where the walk stopped)."""
     starts: list[int] = []
     append = starts.append
+    view = memoryview(mv)
     unpack = _WALK4.unpack_from
     crc32 = zlib.crc32
     v1 = MESSAGE_MAGIC_CODE_V1
@@ -240,11 +241,11 @@ def walk(mv, pos: int, range_end: int, limit: int, base: int, check_crc: bool = 
             if reason is None:  # a short record can't exist (>= 91 bytes)
                 reason = STOP_INVALID
             return starts, reason, pos
-        total, magic, phy, sys_flag, blen = unpack(mv, pos)
+        total, magic, crc, phy, sys_flag, blen = unpack(mv, pos)
         if magic == v1 and not (sys_flag & 0x30) and total >= 91 and pos + total <= limit and phy == base + pos \
                 and 0 <= blen <= total - 91:
             # fast path: V1 record, IPv4 hosts
-            if check_crc and blen and (crc32(mv[pos + 88:pos + 88 + blen]) & 0x7FFFFFFF) != i_unpack(mv, pos + 8)[0]:
+            if check_crc and blen and (crc32(view[pos + 88:pos + 88 + blen]) & 0x7FFFFFFF) != crc:
                 return starts, STOP_INVALID, pos
             p = pos + 88 + blen
             p += 1 + mv[p]
@@ -288,18 +289,16 @@ _AR88 = np.arange(88, dtype=np.int64)
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), dtype=np.uint16)
 
 
-def _gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate arr[s:s+l] for each (s, l): (data uint8, int32 offsets)."""
+def _gather(buf, starts: np.ndarray, lens: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """Concatenate buf[s:s+l] for each (s, l): (data, int32 offsets); one copy of the bytes."""
     offsets = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    total = int(offsets[-1])
-    if total == 0:
-        return np.zeros(0, dtype=np.uint8), offsets.astype(np.int32)
-    idx = np.repeat(starts - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
-    return arr[idx], offsets.astype(np.int32)
+    mv = memoryview(buf)
+    data = b"".join([mv[a:a + n] for a, n in zip(starts.tolist(), lens.tolist())])
+    return data, offsets.astype(np.int32)
 
 
-def _binary(data: np.ndarray, offsets: np.ndarray, typ=pa.binary()) -> pa.Array:
+def _binary(data, offsets: np.ndarray, typ=pa.binary()) -> pa.Array:
     return pa.Array.from_buffers(typ, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
@@ -345,20 +344,22 @@ def _properties(props: pa.Array, n: int):
     if len(keys):
         # a name given twice (5.x batches append the batch's properties to each message's): the
         # last one counts, as in Java's parser (HashMap.put); the map keeps one entry per name
-        g = pa.table({"p": parents, "k": keys, "i": np.arange(len(keys))}).group_by(
-            ["p", "k"], use_threads=False).aggregate([("i", "max")])
-        if g.num_rows != len(keys):
-            keep = pa.array(np.sort(np.asarray(g.column("i_max"))))
-            keys, vals, parents = keys.take(keep), vals.take(keep), parents[np.asarray(keep)]
+        enc = pc.dictionary_encode(keys)
+        kidx = np.asarray(enc.indices, dtype=np.int64)
+        nk = len(enc.dictionary)
+        if np.bincount(parents * nk + kidx, minlength=n * nk).max() > 1:
+            g = pa.table({"p": parents, "k": keys, "i": np.arange(len(keys))}).group_by(
+                ["p", "k"], use_threads=False).aggregate([("i", "max")])
+            keep = np.sort(np.asarray(g.column("i_max")))
+            keys, vals, parents = keys.take(pa.array(keep)), vals.take(pa.array(keep)), parents[keep]
     counts = np.bincount(parents, minlength=n) if len(parents) else np.zeros(n, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
     m = pa.MapArray.from_arrays(pa.array(offsets), keys, vals,
                                 type=ARROW_SCHEMA.field("properties").type)
-    knp = keys.to_numpy(zero_copy_only=False) if len(keys) else np.zeros(0, dtype=object)
 
     def pick(name):
-        idx = np.nonzero(knp == name)[0]
+        idx = np.nonzero(np.asarray(pc.equal(keys, name).fill_null(False)))[0] if len(keys) else np.zeros(0, np.int64)
         pos = np.full(n, -1, dtype=np.int64)
         pos[parents[idx]] = idx
         return vals.take(pa.array(pos, mask=pos < 0))
@@ -397,7 +398,7 @@ def decode_batch(buf, starts: Sequence[int], opts: ScanOptions | None = None) ->
     plen = (arr[ppos].astype(np.int64) << 8) | arr[ppos + 1]
     # --- filters
     keep = None
-    topic_data, topic_off = _gather(arr, tpos + 1, tlen)
+    topic_data, topic_off = _gather(buf, tpos + 1, tlen)
     topics = _binary(topic_data, topic_off, pa.string())
     if opts.topics is not None:
         keep = np.asarray(pc.is_in(topics, value_set=pa.array(sorted(opts.topics), pa.string())).fill_null(False))
@@ -425,21 +426,22 @@ def decode_batch(buf, starts: Sequence[int], opts: ScanOptions | None = None) ->
             s, hdr, blen, tpos, tlen, ppos, plen, sts = (x[sel] for x in (s, hdr, blen, tpos, tlen, ppos, plen, sts))
             topics = topics.take(pa.array(sel))
     n = len(s)
-    prop_data, prop_off = _gather(arr, ppos + 2, plen)
+    prop_data, prop_off = _gather(buf, ppos + 2, plen)
     props = _binary(prop_data, prop_off, pa.string())
     pmap, tags, keys, uniq = _properties(props, n)
-    # body: per-record slices (bodies are large; one copy each)
-    mv = memoryview(buf)
-    bstart = (s + 88).tolist()
-    bl = blen.tolist()
+    # body: compressed bodies are inflated one by one; otherwise one masked copy
     sysflag = hdr["sysflag"].astype(np.int32)
     if opts.decompress and (sysflag & SF.COMPRESSED_FLAG).any():
+        mv = memoryview(buf)
+        bstart = (s + 88).tolist()
+        bl = blen.tolist()
         sfl = sysflag.tolist()
         bodies = [(_decompress(bytes(mv[a:a + b]), f) if f & 1 else mv[a:a + b]) for a, b, f in zip(bstart, bl, sfl)]
         bodies = [bytes(x) for x in bodies]
+        body = pa.array(bodies, pa.binary())
     else:
-        bodies = [bytes(mv[a:a + b]) for a, b in zip(bstart, bl)]
-    body = pa.array(bodies, pa.binary())
+        bdata, boff = _gather(buf, s + 88, blen)
+        body = _binary(bdata, boff)
     ts = pa.timestamp("us", tz="UTC")
     cols = [
         topics,

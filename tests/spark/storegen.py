@@ -122,7 +122,9 @@ class StoreWriter:
             files = self.cq.setdefault(key, {})
             bpos = qoff * 20
             fbase = bpos - bpos % self.cq_file_size
-            f = files.setdefault(fbase, bytearray(self.cq_file_size))
+            f = files.get(fbase)
+            if f is None:
+                f = files[fbase] = bytearray(self.cq_file_size)
             UNIT.pack_into(f, bpos - fbase, self.phy, size, java_string_hash(m.tags) if m.tags else 0)
         self.phy += size
         self.messages.append(m)
