@@ -406,6 +406,27 @@ def test_registers_with_the_name_server_and_unregisters_on_shutdown(cluster: Clu
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_registers_with_every_name_server_incl_the_java_one(cluster: Cluster, version: str) -> None:
+    """namesrvAddr=ours;java: the broker registers with both; clients of the Java name server use it."""
+    java_ns = jvm.start_java_namesrv(version, workdir=cluster.workdir / f"java-ns-{version}")
+    try:
+        cluster.restart_broker(namesrvAddr=f"{cluster.ns_addr};{java_ns.addr}")
+        ours = cluster.ns_addr
+        cluster.ns_addr = java_ns.addr  # the clients below only know the Java name server
+        try:
+            topic = uniq("TJavaNs", version)
+            produce(cluster, version, topic, 3, "--body", "n{i}")
+            ev = consume_push(cluster, version, topic, uniq("GJavaNs", version), 3, "--from", "first")
+            assert ev.returncode == 0, f"{_explain(ev, cluster)}\njava name server:\n{java_ns.log_tail()}"
+            assert sorted(bodies(ev)) == ["n0", "n1", "n2"]
+        finally:
+            cluster.ns_addr = ours
+    finally:
+        java_ns.stop()
+        cluster.restart_broker()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_java_broker_takes_over_the_store_and_hands_it_back(cluster: Cluster, version: str) -> None:
     """Files written by rmq-broker (commit log, consume queues, topics.json, consumerOffset.json,
     subscriptionGroup.json) are read by the real Java broker, and what it writes back by ours:
