@@ -306,6 +306,10 @@ class BrokerController:
     def prepare_transaction_message(self, msg: Any) -> defer.Deferred:
         if self.transactional_message_service is not None:
             return self.transactional_message_service.prepare_message(msg)
+        # as TransactionalMessageBridge: the half topic exists (1 queue, RW) once it is used
+        from rmqpy.broker.topic import RMQ_SYS_TRANS_HALF_TOPIC
+        self.topic_config_manager.create_topic_in_send_message_back_method(RMQ_SYS_TRANS_HALF_TOPIC, 1,
+                                                                           PERM_READ | PERM_WRITE)
         return self.message_store.put_message(half_message(msg))
 
     # ------------------------------------------------------------------ name servers

@@ -396,3 +396,14 @@ def test_tbw102_from_file_is_not_used_when_auto_create_is_off(tmp_path):
         assert broker.topic_config_manager.select("Missing") is None
     finally:
         broker.shutdown()
+
+
+def test_prepared_message_is_parked_in_the_half_topic(broker):
+    ch = FakeChannel()
+    resp = call(broker, ch, send_request("TX", b"half", props={"TRAN_MSG": "true", "PGROUP": "PG"}))
+    assert resp.code == 0
+    assert broker.topic_config_manager.select("RMQ_SYS_TRANS_HALF_TOPIC").readQueueNums == 1
+    resp = call(broker, ch, pull_request("RMQ_SYS_TRANS_HALF_TOPIC", "G", sys_flag=0x4))
+    msg = next(decode_records(resp.body))
+    assert msg.properties["REAL_TOPIC"] == "TX" and msg.properties["REAL_QID"] == "0" and msg.sys_flag & 0xC == 0
+    assert broker.message_store.get_max_offset_in_queue("TX", 0) == 0
