@@ -78,6 +78,10 @@ class JavaError(RuntimeError):
     """A Java program failed; the message ends with its stderr/log tail."""
 
 
+class PortInUse(JavaError):
+    """A server could not bind its port (someone took it after we chose it)."""
+
+
 # --------------------------------------------------------------------------
 # build and class paths
 
@@ -510,6 +514,11 @@ def _start_server(name: str, version: str, main: str, home: Path, config: Path, 
                 raise JavaError(f"{name} {handle.server_version} did not log {ready_text!r} "
                                 f"(exit {proc.poll()}):\n{handle.log_tail()}")
             time.sleep(0.1)
+    except JavaError as e:
+        handle.kill9()
+        if "BindException" in handle.log_text() or "Address already in use" in handle.log_text():
+            raise PortInUse(str(e)) from None
+        raise
     except BaseException:
         handle.kill9()
         raise
@@ -532,7 +541,14 @@ def start_java_namesrv(
     user.home (kvConfig.json, logs/, namesrv.out = stdout/stderr)."""
     _check_version(version)
     home = prepare_home(Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="rmqpy-namesrv-")))
-    port = port or free_port()
+    if port is None:
+        for attempt in range(3):  # a port we chose may be taken before the JVM binds it
+            try:
+                return start_java_namesrv(version, free_port(), home, props, heap_mb=heap_mb, sysprops=sysprops,
+                                          jvm_args=jvm_args, timeout=timeout)
+            except PortInUse:
+                if attempt == 2:
+                    raise
     conf = {
         "listenPort": port,
         "bindAddress": "127.0.0.1",  # 5.x only; 4.9 always binds the wildcard address
@@ -605,7 +621,14 @@ def start_java_broker(
     if listen_port is not None:
         props["listenPort"] = listen_port
     if "listenPort" not in props:
-        props["listenPort"] = free_broker_port()
+        for attempt in range(3):  # a port we chose may be taken before the JVM binds it
+            try:
+                return start_java_broker(version, home, namesrv_addr, broker_props, listen_port=free_broker_port(),
+                                         broker_ip=broker_ip, heap_mb=heap_mb, sysprops=sysprops,
+                                         jvm_args=jvm_args, timeout=timeout, wait_registered=wait_registered)
+            except PortInUse:
+                if attempt == 2:
+                    raise
     port = int(props["listenPort"])
     config = home / "broker.properties"
     _write_properties(config, props)
