@@ -406,6 +406,32 @@ def test_registers_with_the_name_server_and_unregisters_on_shutdown(cluster: Clu
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_python_client_and_java_client_see_each_others_messages(cluster: Cluster, version: str) -> None:
+    """rmqpy.client.simple sends what the Java consumer reads, and pulls what the Java producer sent."""
+    from rmqpy.client.simple import SimpleClient
+    topic = uniq("TPy", version)
+    with SimpleClient(cluster.ns_addr) as py:
+        sent = [py.send(topic, f"py-{i}".encode(), tags="P", keys=f"pk{i}", properties={"a": str(i)}) for i in range(4)]
+        assert all(len(r.offset_msg_id) == 32 for r in sent)
+        time.sleep(0.5)
+        ev = consume_push(cluster, version, topic, uniq("GPy", version), 4, "--from", "first", "--sql", "a >= 0")
+        assert ev.returncode == 0, _explain(ev, cluster)
+        got = {e["body"]: e for e in ev.of("received")}
+        assert sorted(got) == [f"py-{i}" for i in range(4)]
+        assert got["py-1"]["keys"] == "pk1" and got["py-1"]["tags"] == "P"
+        assert got["py-1"]["msgId"] == sent[1].msg_id and got["py-1"]["offsetMsgId"] == sent[1].offset_msg_id
+
+        jtopic = uniq("TJv", version)
+        produce(cluster, version, jtopic, 4, "--body", "java-{i}", "--tags", "J")
+        broker = f"127.0.0.1:{cluster.broker_port}"
+        bodies_ = []
+        for q in range(4):
+            result = py.pull(broker, jtopic, "GPyPull", q, 0)
+            bodies_ += [m.body.decode() for m in result.messages]
+        assert sorted(bodies_) == [f"java-{i}" for i in range(4)]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_registers_with_every_name_server_incl_the_java_one(cluster: Cluster, version: str) -> None:
     """namesrvAddr=ours;java: the broker registers with both; clients of the Java name server use it."""
     java_ns = jvm.start_java_namesrv(version, workdir=cluster.workdir / f"java-ns-{version}")
