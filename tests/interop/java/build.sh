@@ -45,10 +45,13 @@ need_tools() {
     fi
 }
 
-MVN=(mvn -B -q -Dstyle.color=never)
+MVN_ARGS=(-B -q -Dstyle.color=never)
 if [ -n "${MAVEN_REPO_LOCAL:-}" ]; then
-    MVN+=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL")
+    MVN_ARGS+=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL")
 fi
+mvn_quiet() { # Debian's Maven 3.8.7 prints stray ESC[0m even with -B -q: strip them
+    mvn "${MVN_ARGS[@]}" "$@" 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g; /^$/d' >&2
+}
 
 mkdir -p target
 # One build at a time (parallel pytest processes may all call this).
@@ -72,8 +75,8 @@ fetch_libs() { # version profile server_version dir
     # the old one (other test processes) keep working
     local tmp="$dir.tmp.$$"
     rm -rf "$tmp"
-    "${MVN[@]}" -f libs/pom.xml -P "$profile" -Dlib.dir="$HERE/$tmp" \
-        -Drocketmq.version="$v" -Drocketmq.server.version="$sv" package >&2
+    mvn_quiet -f libs/pom.xml -P "$profile" -Dlib.dir="$HERE/$tmp" \
+        -Drocketmq.version="$v" -Drocketmq.server.version="$sv" package
     # the RocketMQ jars really used, for humans
     (cd "$tmp" && ls rocketmq-*.jar) > "$tmp/.rocketmq-jars"
     echo "$stamp" > "$tmp/.complete"
@@ -93,7 +96,7 @@ if [ ! -f "$jar" ] || [ -n "$(find src pom.xml -newer "$jar" -type f 2>/dev/null
     if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
     echo "build.sh: building $jar" >&2
     rm -rf target/harness-build
-    "${MVN[@]}" -f pom.xml package >&2
+    mvn_quiet -f pom.xml package
     cp target/harness-build/harness.jar "$jar.tmp.$$"
     mv -f "$jar.tmp.$$" "$jar"
 fi
