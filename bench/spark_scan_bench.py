@@ -66,6 +66,32 @@ def raw_read(root: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
+def direct_read(root: Path) -> tuple[float, int] | None:
+    """Sequential O_DIRECT read (the device, past the page cache, without evicting anything)."""
+    import mmap
+    if not hasattr(os, "O_DIRECT"):
+        return None
+    buf = mmap.mmap(-1, 8 << 20)
+    n = 0
+    t0 = time.perf_counter()
+    try:
+        for p in sorted((root / "commitlog").iterdir()):
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+            try:
+                off = 0
+                while True:
+                    k = os.preadv(fd, [buf], off)
+                    if not k:
+                        break
+                    n += k
+                    off += k
+            finally:
+                os.close(fd)
+    except OSError:  # file system without O_DIRECT
+        return None
+    return time.perf_counter() - t0, n
+
+
 def reader_scan(root: Path) -> tuple[float, int]:
     from rmqpy_spark import reader as R
     rows = 0
@@ -92,6 +118,7 @@ def main() -> None:
     raw_read(root)  # warm the page cache for every measurement alike
     raw_s, raw_n = raw_read(root)
     raw_mbs = raw_n / raw_s / 1e6
+    direct = direct_read(root)
     rd_s, rd_rows = reader_scan(root)
 
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "spark")])
@@ -123,12 +150,16 @@ def main() -> None:
     print(f"store: {nmsg} messages, body {a.body_size} B, {nbytes / 1e6:.0f} MB of records "
           f"in {len(list((root / 'commitlog').iterdir()))} commit log file(s) ({file_bytes / 1e6:.0f} MB on disk)")
     print(f"raw sequential read:  {raw_mbs:8.0f} MB/s ({raw_n / 1e6:.0f} MB in {raw_s:.2f}s)")
+    if direct:
+        d_mbs = direct[1] / direct[0] / 1e6
+        print(f"raw O_DIRECT read:    {d_mbs:8.0f} MB/s (the device, no page cache)")
     print(f"reader only (1 core): {rd_rows / rd_s:10.0f} rows/s  {nbytes / rd_s / 1e6:6.0f} MB/s  "
           f"ratio {nbytes / rd_s / 1e6 / raw_mbs:5.1%}")
     for mode, dt, rows, parts in results:
         mbs = nbytes / dt / 1e6
         print(f"spark {mode:<13} ({parts:3d} partitions): {rows / dt:10.0f} rows/s  {mbs:6.0f} MB/s  "
-              f"{dt:6.2f}s  ratio to raw {mbs / raw_mbs:5.1%}")
+              f"{dt:6.2f}s  ratio to raw {mbs / raw_mbs:5.1%}"
+              + (f", to O_DIRECT {mbs / (direct[1] / direct[0] / 1e6):5.1%}" if direct else ""))
     if not a.keep:
         shutil.rmtree(root, ignore_errors=True)
 
