@@ -587,19 +587,59 @@ class CommitLogSplit:
     end: int
 
 
+def _hop_boundaries(path: str, base: int, size: int, split_bytes: int) -> list[int]:
+    """Record starts about ``split_bytes`` apart in the written part of a file, found by hopping
+    over record headers (magic, size and self-naming offset; no CRC) from the file start."""
+    out = [0]
+    pos = 0
+    nxt = split_bytes
+    chunk = 16 << 20
+    with open(path, "rb", buffering=0) as f:
+        while pos < size:
+            data = os.pread(f.fileno(), min(chunk, size - pos), pos)
+            if len(data) < 36:
+                break
+            p = 0
+            limit = len(data)
+            hm = _HM.unpack_from
+            q = _Q.unpack_from
+            while p + 36 <= limit:
+                total, magic = hm(data, p)
+                if magic not in _MAGICS or total < 91 or q(data, p + 28)[0] != base + pos + p:
+                    return out
+                if pos + p >= nxt:
+                    out.append(pos + p)
+                    nxt = pos + p + split_bytes
+                p += total
+            pos += p
+    return out
+
+
 def plan_commitlog(root: str, split_bytes: int = 64 << 20) -> list[CommitLogSplit]:
-    """Split every commit log file into ranges of about ``split_bytes``."""
+    """Split every commit log file into ranges of about ``split_bytes``.
+
+    Ranges of full files start at fixed positions (the reader re-synchronises on the first record
+    naming its own offset) but never in a file's last ``max(8 MiB, split_bytes / 4)``, where the
+    end-of-file blank record may be followed by leftovers.  In the last file, which the broker may
+    be writing (and whose tail may hold leftovers of a truncated past), ranges start at record
+    boundaries found by hopping over the headers from the file start."""
     out = []
-    for base, path, size in list_commitlog(root):
+    files = list_commitlog(root)
+    guard = max(8 << 20, split_bytes // 4)
+    for k, (base, path, size) in enumerate(files):
         if size <= 0:
             continue
-        pos = 0
-        while pos < size:
-            e = min(size, pos + split_bytes)
-            if size - e < split_bytes // 4:
-                e = size
-            out.append(CommitLogSplit(path, base, pos, e))
-            pos = e
+        if k == len(files) - 1 and size > split_bytes:
+            try:
+                bounds = _hop_boundaries(path, base, size, split_bytes)
+            except FileNotFoundError:
+                continue
+        else:
+            bounds = list(range(0, size, split_bytes))
+            bounds = [b for b in bounds if b == 0 or b < size - guard]
+        bounds.append(size)
+        for a, e in zip(bounds, bounds[1:]):
+            out.append(CommitLogSplit(path, base, a, e))
     return out
 
 
