@@ -72,6 +72,27 @@ ADD_OPENS = (
 _build_lock = threading.Lock()
 _built = False
 _default_home: Path | None = None
+#: processes started here and not yet stopped; killed when Python exits
+_live: "weakref.WeakSet" = None  # type: ignore[assignment]
+
+
+def _track(proc: subprocess.Popen) -> None:
+    global _live
+    if _live is None:
+        import atexit
+        import weakref
+
+        _live = weakref.WeakSet()
+
+        def _reap() -> None:
+            for p in list(_live):
+                if p.poll() is None:
+                    try:
+                        p.kill()
+                    except OSError:
+                        pass
+        atexit.register(_reap)
+    _live.add(proc)
 
 
 class JavaError(RuntimeError):
@@ -503,6 +524,7 @@ def _start_server(name: str, version: str, main: str, home: Path, config: Path, 
     with open(log, "ab") as logf:
         proc = subprocess.Popen(cmd, cwd=str(home), env=_env(home), stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    _track(proc)
     handle = JavaProcess(name, version, proc, log, home, port, config, props)
     deadline = time.monotonic() + timeout
     try:
@@ -778,6 +800,7 @@ class HarnessProcess:
         self._stderr = os.fdopen(fd, "wb")
         self.proc = subprocess.Popen(cmd, cwd=str(home), env=_env(home), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
+        _track(self.proc)
         self.pid = self.proc.pid
         self.events = Events()
         self._eof = False
