@@ -266,10 +266,11 @@ def test_lite_pull_subscribe_and_assign(cluster: Cluster, version: str) -> None:
 def test_offsets_survive_broker_restart(cluster: Cluster, version: str) -> None:
     """Consume part, restart the broker, consume the rest with the same group: nothing is lost."""
     topic, group = uniq("TRestart", version), uniq("GRestart", version)
-    total = 20
+    total = 30
     produce(cluster, version, topic, total, "--body", "r{i}", "--queue-mod", "2")
-    first = consume_push(cluster, version, topic, group, total // 2, "--from", "first", "--threads", "1",
-                         "--consume-batch", "1", "--pull-batch", "1")
+    # one message per pull, pulls spaced out: the consumer stops well before taking everything
+    first = consume_push(cluster, version, topic, group, 6, "--from", "first", "--threads", "1",
+                         "--consume-batch", "1", "--pull-batch", "1", "--pull-interval-ms", "300")
     assert first.returncode == 0, _explain(first, cluster)
     seen = set(bodies(first))
     before = committed_offsets(cluster, group, topic)
@@ -460,7 +461,7 @@ def test_java_broker_takes_over_the_store_and_hands_it_back(cluster: Cluster, ve
     topic, group = uniq("THand", version), uniq("GHand", version)
     produce(cluster, version, topic, 12, "--body", "h{i}", "--queue-mod", "2")
     first = consume_push(cluster, version, topic, group, 4, "--from", "first", "--threads", "1",
-                         "--consume-batch", "1", "--pull-batch", "1")
+                         "--consume-batch", "1", "--pull-batch", "1", "--pull-interval-ms", "300")
     assert first.returncode == 0, _explain(first, cluster)
     seen = set(bodies(first))
     assert cluster.broker is not None
