@@ -102,6 +102,7 @@ class _Opts:
         self.check_crc = _bool(_get(options, "checkCRC"), True)
         self.decompress = _bool(_get(options, "decompressBody"), True)
         self.batch_rows = int(_get(options, "batchRows", 8192))
+        self.batch_bytes = int(_get(options, "batchBytes", 4 << 20))
         self.starting = _get(options, "startingOffsets", "earliest")
         mm = _get(options, "maxMessagesPerTrigger")
         self.max_per_trigger = int(mm) if mm not in (None, "") else None
@@ -110,7 +111,7 @@ class _Opts:
     def scan_options(self, **over) -> R.ScanOptions:
         o = R.ScanOptions(topics=self.topics, queue_ids=self.queue_ids, min_store_ms=self.start_ms,
                           max_store_ms=self.end_ms, check_crc=self.check_crc, decompress=self.decompress,
-                          batch_rows=self.batch_rows)
+                          batch_rows=self.batch_rows, batch_bytes=self.batch_bytes)
         for k, v in over.items():
             setattr(o, k, v)
         return o

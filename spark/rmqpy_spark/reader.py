@@ -97,6 +97,7 @@ class ScanOptions:
     check_crc: bool = True
     decompress: bool = True
     batch_rows: int = 8192
+    batch_bytes: int = 4 << 20  # smaller Arrow batches travel to the JVM faster
 
     def time_mask_needed(self) -> bool:
         return any(x is not None for x in (self.min_store_ms, self.max_store_ms, self.min_store_us, self.max_store_us))
@@ -507,6 +508,19 @@ def _decode_slow(buf, starts, opts: ScanOptions) -> pa.RecordBatch | None:
 
 # --------------------------------------------------------------------------- commit log scan
 
+def _batch_bounds(starts: Sequence[int], max_rows: int, max_bytes: int) -> Iterator[tuple[int, int]]:
+    """(i, j) index ranges of ``starts`` (ascending positions) of at most max_rows rows and about
+    max_bytes bytes of records each."""
+    n = len(starts)
+    i = 0
+    while i < n:
+        j = min(n, i + max_rows)
+        if j < n and starts[j] - starts[i] > max_bytes:
+            j = max(i + 1, bisect.bisect_right(starts, starts[i] + max_bytes, i, j))
+        yield i, j
+        i = j
+
+
 DEFAULT_CHUNK = 16 << 20
 
 
@@ -565,8 +579,8 @@ def scan_commitlog_file(path: str, base: int, start: int, end: int, opts: ScanOp
             if starts:
                 stats.records += len(starts)
                 stats.bytes += stop
-                for i in range(0, len(starts), opts.batch_rows):
-                    b = decode_batch(data, starts[i:i + opts.batch_rows], opts)
+                for i, j in _batch_bounds(starts, opts.batch_rows, opts.batch_bytes):
+                    b = decode_batch(data, starts[i:j], opts)
                     if b is not None and b.num_rows:
                         yield b
             if reason == STOP_MORE and more_in_file:
@@ -873,8 +887,8 @@ def read_queue_range(root: str, topic: str, queue_id: int, start: int, end: int,
                     if len(bad):
                         starts = starts[:int(bad[0])]
                         stopped = True
-                    for b0 in range(0, len(starts), opts.batch_rows):
-                        b = decode_batch(data, starts[b0:b0 + opts.batch_rows], opts)
+                    for b0, b1 in _batch_bounds(starts, opts.batch_rows, opts.batch_bytes):
+                        b = decode_batch(data, starts[b0:b1], opts)
                         if b is not None and b.num_rows:
                             yield b
                 if stopped:
