@@ -12,13 +12,13 @@ SPARK_PKG = ROOT / "spark"
 if str(SPARK_PKG) not in sys.path:
     sys.path.insert(0, str(SPARK_PKG))
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install -r spark/requirements.txt)")
-pytest.importorskip("pyarrow")
-pytest.importorskip("numpy")
 
 
 @pytest.fixture(scope="session")
 def spark():
+    pytest.importorskip("pyspark", reason="pyspark not installed (pip install -r spark/requirements.txt)")
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("numpy")
     from pyspark.sql import SparkSession
 
     path = os.pathsep.join([str(ROOT), str(SPARK_PKG)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
