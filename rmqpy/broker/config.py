@@ -6,7 +6,6 @@ Key names are RocketMQ's, so a Java broker's conf file works here unchanged.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 from dataclasses import dataclass, field
@@ -181,8 +180,6 @@ def validate(settings: BrokerSettings) -> None:
         b.brokerId = 0
     elif role == "SLAVE" and b.brokerId <= 0:
         raise PropertiesError("Slave's brokerId must be > 0")
-    else:
-        pass
     # Java: the HA port follows the listen port
     settings.store.haListenPort = settings.netty.listenPort + 1
     b.registerNameServerPeriod = min(60000, max(10000, b.registerNameServerPeriod))
@@ -191,6 +188,3 @@ def validate(settings: BrokerSettings) -> None:
     except ValueError as exc:
         raise PropertiesError(str(exc)) from None
 
-
-def replace(obj, **changes):
-    return dataclasses.replace(obj, **changes)

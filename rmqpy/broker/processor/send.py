@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet import defer
 from twisted.logger import Logger
 
 from rmqpy.broker.topic import (RETRY_GROUP_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPICS, dlq_topic,
@@ -245,6 +244,3 @@ def half_message(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
     msg.queue_id = 0
     return msg
 
-
-def deferred(value: Any) -> defer.Deferred:
-    return defer.succeed(value)
