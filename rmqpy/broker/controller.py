@@ -109,6 +109,17 @@ class BrokerController:
             self.schedule_message_service = ScheduleMessageService(self)
         except ImportError:
             pass
+        try:
+            from rmqpy.broker.transaction import TransactionalMessageService
+            self.transactional_message_service = TransactionalMessageService(self)
+        except ImportError:
+            pass
+        self.timer_message_service: Any = None  # 5.x timer messages (TIMER_DELIVER_MS...)
+        try:
+            from rmqpy.broker.timer import TimerMessageService
+            self.timer_message_service = TimerMessageService(self)
+        except ImportError:
+            pass
 
         self.dispatcher = RequestDispatcher()
         self.dispatcher.add_channel_listener(self)
@@ -160,7 +171,7 @@ class BrokerController:
         self._every(10.0, bc.registerNameServerPeriod / 1000.0, self.register_broker_all)
         self._every(10.0, bc.flushConsumerOffsetInterval / 1000.0, self.persist_offsets)
         self._every(10.0, bc.channelScanIntervalMills / 1000.0, self.scan_not_active_channels)
-        for hook in ("schedule_message_service", "transactional_message_service"):
+        for hook in ("schedule_message_service", "transactional_message_service", "timer_message_service"):
             svc = getattr(self, hook)
             if svc is not None and hasattr(svc, "start"):
                 svc.start()
@@ -193,7 +204,7 @@ class BrokerController:
         if self._register_pending is not None and self._register_pending.active():
             self._register_pending.cancel()
         self.pull_hold_service.stop()
-        for hook in ("schedule_message_service", "transactional_message_service"):
+        for hook in ("schedule_message_service", "transactional_message_service", "timer_message_service"):
             svc = getattr(self, hook)
             if svc is not None and hasattr(svc, "stop"):
                 svc.stop()

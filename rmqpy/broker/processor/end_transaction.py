@@ -1,0 +1,128 @@
+"""EndTransactionProcessor: END_TRANSACTION (37), normally sent oneway by the producer.
+
+As RocketMQ 4.9's ``EndTransactionProcessor``: a slave answers SLAVE_NOT_AVAILABLE; an
+unknown/pending state (TRANSACTION_NOT_TYPE or any other value) is logged and ignored;
+COMMIT and ROLLBACK look the half message up by its commit log offset and check producer
+group, queue offset and commit log offset ("Find prepared transaction message failed",
+"The producer group wrong", ...: SYSTEM_ERROR); commit puts the real message back into its
+topic/queue and, when stored, writes the op record; rollback writes only the op record. The
+responses are only ever seen by a caller that did not send oneway.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from rmqpy.protocol import sysflag as SF
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
+from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP
+
+if TYPE_CHECKING:
+    from rmqpy.broker.controller import BrokerController
+
+
+class EndTransactionProcessor:
+    log = Logger()
+    codes = (RequestCode.END_TRANSACTION,)
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    @property
+    def service(self) -> Any:
+        svc = self.broker.transactional_message_service
+        if svc is None:
+            from rmqpy.broker.transaction import TransactionalMessageService
+            svc = self.broker.transactional_message_service = TransactionalMessageService(self.broker)
+        return svc
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+        header = request.decode_header(EndTransactionRequestHeader)
+        if getattr(self.broker.store_config, "brokerRole", "ASYNC_MASTER") == "SLAVE":
+            self.log.warn("Message store is slave mode, so end transaction is forbidden. ")
+            return request.response(ResponseCode.SLAVE_NOT_AVAILABLE, None)
+        state = header.commitOrRollback
+        peer = getattr(channel, "remote_address", "?")
+        if header.fromTransactionCheck:
+            if state == SF.TRANSACTION_NOT_TYPE:
+                self.log.warn("Check producer[{p}] transaction state, but it's pending status. RequestHeader: {h} "
+                              "Remark: {r}", p=peer, h=header, r=request.remark)
+                return None
+            if state == SF.TRANSACTION_COMMIT_TYPE:
+                self.log.warn("Check producer[{p}] transaction state, the producer commit the message. "
+                              "RequestHeader: {h} Remark: {r}", p=peer, h=header, r=request.remark)
+            elif state == SF.TRANSACTION_ROLLBACK_TYPE:
+                self.log.warn("Check producer[{p}] transaction state, the producer rollback the message. "
+                              "RequestHeader: {h} Remark: {r}", p=peer, h=header, r=request.remark)
+            else:
+                return None
+        else:
+            if state == SF.TRANSACTION_NOT_TYPE:
+                self.log.warn("The producer[{p}] end transaction in sending message,  and it's pending status. "
+                              "RequestHeader: {h} Remark: {r}", p=peer, h=header, r=request.remark)
+                return None
+            if state == SF.TRANSACTION_ROLLBACK_TYPE:
+                self.log.warn("The producer[{p}] end transaction in sending message, rollback the message. "
+                              "RequestHeader: {h} Remark: {r}", p=peer, h=header, r=request.remark)
+            elif state != SF.TRANSACTION_COMMIT_TYPE:
+                return None
+        svc = self.service
+        half = svc.get_half_message(header.commitLogOffset)
+        if half is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+        error = self._check_prepare_message(half, header)
+        if error is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, error)
+        if state == SF.TRANSACTION_ROLLBACK_TYPE:
+            d = svc.delete_prepare_message(half)
+            return d.addCallback(lambda _: request.response(ResponseCode.SUCCESS, None))
+        inner = svc.end_message_transaction(half)
+        d = self._send_final_message(inner)
+        return d.addCallback(self._after_commit, request, half)
+
+    def _after_commit(self, result: tuple[int, str | None], request: RemotingCommand, half: Any) -> Any:
+        code, remark = result
+        response = request.response(code, remark)
+        if code != ResponseCode.SUCCESS:
+            return response
+        return self.service.delete_prepare_message(half).addCallback(lambda _: response)
+
+    @staticmethod
+    def _check_prepare_message(half: Any, header: EndTransactionRequestHeader) -> str | None:
+        if half.properties.get(PROPERTY_PRODUCER_GROUP) != header.producerGroup:
+            return "The producer group wrong"
+        if half.queue_offset != header.tranStateTableOffset:
+            return "The transaction state table offset wrong"
+        if half.commit_log_offset != header.commitLogOffset:
+            return "The commit log offset wrong"
+        return None
+
+    def _send_final_message(self, inner: Any) -> defer.Deferred:
+        max_size = self.broker.store_config.maxMessageSize
+        failures = {
+            "CREATE_MAPEDFILE_FAILED": (ResponseCode.SYSTEM_ERROR, "Create mapped file failed."),
+            "MESSAGE_ILLEGAL": (ResponseCode.MESSAGE_ILLEGAL,
+                                f"The message is illegal, maybe msg body or properties length not matched. "
+                                f"msg body length limit {max_size}B, msg properties length limit 32KB."),
+            "SERVICE_NOT_AVAILABLE": (ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."),
+            "OS_PAGECACHE_BUSY": (ResponseCode.SYSTEM_ERROR, "OS page cache busy, please try another machine"),
+            "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+        }
+        failures["PROPERTIES_SIZE_EXCEEDED"] = failures["MESSAGE_ILLEGAL"]
+
+        def done(result: Any) -> tuple[int, str | None]:
+            status = getattr(getattr(result, "put_message_status", None), "name", None)
+            if status in ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
+                return ResponseCode.SUCCESS, None
+            return failures.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
+
+        timer = getattr(self.broker, "timer_message_service", None)
+        if timer is not None:
+            refused = timer.transform(inner)
+            if refused is not None:
+                return defer.succeed(refused)
+        return self.broker.message_store.put_message(inner).addCallback(done)
