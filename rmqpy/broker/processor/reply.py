@@ -1,0 +1,156 @@
+"""ReplyMessageProcessor: SEND_REPLY_MESSAGE (324) / SEND_REPLY_MESSAGE_V2 (325).
+
+As RocketMQ 4.9's ``ReplyMessageProcessor``: the send checks of SEND_MESSAGE, then the reply
+is pushed with a synchronous PUSH_REPLY_MESSAGE_TO_CLIENT (326, 10 s timeout) to the producer
+channel registered by heartbeat under clientId = REPLY_TO_CLIENT (PUSH_REPLY_TIME added).
+Pushed: SUCCESS with msgId "0", the queue id and queueOffset 0; not pushed: SYSTEM_ERROR with
+Java's remark. With ``storeReplyMessageEnable`` (default true) the reply is also stored, and a
+successful put fills msgId/queueId/queueOffset from the store (the code stays as the push
+decided).
+"""
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.base import CommandHeader, header, optional, required
+from rmqpy.protocol.headers.broker import (SendMessageRequestHeader, SendMessageRequestHeaderV2,
+                                           SendMessageResponseHeader)
+from rmqpy.protocol.message import MessageExtBrokerInner, properties_to_string, string_to_properties
+
+if TYPE_CHECKING:
+    from rmqpy.broker.controller import BrokerController
+
+PROPERTY_MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+PUSH_REPLY_TIMEOUT = 10.0
+
+
+@header
+class ReplyMessageRequestHeader(CommandHeader):
+    producerGroup: str = required()
+    topic: str = required()
+    defaultTopic: str = required()
+    defaultTopicQueueNums: int = required()
+    queueId: int = required()
+    sysFlag: int = required()
+    bornTimestamp: int = required()
+    flag: int = required()
+    properties: str | None = optional()
+    reconsumeTimes: int | None = optional()
+    unitMode: bool | None = optional()
+    bornHost: str = required()
+    storeHost: str = required()
+    storeTimestamp: int = required()
+
+
+class ReplyMessageProcessor:
+    log = Logger()
+    codes = (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.random = random.Random()
+
+    @property
+    def send_processor(self) -> Any:
+        return self.broker.processors["SendMessageProcessor"]
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+        if request.code == RequestCode.SEND_REPLY_MESSAGE:
+            h = request.decode_header(SendMessageRequestHeader)
+        else:
+            h = request.decode_header(SendMessageRequestHeaderV2).to_v1()
+        return self._process(channel, request, h)
+
+    def _process(self, channel: Any, request: RemotingCommand, h: SendMessageRequestHeader) -> Any:
+        sp = self.send_processor
+        error = sp.pre_send(channel, request, h)
+        if error is not None:
+            return error
+        b = self.broker
+        queue_id = h.queueId
+        if queue_id < 0:
+            tc = b.topic_config_manager.select(h.topic)
+            queue_id = self.random.randrange(99999999) % max(1, tc.writeQueueNums if tc else 1)
+        props = string_to_properties(h.properties)
+        msg = MessageExtBrokerInner(topic=h.topic, queue_id=queue_id, body=request.body or b"", flag=h.flag,
+                                    properties=props, properties_string=h.properties or "",
+                                    sys_flag=h.sysFlag, born_timestamp=h.bornTimestamp,
+                                    born_host=sp._born_host(channel), store_host=b.store_host,
+                                    reconsume_times=h.reconsumeTimes or 0)
+        d = self._push(channel, h, msg)
+        d.addCallback(self._pushed, request, msg, queue_id)
+        return d
+
+    def _push(self, channel: Any, h: SendMessageRequestHeader, msg: MessageExtBrokerInner) -> defer.Deferred:
+        """Fires with (ok, remark)."""
+        b = self.broker
+        born = msg.born_host
+        rh = ReplyMessageRequestHeader(
+            producerGroup=h.producerGroup, topic=h.topic, defaultTopic=h.defaultTopic,
+            defaultTopicQueueNums=h.defaultTopicQueueNums, queueId=h.queueId, sysFlag=h.sysFlag,
+            bornTimestamp=h.bornTimestamp, flag=h.flag, properties=h.properties, reconsumeTimes=h.reconsumeTimes,
+            unitMode=bool(h.unitMode), bornHost=f"{born[0]}:{born[1]}",
+            storeHost=f"{b.store_host[0]}:{b.store_host[1]}", storeTimestamp=b.now_ms())
+        sender = msg.properties.get(PROPERTY_MESSAGE_REPLY_TO_CLIENT)
+        if sender is None:
+            self.log.warn("REPLY_TO_CLIENT is null, can not reply message")
+            return defer.succeed((False, f"reply message properties[{PROPERTY_MESSAGE_REPLY_TO_CLIENT}] is null"))
+        target = b.producer_manager.find_channel(sender)
+        if target is None:
+            remark = f"push reply message fail, channel of <{sender}> not found."
+            self.log.warn(remark)
+            return defer.succeed((False, remark))
+        push_props = dict(msg.properties)
+        push_props[PROPERTY_PUSH_REPLY_TIME] = str(b.now_ms())
+        rh.properties = properties_to_string(push_props)
+        push = RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, rh, msg.body)
+        fail = f"push reply message to {sender}fail."  # sic, as Java
+
+        def answered(response: RemotingCommand) -> tuple[bool, str | None]:
+            if response.code == ResponseCode.SUCCESS:
+                return True, None
+            self.log.warn("push reply message to <{s}> return fail, response remark: {r}", s=sender,
+                          r=response.remark)
+            return False, fail
+
+        def failed(f: Any) -> tuple[bool, str]:
+            self.log.warn("push reply message to <{s}> fail. {e}", s=sender, e=f.getErrorMessage())
+            return False, fail
+
+        try:
+            d = target.invoke(push, PUSH_REPLY_TIMEOUT)
+        except Exception as exc:  # closed channel
+            self.log.warn("push reply message to <{s}> fail. {e}", s=sender, e=exc)
+            return defer.succeed((False, fail))
+        return d.addCallbacks(answered, failed)
+
+    def _pushed(self, pushed: tuple[bool, str | None], request: RemotingCommand, msg: MessageExtBrokerInner,
+                queue_id: int) -> Any:
+        ok, remark = pushed
+        sp = self.send_processor
+        if ok:
+            response = sp._response(request, ResponseCode.SUCCESS, None)
+            response.ext_fields.update(SendMessageResponseHeader(msgId="0", queueId=queue_id, queueOffset=0).encode())
+        else:
+            response = sp._response(request, ResponseCode.SYSTEM_ERROR, remark)
+        if not self.broker.broker_config.storeReplyMessageEnable:
+            return response
+
+        def stored(result: Any) -> RemotingCommand:
+            status = getattr(getattr(result, "put_message_status", None), "name", None)
+            ar = getattr(result, "append_message_result", None)
+            if status in ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE") and ar:
+                response.ext_fields.update(SendMessageResponseHeader(
+                    msgId=ar.msg_id, queueId=queue_id, queueOffset=ar.logics_offset).encode())
+            else:
+                self.log.warn("process reply message, store putMessage failed: {s}", s=status)
+            return response
+
+        return self.broker.message_store.put_message(msg).addCallback(stored)
