@@ -12,4 +12,6 @@ fi
 bash tests/interop/setup_host.sh
 bash tests/interop/java/build.sh
 if [ -f tests/interop/go/build.sh ]; then bash tests/interop/go/build.sh; fi
+# a full run rewrites the published compatibility table (scenario x client)
+export RMQPY_COMPAT_REPORT="${RMQPY_COMPAT_REPORT:-$PWD/docs/compatibility.md}"
 exec python3 -m pytest -p no:cacheprovider -q -rfEs "$@"
