@@ -67,6 +67,10 @@ class MessageStoreConfig:
     flushDiskType: str = "ASYNC_FLUSH"
     syncFlushTimeout: int = 1000 * 5
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # 5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS), see rmqpy/broker/timer.py
+    timerWheelEnable: bool = True
+    timerMaxDelaySec: int = 3600 * 24 * 3
+    timerPrecisionMs: int = 1000
     flushDelayOffsetInterval: int = 1000 * 10
     cleanFileForciblyEnable: bool = True
     offsetCheckInSlave: bool = False

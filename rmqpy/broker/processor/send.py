@@ -162,6 +162,10 @@ class SendMessageProcessor:
                                       f"the broker[{b.broker_config.brokerIP1}] sending transaction message is forbidden")
             d = b.prepare_transaction_message(msg)
         else:
+            timer = getattr(b, "timer_message_service", None)  # 5.x TIMER_* properties (broker/timer.py)
+            refused = timer.transform(msg) if timer is not None else None
+            if refused is not None:
+                return self._response(request, *refused)
             d = b.message_store.put_message(msg)
         return d.addCallback(self._handle_put_result, request, msg, queue_id)
 

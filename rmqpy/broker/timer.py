@@ -1,0 +1,289 @@
+"""TimerMessageService: RocketMQ 5 timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS).
+
+:meth:`transform` is called before a (non-prepared) message is stored. As 5.x
+``HookUtils.transformTimerMessage``: a message with a delay level keeps its level and loses
+its TIMER_* properties; otherwise the deliver time is TIMER_DELAY_SEC*1000 or TIMER_DELAY_MS
+after now, or TIMER_DELIVER_MS; a bad number, or a deliver time more than
+``timerMaxDelaySec`` ahead, is refused with MESSAGE_ILLEGAL and Java's remark; a future
+deliver time is rounded down to ``timerPrecisionMs`` (one precision earlier when exact) and
+written to TIMER_OUT_MS with REAL_TOPIC/REAL_QID, and the message is parked in
+``rmq_sys_wheel_timer`` queue 0; a past one is delivered at once.
+
+The service keeps the parked messages in a heap by due time (TIMER_OUT_MS + precision: as
+Java's wheel, never before the asked time) and re-puts each, when due, into its real
+topic/queue. Progress (the first not-delivered queue offset and the delivered ones above it)
+is kept in ``config/timerProgress.json``, so a restart re-reads the timer queue and delivers
+what is still pending, once.
+
+Time comes from the controller's reactor (``task.Clock`` in tests).
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from twisted.logger import Logger
+
+from rmqpy.protocol import sysflag as SF
+from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
+from rmqpy.protocol.codes import ResponseCode
+from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
+                                    PROPERTY_WAIT_STORE_MSG_OK, MessageExtBrokerInner, properties_to_string,
+                                    tags_string_to_tags_code)
+
+if TYPE_CHECKING:
+    from rmqpy.broker.controller import BrokerController
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+RETRY_LATER = 1.0
+PERSIST_DELAY = 0.5
+
+
+class TimerMessageService:
+    log = Logger()
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.heap: list[tuple[int, int]] = []  # (due ms, timer queue offset)
+        self.done: set[int] = set()
+        self.progress = 0  # every offset below is delivered
+        self._scanned = 0
+        self._call: Any = None
+        self._persist_call: Any = None
+        self._inflight: set[int] = set()
+        self._listening = False
+        self.started = False
+
+    @property
+    def store_config(self) -> Any:
+        return self.broker.store_config
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.broker.config_dir, "timerProgress.json")
+
+    # ------------------------------------------------------------------ put-time hook
+    def illegal_remark(self) -> str:
+        return (f"timer message illegal, the delay time should not be bigger than the max delay "
+                f"{self.store_config.timerMaxDelaySec * 1000}ms; or if set del msg, the delay time should be "
+                f"bigger than the current time")
+
+    def transform(self, msg: MessageExtBrokerInner) -> tuple[int, str] | None:
+        """Park a timer message (in place); None when it may be stored, else (code, remark)."""
+        tran = SF.transaction_value(msg.sys_flag)
+        if tran not in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
+            return None
+        props = msg.get_properties()
+        keys = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
+        try:
+            level = int(props.get(PROPERTY_DELAY_TIME_LEVEL) or 0)
+        except ValueError:
+            level = 0
+        if level > 0:
+            if any(k in props for k in keys):
+                for k in keys:
+                    props.pop(k, None)
+                self._restring(msg)
+            return None
+        if msg.topic == TIMER_TOPIC or PROPERTY_TIMER_OUT_MS in props or not any(k in props for k in keys):
+            return None
+        cfg = self.store_config
+        if not cfg.timerWheelEnable:
+            return (ResponseCode.SYSTEM_ERROR,
+                    f"accurate timer message is not enabled, timerWheelEnable is {str(cfg.timerWheelEnable).lower()}")
+        now = self.broker.now_ms()
+        try:
+            if props.get(PROPERTY_TIMER_DELAY_SEC) is not None:
+                deliver = now + int(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
+            elif props.get(PROPERTY_TIMER_DELAY_MS) is not None:
+                deliver = now + int(props[PROPERTY_TIMER_DELAY_MS])
+            else:
+                deliver = int(props[PROPERTY_TIMER_DELIVER_MS])
+        except (TypeError, ValueError):
+            return ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark()
+        if deliver > now:
+            if deliver - now > cfg.timerMaxDelaySec * 1000:
+                return ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark()
+            precision = max(1, cfg.timerPrecisionMs)
+            deliver = deliver - precision if deliver % precision == 0 else deliver // precision * precision
+            props[PROPERTY_TIMER_OUT_MS] = str(deliver)
+            props[PROPERTY_REAL_TOPIC] = msg.topic
+            props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+            self.broker.topic_config_manager.create_topic_in_send_message_back_method(TIMER_TOPIC, 1,
+                                                                                      PERM_READ | PERM_WRITE)
+            msg.topic = TIMER_TOPIC
+            msg.queue_id = 0
+            self._restring(msg)
+        elif PROPERTY_TIMER_DEL_UNIQKEY in props:
+            return ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark()
+        return None
+
+    @staticmethod
+    def _restring(msg: MessageExtBrokerInner) -> None:
+        props = dict(msg.get_properties())
+        props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)  # as send.py: WAIT is not stored
+        msg.properties_string = properties_to_string(props)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        if self.started or getattr(self.store_config, "brokerRole", "ASYNC_MASTER") == "SLAVE":
+            return
+        self.started = True
+        self._load()
+        store = self.broker.message_store
+        end = store.get_max_offset_in_queue(TIMER_TOPIC, 0)
+        self.progress = max(self.progress, store.get_min_offset_in_queue(TIMER_TOPIC, 0))
+        for offset in range(self.progress, end):
+            if offset not in self.done:
+                due = self._due_of(offset)
+                if due is not None:
+                    heapq.heappush(self.heap, (due, offset))
+                else:
+                    self.done.add(offset)
+        self._scanned = end
+        if not self._listening:
+            store.add_arrive_listener(self._arrived)
+            self._listening = True
+        self._advance()
+        self._arm()
+
+    def stop(self) -> None:
+        self.started = False
+        for call in (self._call, self._persist_call):
+            if call is not None and call.active():
+                call.cancel()
+        self._call = self._persist_call = None
+        self.persist()
+
+    def _load(self) -> None:
+        try:
+            with open(self.path) as fh:
+                data = json.load(fh)
+            self.progress = int(data.get("offset", 0))
+            self.done = {int(x) for x in data.get("done", []) if int(x) >= self.progress}
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, TypeError, AttributeError):
+            self.log.failure("cannot read {p}; timer messages are delivered from the start", p=self.path)
+
+    def persist(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump({"offset": self.progress, "done": sorted(self.done)}, fh)
+        os.replace(tmp, self.path)
+
+    def _persist_soon(self) -> None:
+        if self._persist_call is None or not self._persist_call.active():
+            self._persist_call = self.broker.reactor.callLater(PERSIST_DELAY, self.persist)
+
+    # ------------------------------------------------------------------ queue
+    def _due_of(self, offset: int) -> int | None:
+        msg = self._message(offset)
+        if msg is None:
+            return None
+        return self._due(msg.properties)
+
+    def _due(self, props: Any) -> int | None:
+        try:
+            return int(props.get(PROPERTY_TIMER_OUT_MS)) + max(1, self.store_config.timerPrecisionMs)
+        except (TypeError, ValueError):
+            return None
+
+    def _message(self, offset: int) -> Any:
+        store = self.broker.message_store
+        cq = store.find_consume_queue(TIMER_TOPIC, 0, create=False)
+        unit = cq.get_unit(offset) if cq is not None else None
+        return store.look_message_by_offset(unit[0], unit[1]) if unit is not None else None
+
+    def _arrived(self, topic: str, queue_id: int, logic_offset: int, tags_code: Any = None, store_ts: int = 0,
+                 properties: Any = None, *rest: Any) -> None:
+        if topic != TIMER_TOPIC or not self.started:
+            return
+        offset = logic_offset - 1
+        if offset < self._scanned:
+            return
+        self._scanned = offset + 1
+        due = self._due(properties or {})
+        if due is None:
+            self.done.add(offset)
+            return
+        heapq.heappush(self.heap, (due, offset))
+        self._arm()
+
+    def _arm(self) -> None:
+        if not self.started or not self.heap:
+            return
+        delay = max(0.0, (self.heap[0][0] - self.broker.now_ms()) / 1000.0)
+        if self._call is not None and self._call.active():
+            if self._call.getTime() <= self.broker.reactor.seconds() + delay:
+                return
+            self._call.cancel()
+        self._call = self.broker.reactor.callLater(delay, self._run)
+
+    def _run(self) -> None:
+        self._call = None
+        now = self.broker.now_ms()
+        while self.started and self.heap and self.heap[0][0] <= now:
+            _, offset = heapq.heappop(self.heap)
+            self._deliver(offset)
+        self._arm()
+
+    def _deliver(self, offset: int) -> None:
+        if offset in self.done or offset in self._inflight:
+            return
+        msg = self._message(offset)
+        if msg is None:
+            self.log.error("timer message at offset {o} cannot be read; dropped", o=offset)
+            self._mark_done(offset)
+            return
+        props = dict(msg.properties)
+        stored = properties_to_string(props)
+        topic = props.pop(PROPERTY_REAL_TOPIC, None)
+        try:
+            queue_id = int(props.pop(PROPERTY_REAL_QUEUE_ID, None))
+        except (TypeError, ValueError):
+            topic = None
+            queue_id = 0
+        if not topic:
+            self.log.error("timer message at offset {o} has no real topic; dropped", o=offset)
+            self._mark_done(offset)
+            return
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        inner = MessageExtBrokerInner(
+            topic=topic, queue_id=queue_id, body=msg.body or b"", flag=msg.flag, properties=props,
+            properties_string=stored, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host, store_host=msg.store_host, reconsume_times=msg.reconsume_times,
+            tags_code=tags_string_to_tags_code(props.get("TAGS")))
+        self._inflight.add(offset)
+        d = self.broker.message_store.put_message(inner)
+        d.addBoth(self._put_done, offset, topic)
+
+    def _put_done(self, result: Any, offset: int, topic: str) -> None:
+        self._inflight.discard(offset)
+        if getattr(getattr(result, "put_message_status", None), "name", None) == "PUT_OK":
+            self._mark_done(offset)
+            return
+        self.log.error("timer message time up, but reput it to {t} failed: {r}", t=topic, r=result)
+        if self.started:
+            heapq.heappush(self.heap, (self.broker.now_ms() + int(RETRY_LATER * 1000), offset))
+            self._arm()
+
+    def _mark_done(self, offset: int) -> None:
+        self.done.add(offset)
+        self._advance()
+        self._persist_soon()
+
+    def _advance(self) -> None:
+        while self.progress in self.done:
+            self.done.discard(self.progress)
+            self.progress += 1

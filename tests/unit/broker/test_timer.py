@@ -1,0 +1,98 @@
+"""5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS) on a task.Clock."""
+from __future__ import annotations
+
+import pytest
+
+from rmqpy.protocol.codes import ResponseCode
+from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
+
+NOW_MS = 1_700_000_000_000
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b, clock = make_broker(tmp_path, messageDelayLevel="1s 2s 3s")
+    b.clock = clock
+    yield b
+    b.shutdown()
+
+
+def messages(broker, topic, queue_id=0):
+    store = broker.message_store
+    return [store.look_message_by_offset(store.get_commit_log_offset_in_queue(topic, queue_id, off))
+            for off in range(store.get_max_offset_in_queue(topic, queue_id))]
+
+
+def send(broker, props, body=b"t", queue_id=1):
+    return call(broker, FakeChannel(), send_request("TimerT", body, queue_id=queue_id, props=props))
+
+
+def test_deliver_ms_message_arrives_at_its_time_not_before(broker):
+    resp = send(broker, {"TIMER_DELIVER_MS": str(NOW_MS + 5500), "KEYS": "k"})
+    assert resp.code == ResponseCode.SUCCESS
+    (parked,) = messages(broker, "rmq_sys_wheel_timer")
+    assert parked.properties["REAL_TOPIC"] == "TimerT" and parked.properties["TIMER_OUT_MS"] == str(NOW_MS + 5000)
+    broker.clock.advance(5.4)
+    assert messages(broker, "TimerT", 1) == []
+    broker.clock.advance(0.7)
+    (got,) = messages(broker, "TimerT", 1)
+    assert got.body == b"t" and got.properties["KEYS"] == "k"
+    assert got.store_timestamp >= NOW_MS + 5500
+    broker.clock.advance(10)
+    assert len(messages(broker, "TimerT", 1)) == 1
+
+
+def test_delay_sec_and_delay_ms(broker):
+    assert send(broker, {"TIMER_DELAY_SEC": "3"}, b"sec").code == ResponseCode.SUCCESS
+    assert send(broker, {"TIMER_DELAY_MS": "1500"}, b"ms").code == ResponseCode.SUCCESS
+    broker.clock.advance(1.4)
+    assert messages(broker, "TimerT", 1) == []
+    broker.clock.advance(0.7)
+    assert [m.body for m in messages(broker, "TimerT", 1)] == [b"ms"]
+    broker.clock.advance(1.0)
+    assert [m.body for m in messages(broker, "TimerT", 1)] == [b"ms", b"sec"]
+
+
+def test_past_deliver_time_is_immediate(broker):
+    assert send(broker, {"TIMER_DELIVER_MS": str(NOW_MS - 10)}).code == ResponseCode.SUCCESS
+    assert len(messages(broker, "TimerT", 1)) == 1
+
+
+def test_beyond_max_delay_and_bad_numbers_are_refused_as_java(broker):
+    remark = ("timer message illegal, the delay time should not be bigger than the max delay 259200000ms; or if "
+              "set del msg, the delay time should be bigger than the current time")
+    resp = send(broker, {"TIMER_DELAY_SEC": str(3 * 24 * 3600 + 10)})
+    assert (resp.code, resp.remark) == (ResponseCode.MESSAGE_ILLEGAL, remark)
+    resp = send(broker, {"TIMER_DELIVER_MS": "soon"})
+    assert (resp.code, resp.remark) == (ResponseCode.MESSAGE_ILLEGAL, remark)
+    assert messages(broker, "rmq_sys_wheel_timer") == [] and messages(broker, "TimerT", 1) == []
+    assert send(broker, {}).code == ResponseCode.SUCCESS  # nothing else disturbed
+
+
+def test_delay_level_wins_over_timer_properties(broker):
+    assert send(broker, {"DELAY": "1", "TIMER_DELAY_SEC": "100"}).code == ResponseCode.SUCCESS
+    assert messages(broker, "rmq_sys_wheel_timer") == []
+    broker.clock.advance(1.5)
+    (got,) = messages(broker, "TimerT", 1)
+    assert "TIMER_DELAY_SEC" not in got.properties
+
+
+def test_pending_timer_survives_restart_and_is_delivered_once(tmp_path):
+    b, clock = make_broker(tmp_path)
+    send(b, {"TIMER_DELIVER_MS": str(NOW_MS + 2500)}, b"early")
+    send(b, {"TIMER_DELIVER_MS": str(NOW_MS + 60500)}, b"late")
+    clock.advance(3.1)
+    assert [m.body for m in messages(b, "TimerT", 1)] == [b"early"]
+    b.shutdown()
+    b, clock = make_broker(tmp_path)
+    clock.advance(1.0)
+    assert [m.body for m in messages(b, "TimerT", 1)] == [b"early"]
+    clock.advance(58.5)  # the new broker's clock starts again at NOW_MS
+    assert [m.body for m in messages(b, "TimerT", 1)] == [b"early"]
+    clock.advance(2.0)
+    assert [m.body for m in messages(b, "TimerT", 1)] == [b"early", b"late"]
+    b.shutdown()
+    b, clock = make_broker(tmp_path)
+    clock.advance(100)
+    assert len(messages(b, "TimerT", 1)) == 2
+    b.shutdown()
