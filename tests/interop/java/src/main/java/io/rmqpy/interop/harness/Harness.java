@@ -35,7 +35,7 @@ public final class Harness {
         new ConsumeLiteCommand(),
         AdminCommand.route(),
         AdminCommand.cluster(),
-        new RoundtripCommand());
+        new RoundtripCommand(), new TransactionCommand(), new RequestReplyCommand(), new TimerCommand());
 
     private Harness() {
     }
