@@ -88,7 +88,8 @@ class AdminBrokerProcessor:
              RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
              RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
              RequestCode.GET_TOPIC_NAME_LIST, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
-             RequestCode.CLEAN_UNUSED_TOPIC)
+             RequestCode.CLEAN_UNUSED_TOPIC, RequestCode.GET_TOPIC_CONFIG,
+             RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG)
 
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
@@ -116,6 +117,8 @@ class AdminBrokerProcessor:
             RequestCode.GET_TOPIC_NAME_LIST: self.get_topic_name_list,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
+            RequestCode.GET_TOPIC_CONFIG: self.get_topic_config,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_subscription_group_config,
         }
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
@@ -187,6 +190,24 @@ class AdminBrokerProcessor:
         if not wrapper.topicConfigTable:
             return request.response(ResponseCode.SYSTEM_ERROR, "No topic in this broker")
         return self._ok(request, fastjson.dumps(wrapper).encode())
+
+    def get_topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """5.x GET_TOPIC_CONFIG: mqadmin asks it before topic stats (static-topic check)."""
+        h = request.decode_header(TopicRequestHeader)
+        tc = self.broker.topic_config_manager.select(h.topic)
+        if tc is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}")
+        # TopicConfigAndQueueMapping: the TopicConfig properties (no mapping detail: no static topics)
+        return self._ok(request, fastjson.dumps(tc).encode())
+
+    def get_subscription_group_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        group = request.ext("group")
+        if not group:
+            return request.response(ResponseCode.SYSTEM_ERROR, "the custom field <group> is null")
+        config = self.broker.subscription_group_manager.table.get(group)
+        if config is None:
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        return self._ok(request, fastjson.dumps(config).encode())
 
     def get_topic_name_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         body = {"brokerAddr": self.broker.broker_addr, "topicList": sorted(self.broker.topic_config_manager.table)}
