@@ -70,6 +70,13 @@ class ServerProcess:
             self.proc = subprocess.Popen(argv, cwd=str(ROOT), env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         wait_port(self.host, self.port, timeout, self.proc, self.log)
+        # the port opens before the reactor runs; a SIGTERM before then skips the clean
+        # shutdown, so a server counts as started once it logged "boot success"
+        deadline = time.time() + timeout
+        while "boot success" not in self.log_tail(1_000_000):
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"{self.tap} did not log 'boot success':\n{self.log_tail()}")
+            time.sleep(0.05)
         return self
 
     def stop(self, timeout: float = 15) -> None:
