@@ -334,14 +334,20 @@ def _properties(props: pa.Array, n: int):
     items = pc.split_pattern(props, "\u0002")
     parents = np.asarray(pc.list_parent_indices(items))
     pieces = pc.list_flatten(items)
-    ok = pc.and_(pc.greater_equal(pc.utf8_length(pieces), 3), pc.match_substring(pieces, "\u0001"))
-    okn = np.asarray(ok.fill_null(False))
-    sel = np.nonzero(okn)[0]
+    # Java (MessageDecoder.string2messageProperties): a pair needs a non-empty name before the
+    # first \u0001 and a non-empty value after it; anything else is skipped
+    ok = pc.match_substring(pieces, "\u0001")
+    sel = np.nonzero(np.asarray(ok.fill_null(False)))[0]
     pieces = pieces.take(pa.array(sel))
     parents = parents[sel]
     kv = pc.split_pattern(pieces, "\u0001", max_splits=1)
     keys = pc.list_element(kv, 0)
     vals = pc.list_element(kv, 1)
+    ok = pc.and_(pc.greater(pc.binary_length(keys), 0), pc.greater(pc.binary_length(vals), 0))
+    okn = np.asarray(ok.fill_null(False))
+    if not okn.all():
+        sel = np.nonzero(okn)[0]
+        keys, vals, parents = keys.take(pa.array(sel)), vals.take(pa.array(sel)), parents[sel]
     if len(keys):
         # a name given twice (5.x batches append the batch's properties to each message's): the
         # last one counts, as in Java's parser (HashMap.put); the map keeps one entry per name
@@ -471,11 +477,37 @@ def _host_str(h: tuple) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
+def java_properties(s: str) -> dict[str, str]:
+    """Java's ``string2messageProperties``: name\\u0001value pairs split by \\u0002; a pair needs a
+    non-empty name and value; a name given twice keeps the last value."""
+    out: dict[str, str] = {}
+    for item in s.split("\u0002"):
+        i = item.find("\u0001")
+        if 0 < i < len(item) - 1:
+            out[item[:i]] = item[i + 1:]
+    return out
+
+
+def _raw_properties(buf, p: int, sys_flag: int, magic: int) -> str:
+    bpos, blen = _body_pos(buf, p, sys_flag)
+    q = bpos + blen
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        tlen = (buf[q] << 8) | buf[q + 1]
+        q += 2
+    else:
+        tlen = buf[q]
+        q += 1
+    q += tlen
+    plen = (buf[q] << 8) | buf[q + 1]
+    return bytes(buf[q + 2:q + 2 + plen]).decode("utf-8", "replace")
+
+
 def _decode_slow(buf, starts, opts: ScanOptions) -> pa.RecordBatch | None:
     """Per-record decode for batches with IPv6 hosts or V2 records."""
     rows = {f.name: [] for f in ARROW_SCHEMA}
     for p in starts:
         m = decode_record(buf, p, check_crc=False)
+        m.properties = java_properties(_raw_properties(buf, p, m.sys_flag, m.magic_code))
         if opts.topics is not None and m.topic not in opts.topics:
             continue
         if opts.queue_ids is not None and m.queue_id not in opts.queue_ids:

@@ -37,6 +37,7 @@ class Msg:
     store_host: tuple = ("127.0.0.1", 10911)
     reconsume_times: int = 0
     prepared_offset: int = 0
+    raw_props: str | None = None  # the stored properties string as is (e.g. a name given twice)
     # filled by the writer
     queue_offset: int = -1
     commit_log_offset: int = -1
@@ -91,7 +92,7 @@ class StoreWriter:
         self.now += 1
         m.born_ts = m.born_ts or self.now - 5
         m.store_ts = m.store_ts or self.now
-        pb = properties_to_string(props).encode()
+        pb = (m.raw_props if m.raw_props is not None else properties_to_string(props)).encode()
         tb = m.topic.encode()
         bh, sh = host_bytes(m.born_host), host_bytes(m.store_host)
         sf = m.sys_flag | (SF.BORNHOST_V6_FLAG if len(bh) == 20 else 0) | (SF.STOREHOSTADDRESS_V6_FLAG if len(sh) == 20 else 0)

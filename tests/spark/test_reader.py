@@ -212,3 +212,19 @@ def test_store_written_by_rmqpy_message_store(tmp_path):
         assert by_q[(m.topic, m.queue_id)][a.logics_offset] == a.msg_id
     assert _snapshot(tmp_path) == before
     assert not os.path.exists(tmp_path / "abort")
+
+
+@pytest.mark.parametrize("host", ["10.0.0.1", "::1"])  # vectorised path / per-record path (IPv6)
+def test_a_property_name_given_twice_keeps_the_last_value(tmp_path, host):
+    # as a 5.x broker stores batch messages: the message's properties, then the batch's
+    w = StoreWriter(str(tmp_path), 1 << 16)
+    w.add(Msg("T", 0, b"a", born_host=(host, 1), raw_props="KEYS\x01k1\x02UNIQ_KEY\x01AAAA\x02WAIT\x01true\x02UNIQ_KEY\x01BBBB\x02"
+                                          "WAIT\x01false\x02x\x02\x01y\x02\x01yy\x02zz\x01\x02"))
+    w.add(Msg("T", 0, b"b", raw_props="TAGS\x01t\x02UNIQ_KEY\x01CCCC"))  # no trailing separator
+    w.add(Msg("T", 0, b"c", raw_props=""))
+    w.close()
+    rows = R.read_all(str(tmp_path)).to_pylist()
+    assert [r["uniqKey"] for r in rows] == ["BBBB", "CCCC", None]
+    assert dict(rows[0]["properties"]) == {"KEYS": "k1", "UNIQ_KEY": "BBBB", "WAIT": "false"}
+    assert len(rows[0]["properties"]) == 3
+    assert rows[0]["keys"] == "k1" and rows[1]["tags"] == "t" and rows[2]["properties"] == []
