@@ -228,3 +228,56 @@ def test_a_property_name_given_twice_keeps_the_last_value(tmp_path, host):
     assert dict(rows[0]["properties"]) == {"KEYS": "k1", "UNIQ_KEY": "BBBB", "WAIT": "false"}
     assert len(rows[0]["properties"]) == 3
     assert rows[0]["keys"] == "k1" and rows[1]["tags"] == "t" and rows[2]["properties"] == []
+
+
+def test_scans_beside_a_writer_see_only_complete_records(tmp_path):
+    """A writer appends records in torn pieces (header last, as a crash could leave them in any
+    order); every scan returns a prefix of what was written, each record whole."""
+    import threading
+
+    from rmqpy.protocol.message import MessageExtBrokerInner, encode_record
+
+    size = 1 << 20
+    d = tmp_path / "commitlog"
+    d.mkdir()
+    path = d / ("%020d" % 0)
+    path.write_bytes(bytes(size))
+    recs = []
+    pos = 0
+    for i in range(300):
+        m = MessageExtBrokerInner(topic="W", queue_id=0, body=(b"%d-" % i) * (1 + i % 40),
+                                  properties={"KEYS": f"k{i}"}, born_host=("127.0.0.1", 1),
+                                  store_host=("127.0.0.1", 2))
+        r = encode_record(m, queue_offset=i, physical_offset=pos, store_timestamp=1000 + i)
+        recs.append((pos, r))
+        pos += len(r)
+    done = threading.Event()
+
+    def writer():
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for i, (off, r) in enumerate(recs):
+                cut = len(r) // 2
+                pieces = [(off + cut, r[cut:]), (off + 8, r[8:cut]), (off, r[:8])]  # size + magic last
+                if i % 3 == 0:
+                    pieces.reverse()  # header first: the CRC must hold the record back
+                for o, b in pieces:
+                    os.pwrite(fd, b, o)
+                    time.sleep(0.0002)
+        finally:
+            os.close(fd)
+            done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    scans = 0
+    offsets = [o for o, _r in recs]
+    while True:
+        last = done.is_set()
+        got = R.read_all(str(tmp_path)).column("commitLogOffset").to_pylist()
+        assert got == offsets[:len(got)]
+        scans += 1
+        if last:
+            break
+    t.join()
+    assert got == offsets and scans > 1
