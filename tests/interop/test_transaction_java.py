@@ -105,10 +105,19 @@ def test_broker_restart_between_half_message_and_check_back(env: Env) -> None:
 
 
 # ------------------------------------------------------------------ request-reply
+CLIENT_533_REQUEST_BUG = (
+    "Java client 5.3.3 bug, not the broker's: since apache/rocketmq #8272 the send callback of "
+    "DefaultMQProducerImpl.request() counts the RequestResponseFuture latch down (sync API) or completes the "
+    "request callback with null (async API) as soon as the request message is sent, so request() reports "
+    "RequestTimeoutException / a null reply at once, whatever the broker does")
+
+
 def test_request_reaches_replier_and_reply_reaches_requester(env: Env) -> None:
     topic = f"ReqT{env.tag}"
     out = env.harness("request-reply", "--topic", topic, "--group", f"rr_{env.tag}", "--count", "2",
-                      "--request-timeout-ms", "20000")
+                      "--request-timeout-ms", "20000", "--warmup-ms", "3000", check=not env.version.startswith("5."))
+    if env.version.startswith("5."):
+        pytest.xfail(CLIENT_533_REQUEST_BUG)
     replies = out.of("replied")
     assert [r["body"] for r in replies] == ["reply-to-request-0", "reply-to-request-1"]
     for r in replies:
@@ -121,6 +130,10 @@ def test_request_without_replier_times_out(env: Env) -> None:
                       "--replier", "false", "--request-timeout-ms", "3000", check=False)
     (err,) = out.errors
     assert err["class"].endswith("RequestTimeoutException"), err
+    assert "but wait reply message timeout, 3000 ms." in err["message"], err
+    if env.version.startswith("5."):
+        assert err["elapsedMs"] < 2900  # reported at once
+        pytest.xfail(CLIENT_533_REQUEST_BUG)
     assert err["elapsedMs"] >= 2900
 
 

@@ -7,6 +7,7 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.RequestCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
@@ -26,7 +27,7 @@ public final class RequestReplyCommand implements Command {
     @Override
     public String usage() {
         return "request-reply -n NAMESRV -t TOPIC [-g GROUP] [-c COUNT] [--replier true|false]\n"
-            + "    [--request-timeout-ms 10000] [--warmup-ms MS] + client options\n"
+            + "    [--request-timeout-ms 10000] [--warmup-ms MS] [--api sync|async] + client options\n"
             + "  Emits replied (reply body/properties, per request) or error (e.g. RequestTimeoutException),\n"
             + "  replier-sent (the replier's send result), then done.";
     }
@@ -40,6 +41,7 @@ public final class RequestReplyCommand implements Command {
         final boolean replier = a.bool("replier", true);
         final long timeoutMs = a.lng("request-timeout-ms", 10000);
         final long warmupMs = a.lng("warmup-ms", 0);
+        final boolean async = a.choice("api", "sync", "sync", "async").equals("async");
         return out -> {
             DefaultMQProducer replyProducer = null;
             DefaultMQPushConsumer consumer = null;
@@ -84,7 +86,30 @@ public final class RequestReplyCommand implements Command {
                     Message m = new Message(topic, null, null, ("request-" + i).getBytes(StandardCharsets.UTF_8));
                     long t0 = System.currentTimeMillis();
                     try {
-                        Message reply = requester.request(m, timeoutMs);
+                        Message reply;
+                        if (async) {
+                            // request(msg, RequestCallback, timeout): the reply or the timeout arrive in the callback
+                            final java.util.concurrent.CompletableFuture<Message> f =
+                                new java.util.concurrent.CompletableFuture<>();
+                            requester.request(m, new RequestCallback() {
+                                @Override
+                                public void onSuccess(Message message) {
+                                    f.complete(message);
+                                }
+
+                                @Override
+                                public void onException(Throwable e) {
+                                    f.completeExceptionally(e);
+                                }
+                            }, timeoutMs);
+                            try {
+                                reply = f.get(timeoutMs + 10000, java.util.concurrent.TimeUnit.MILLISECONDS);
+                            } catch (java.util.concurrent.ExecutionException ee) {
+                                throw (Exception) ee.getCause();
+                            }
+                        } else {
+                            reply = requester.request(m, timeoutMs);
+                        }
                         Map<String, Object> e = new java.util.LinkedHashMap<>();
                         e.put("i", i);
                         e.put("topic", reply.getTopic());

@@ -75,6 +75,19 @@ public final class TransactionCommand implements Command {
                 }
             });
             producer.start();
+            if (count == 0) {
+                // only answering check-backs: learn the topic's brokers and heartbeat them now (5.x
+                // producers do not route the default topic, so without a send no broker knows them)
+                Object impl = producer.getDefaultMQProducerImpl();
+                Object factory;
+                try {
+                    factory = Common.invoke(impl, "getMqClientFactory");
+                } catch (Exception e) {
+                    factory = Common.invoke(impl, "getmQClientFactory");
+                }
+                Common.invoke(factory, "updateTopicRouteInfoFromNameServer", topic);
+                Common.invoke(factory, "sendHeartbeatToAllBrokerWithLock");
+            }
             int failed = 0;
             try {
                 for (int i = 0; i < count; i++) {
