@@ -787,6 +787,35 @@ def read_units(root: str, topic: str, queue_id: int, start: int, end: int) -> np
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
+def _valid_units(path: str, n: int, window: int = 4096) -> int:
+    """Number of leading valid units (offset >= 0, size > 0) of a consume queue file of ``n`` units:
+    bisection over the (valid, then zero-filled) layout, then a linear check of the last
+    ``window`` units before that point, so a file is not read whole at every trigger."""
+    unit = _UNIT_DT
+    with open(path, "rb", buffering=0) as f:
+        fd = f.fileno()
+
+        def valid(i: int) -> bool:
+            raw = os.pread(fd, CQ_UNIT, i * CQ_UNIT)
+            if len(raw) < CQ_UNIT:
+                return False
+            u = np.frombuffer(raw, dtype=unit)[0]
+            return u["off"] >= 0 and u["size"] > 0
+
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if valid(mid):
+                lo = mid + 1
+            else:
+                hi = mid
+        start = max(0, lo - window)
+        raw = os.pread(fd, (lo - start) * CQ_UNIT, start * CQ_UNIT)
+    u = np.frombuffer(raw[:len(raw) - len(raw) % CQ_UNIT], dtype=unit)
+    bad = np.nonzero(~((u["off"] >= 0) & (u["size"] > 0)))[0]
+    return start + int(bad[0]) if len(bad) else start + len(u)
+
+
 def queue_bounds(root: str, topic: str, queue_id: int, clog: CommitLogFiles | None = None,
                  check_crc: bool = True) -> tuple[int, int]:
     """(min offset, max offset) of a consume queue: max = one past the last unit whose record is
@@ -801,12 +830,10 @@ def queue_bounds(root: str, topic: str, queue_id: int, clog: CommitLogFiles | No
         n = size // CQ_UNIT
         if n == 0:
             continue
-        with open(path, "rb", buffering=0) as f:
-            raw = os.pread(f.fileno(), n * CQ_UNIT, 0)
-        u = np.frombuffer(raw[:len(raw) - len(raw) % CQ_UNIT], dtype=_UNIT_DT)
-        valid = (u["off"] >= 0) & (u["size"] > 0)
-        bad = np.nonzero(~valid)[0]
-        k = int(bad[0]) if len(bad) else len(u)
+        try:
+            k = _valid_units(path, n)
+        except FileNotFoundError:
+            continue
         if k:
             maxo = base // CQ_UNIT + k
             break
