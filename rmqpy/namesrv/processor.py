@@ -37,6 +37,8 @@ class NamesrvRequestProcessor:
         self.controller = controller
         self.routes = controller.routes
         self.kv = controller.kv
+        # encoded route bodies by (topic, standard JSON), valid while routes.generation holds
+        self._route_cache: dict[tuple[str, bool], tuple[int, str | None, bytes]] = {}
         R = RequestCode
         self.handlers: dict[int, Handler] = {
             R.PUT_KV_CONFIG: self.put_kv_config,
@@ -146,14 +148,23 @@ class NamesrvRequestProcessor:
     # ------------------------------------------------------------------ routes and topics
     def get_route_info(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
         hdr = request.decode_header(h.GetRouteInfoRequestHeader)
+        standard = request.version >= MQVersion.V4_9_4 or bool(hdr.acceptStandardJsonOnly)
+        order_conf = (self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, hdr.topic)
+                      if self.controller.config.orderMessageEnable else None)
+        key = (hdr.topic, standard)
+        cached = self._route_cache.get(key)
+        if cached is not None and cached[0] == self.routes.generation and cached[1] == order_conf:
+            return request.response(body=cached[2])
         route = self.routes.route_of(hdr.topic)
         if route is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                     f"No topic route info in name server for the topic: {hdr.topic}{FAQ_TIP}")
-        if self.controller.config.orderMessageEnable:
-            route.orderTopicConf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, hdr.topic)
-        standard = request.version >= MQVersion.V4_9_4 or bool(hdr.acceptStandardJsonOnly)
-        return request.response(body=route.encode(standard_json=standard))
+        route.orderTopicConf = order_conf
+        body = route.encode(standard_json=standard)
+        if len(self._route_cache) > 100_000:
+            self._route_cache.clear()
+        self._route_cache[key] = (self.routes.generation, order_conf, body)
+        return request.response(body=body)
 
     def get_cluster_info(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
         return request.response(body=fastjson.dumps(self.routes.cluster_info()).encode())

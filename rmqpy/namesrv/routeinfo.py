@@ -42,6 +42,8 @@ class RouteInfoManager:
     cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
     broker_live_table: dict[str, BrokerLiveInfo] = field(default_factory=dict)
     filter_server_table: dict[str, list[str]] = field(default_factory=dict)
+    # bumped by every change that can alter a route, so that encoded routes can be cached
+    generation: int = 0
 
     log = Logger()
 
@@ -50,6 +52,7 @@ class RouteInfoManager:
                         ha_server_addr: str, wrapper: TopicConfigSerializeWrapper | None,
                         filter_servers: list[str], channel: Any, timeout_ms: int | None = None
                         ) -> RegisterBrokerResult:
+        self.generation += 1
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         broker_data = self.broker_addr_table.get(broker_name)
         register_first = broker_data is None
@@ -113,6 +116,7 @@ class RouteInfoManager:
             live.last_update = self.now_ms()
 
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        self.generation += 1
         self.broker_live_table.pop(broker_addr, None)
         self.filter_server_table.pop(broker_addr, None)
         removed_name = False
@@ -162,6 +166,7 @@ class RouteInfoManager:
                 self._destroy_addr(addr)
 
     def _destroy_addr(self, broker_addr: str) -> None:
+        self.generation += 1
         self.broker_live_table.pop(broker_addr, None)
         self.filter_server_table.pop(broker_addr, None)
         removed_names = []
@@ -227,6 +232,7 @@ class RouteInfoManager:
                           if table and want(next(iter(table.values())).topicSysFlag)])
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> None:
+        self.generation += 1
         if not cluster:
             self.topic_queue_table.pop(topic, None)
             return
@@ -240,6 +246,7 @@ class RouteInfoManager:
 
     def register_topic(self, topic: str, queue_datas: list[QueueData]) -> None:
         """5.x REGISTER_TOPIC_IN_NAMESRV: queue data for brokers the name server knows."""
+        self.generation += 1
         table = self.topic_queue_table.setdefault(topic, {})
         for qd in queue_datas:
             if qd.brokerName in self.broker_addr_table:
@@ -249,6 +256,7 @@ class RouteInfoManager:
 
     def change_write_perm(self, broker_name: str, wipe: bool) -> int:
         """Wipe (or restore) the write permission of a broker's queues; returns the count."""
+        self.generation += 1
         count = 0
         for table in self.topic_queue_table.values():
             qd = table.get(broker_name)

@@ -174,25 +174,24 @@ def decode(frame: bytes | memoryview) -> RemotingCommand:
     return cmd
 
 
+_LANGUAGE_NAMES = {int(lang): lang.name for lang in LanguageCode}
+_escape = fastjson._escape
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
-    try:
-        language = LanguageCode(cmd.language).name
-    except ValueError:
-        language = "OTHER"
-    # extFields keep their order: Java writes its HashMap's order, and a decoded frame must
-    # re-encode to the same bytes (golden-frame tests); Java reads any order.
-    ext = _OrderedFields({k: str(v) for k, v in cmd.ext_fields.items() if v is not None}) if cmd.ext_fields is not None else None
-    doc: dict[str, Any] = {
-        "code": int(cmd.code),
-        "extFields": ext,
-        "flag": int(cmd.flag),
-        "language": language,
-        "opaque": int(cmd.opaque),
-        "remark": cmd.remark,
-        "serializeTypeCurrentRPC": "JSON",
-        "version": int(cmd.version),
-    }
-    return fastjson.dumps(doc).encode("utf-8")
+    """The header as fastjson writes RemotingCommand: keys sorted, nulls left out, the
+    extFields in their own order (Java writes its HashMap's order and reads any)."""
+    parts = ['{"code":', str(int(cmd.code))]
+    if cmd.ext_fields is not None:
+        fields = ",".join(f"{_escape(k, False)}:{_escape(str(v), False)}"
+                          for k, v in cmd.ext_fields.items() if v is not None)
+        parts += [',"extFields":{', fields, "}"]
+    parts += [',"flag":', str(int(cmd.flag)), ',"language":"', _LANGUAGE_NAMES.get(int(cmd.language), "OTHER"),
+              '","opaque":', str(int(cmd.opaque))]
+    if cmd.remark is not None:
+        parts += [',"remark":', _escape(cmd.remark, False)]
+    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(cmd.version)), "}"]
+    return "".join(parts).encode("utf-8")
 
 
 class _OrderedFields(dict):

@@ -16,6 +16,7 @@ back as ``int``.
 from __future__ import annotations
 
 import base64
+import json as _stdjson
 import math
 from typing import Any, Iterable
 
@@ -233,6 +234,10 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
             raise JSONDecodeError(f"not UTF-8 ({exc.reason})", "", exc.start) from None
     if data.startswith("\ufeff"):
         data = data[1:]
+    try:  # most text is standard JSON: let the C parser have it
+        return _stdjson.loads(data, parse_constant=_reject_constant)
+    except ValueError:
+        pass
     parser = _Parser(data)
     result = parser.value()
     parser.skip_ws()
@@ -241,7 +246,21 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
     return result
 
 
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+_encode_ascii = _stdjson.encoder.encode_basestring_ascii  # C implementations
+_encode_utf = _stdjson.encoder.encode_basestring
+
+
 def _escape(s: str, ascii_only: bool) -> str:
+    """A JSON string literal; fastjson escapes the same characters as the stdlib encoder."""
+    return _encode_ascii(s) if ascii_only else _encode_utf(s)
+
+
+def _escape_slow(s: str, ascii_only: bool) -> str:
+    """Reference implementation of :func:`_escape` (the tests compare the two)."""
     out = ['"']
     for ch in s:
         if ch == '"':

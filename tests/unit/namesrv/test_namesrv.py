@@ -210,3 +210,18 @@ def test_oneway_request_gets_no_answer(ns: Harness) -> None:
     req = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, oneway=True)
     proto.dataReceived(codec.encode(req))
     assert transport.value() == b""
+
+
+def test_cached_routes_follow_every_change(ns: Harness) -> None:
+    proto, transport = ns.connect()
+    ns.register(topics=("T",), conn=(proto, transport))
+    assert fastjson.loads(ns.route("T").body)["queueDatas"][0]["perm"] == 6  # now cached
+    ns.call(RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                                    h.WipeWritePermOfBrokerRequestHeader(brokerName="broker-a")))
+    assert fastjson.loads(ns.route("T").body)["queueDatas"][0]["perm"] == 4
+    ns.register(broker_id=1, addr="10.0.0.2:10911", conn=None)
+    assert set(fastjson.loads(ns.route("T").body)["brokerDatas"][0]["brokerAddrs"]) == {"0", "1"}
+    proto.connectionLost(None)
+    assert set(fastjson.loads(ns.route("T").body)["brokerDatas"][0]["brokerAddrs"]) == {"1"}
+    ns.call(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, h.DeleteTopicFromNamesrvRequestHeader(topic="T")))
+    assert ns.route("T").code == ResponseCode.TOPIC_NOT_EXIST
