@@ -4,6 +4,11 @@ One name server (``twistd rmq-namesrv``) and one broker (``twistd rmq-broker -c 
 as real subprocesses for the whole module; the Java harness (tests/interop/java) produces
 and consumes through them. Each test uses its own topics and groups, so tests do not see
 each other's messages.
+
+Every official Java client (harness, mqadmin) runs on the module's client host (its own
+network namespace, the ``client_host`` fixture) and reaches the servers at ``host_ip``: our
+servers bind every address and advertise ``host_ip`` (brokerIP1), as do the real Java name
+server and broker started here. Raw-socket checks run in the test process, also to host_ip.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import jvm
+from tests.interop import clients, jvm
 
 pytestmark = pytest.mark.interop
 
@@ -34,7 +39,7 @@ VERSIONS = list(jvm.VERSIONS)
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind(("0.0.0.0", port))
             return True
         except OSError:
             return False
@@ -44,7 +49,7 @@ def free_port(span: int = 1) -> int:
     """A free port p such that p-span+1..p are free too (the broker's fast port is p-2)."""
     for _ in range(200):
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            s.bind(("0.0.0.0", 0))
             port = s.getsockname()[1]
         if port > span and all(_port_free(port - k) for k in range(span)):
             return port
@@ -52,8 +57,8 @@ def free_port(span: int = 1) -> int:
 
 
 class Server:
-    def __init__(self, tap: str, conf: Path, port: int, workdir: Path) -> None:
-        self.tap, self.conf, self.port, self.workdir = tap, conf, port, workdir
+    def __init__(self, tap: str, conf: Path, port: int, workdir: Path, host: str) -> None:
+        self.tap, self.conf, self.port, self.workdir, self.host = tap, conf, port, workdir, host
         self.log = workdir / f"{tap}.log"
         self.proc: subprocess.Popen | None = None
 
@@ -71,7 +76,7 @@ class Server:
             # "boot success" is logged once the reactor runs: before that a SIGTERM would kill the
             # process without the clean shutdown (twistd installs its handlers in reactor.run)
             if "boot success" in self.log.read_text(errors="replace")[self._log_start:]:
-                socket.create_connection(("127.0.0.1", self.port), 2).close()
+                socket.create_connection((self.host, self.port), 2).close()
                 return self
             time.sleep(0.1)
         raise RuntimeError(f"{self.tap} did not listen on {self.port}:\n{self.tail()}")
@@ -97,16 +102,18 @@ def write_conf(path: Path, props: dict) -> Path:
 
 
 class Cluster:
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
+    def __init__(self, workdir: Path, host) -> None:
+        self.workdir, self.host = workdir, host
+        self.ip = ip = host.host_ip  # where the client host reaches the servers; they bind 0.0.0.0
         ns_port = free_port()
         self.namesrv = Server("rmq-namesrv", write_conf(workdir / "namesrv.conf", {
-            "listenPort": ns_port, "kvConfigPath": workdir / "kvConfig.json"}), ns_port, workdir)
-        self.ns_addr = f"127.0.0.1:{ns_port}"
+            "listenPort": ns_port, "kvConfigPath": workdir / "kvConfig.json"}), ns_port, workdir, ip)
+        self.ns_addr = f"{ip}:{ns_port}"
         self.broker_port = free_port(3)
+        self.broker_addr = f"{ip}:{self.broker_port}"
         self.broker_props = {
             "brokerClusterName": "DefaultCluster", "brokerName": "broker-py", "brokerId": 0,
-            "listenPort": self.broker_port, "namesrvAddr": self.ns_addr, "brokerIP1": "127.0.0.1",
+            "listenPort": self.broker_port, "namesrvAddr": self.ns_addr, "brokerIP1": ip,
             "storePathRootDir": workdir / "store",
             # the sizes the Java brokers of jvm.start_java_broker use, so they can take over this store
             "mappedFileSizeCommitLog": jvm.BROKER_DEFAULTS["mappedFileSizeCommitLog"],
@@ -119,7 +126,7 @@ class Cluster:
     def start_broker(self, **overrides: object) -> Server:
         props = dict(self.broker_props, **overrides)
         conf = write_conf(self.workdir / "broker.conf", props)
-        self.broker = Server("rmq-broker", conf, self.broker_port, self.workdir).start()
+        self.broker = Server("rmq-broker", conf, self.broker_port, self.workdir, self.ip).start()
         return self.broker
 
     def restart_broker(self, **overrides: object) -> Server:
@@ -132,10 +139,9 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    jvm.ensure_built()
+def cluster(java_built, client_host):
     workdir = Path(tempfile.mkdtemp(prefix="rmqpy-broker-java-"))
-    c = Cluster(workdir)
+    c = Cluster(workdir, client_host)
     c.namesrv.start()
     try:
         c.start_broker()
@@ -156,13 +162,15 @@ def uniq(prefix: str, version: str) -> str:
     return f"{prefix}_{version.replace('.', '')}_{uuid.uuid4().hex[:6]}"
 
 
+#: the consumer learns routes and rebalances every second (client defaults: 30 s and 20 s)
+FAST_REBALANCE = ("--poll-namesrv-ms", "1000", "--rebalance-interval-ms", "1000")
 ROCKETMQ_SERIALIZE = {"rocketmq.serialize.type": "ROCKETMQ"}  # binary headers instead of JSON
 
 
 def produce(c: Cluster, version: str, topic: str, count: int, *extra: str, check: bool = True,
             sysprops: dict | None = None) -> jvm.Events:
-    ev = jvm.harness(version, ["produce", "-n", c.ns_addr, "-t", topic, "-c", str(count), *extra],
-                     timeout=60, check=False, sysprops=sysprops)
+    ev = clients.harness(c.host, version, ["produce", "-n", c.ns_addr, "-t", topic, "-c", str(count), *extra],
+                         timeout=60, check=False, sysprops=sysprops)
     if check:
         assert ev.returncode == 0 and ev.done and ev.done.get("ok"), _explain(ev, c)
     return ev
@@ -170,15 +178,65 @@ def produce(c: Cluster, version: str, topic: str, count: int, *extra: str, check
 
 def consume_push(c: Cluster, version: str, topic: str, group: str, count: int, *extra: str,
                  timeout_ms: int = 30000, sysprops: dict | None = None) -> jvm.Events:
-    return jvm.harness(version, ["consume-push", "-n", c.ns_addr, "-t", topic, "-g", group, "-c", str(count),
-                                 "--timeout-ms", str(timeout_ms), *extra], timeout=timeout_ms / 1000 + 30,
-                       check=False, sysprops=sysprops)
+    return clients.harness(c.host, version, ["consume-push", "-n", c.ns_addr, "-t", topic, "-g", group,
+                                             "-c", str(count), "--timeout-ms", str(timeout_ms), *extra],
+                           timeout=timeout_ms / 1000 + 30, check=False, sysprops=sysprops)
 
 
 def consume_lite(c: Cluster, version: str, topic: str, group: str, count: int, *extra: str,
                  timeout_ms: int = 30000) -> jvm.Events:
-    return jvm.harness(version, ["consume-lite", "-n", c.ns_addr, "-t", topic, "-g", group, "-c", str(count),
-                                 "--timeout-ms", str(timeout_ms), *extra], timeout=timeout_ms / 1000 + 30, check=False)
+    return clients.harness(c.host, version, ["consume-lite", "-n", c.ns_addr, "-t", topic, "-g", group,
+                                             "-c", str(count), "--timeout-ms", str(timeout_ms), *extra],
+                           timeout=timeout_ms / 1000 + 30, check=False)
+
+
+class BackgroundHarness:
+    """A long-running harness (a consumer) on the client host; its events go to a file."""
+
+    def __init__(self, c: Cluster, version: str, args: list[str]) -> None:
+        self.out = c.workdir / f"harness-{uuid.uuid4().hex[:8]}.jsonl"
+        self.proc = clients.harness_popen(c.host, version, args, self.out)
+
+    def events(self) -> jvm.Events:
+        return clients.read_events(self.out)
+
+    def wait_for(self, name: str, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.events().of(name)
+            if found:
+                return found[0]
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"no {name!r} event within {timeout}s (exit {self.proc.poll()}): "
+                                     f"{self.events()[-5:]}")
+            time.sleep(0.1)
+
+    def collect(self, timeout: float) -> jvm.Events:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+        ev = self.events()
+        ev.returncode = self.proc.returncode
+        return ev
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self) -> "BackgroundHarness":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def source_ip(ip: str) -> str:
+    """The address this (host-side) process connects to ``ip`` from: the peer address a server sees."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        u.connect((ip, 9))  # a UDP connect sends nothing
+        return u.getsockname()[0]
 
 
 def _explain(ev: jvm.Events, c: Cluster) -> str:
@@ -218,8 +276,8 @@ def test_send_modes_and_push_consume(cluster: Cluster, version: str) -> None:
     got = {e["body"]: (e["tags"], e["keys"]) for e in ev.of("received")}
     assert got == expected
     for e in ev.of("received"):
-        assert e["storeHost"] == f"127.0.0.1:{cluster.broker_port}"
-        assert e["bornHost"].startswith("127.0.0.1:")
+        assert e["storeHost"] == cluster.broker_addr
+        assert e["bornHost"].startswith(f"{cluster.host.client_ip}:")
         assert e["properties"].get("CLUSTER") == "DefaultCluster"
 
 
@@ -293,7 +351,7 @@ def committed_offsets(cluster: Cluster, group: str, topic: str, queues: int = 4)
     from rmqpy.protocol.command import RemotingCommand
     from rmqpy.tools.blocking_client import BlockingClient
     out = {}
-    with BlockingClient(f"127.0.0.1:{cluster.broker_port}") as client:
+    with BlockingClient(cluster.broker_addr) as client:
         for q in range(queues):
             resp = client.invoke(RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields={
                 "consumerGroup": group, "topic": topic, "queueId": str(q)}))
@@ -320,12 +378,13 @@ def test_bad_input_gets_java_codes(cluster: Cluster, version: str) -> None:
     from rmqpy.tools.blocking_client import BlockingClient
     ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "99", "f": "0", "g": str(int(time.time() * 1000)),
            "h": "0", "i": "WAIT\x01true\x02", "j": "0", "k": "false", "m": "false", "n": "broker-py"}
-    with BlockingClient(f"127.0.0.1:{cluster.broker_port}") as client:
+    me = source_ip(cluster.ip)
+    with BlockingClient(cluster.broker_addr) as client:
         resp = client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, body=b"x", ext_fields=ext))
         assert resp.code == 1
         assert resp.remark.startswith(f"request queueId[99] is illegal, TopicConfig [topicName={topic}, "
                                       "readQueueNums=4, writeQueueNums=4, perm=RW-, topicFilterType=SINGLE_TAG, "
-                                      "topicSysFlag=0, order=false] Producer: 127.0.0.1:")
+                                      f"topicSysFlag=0, order=false] Producer: {me}:")
         assert resp.ext_fields["MSG_REGION"] == "DefaultRegion" and resp.ext_fields["TRACE_ON"] == "true"
         pull = {"consumerGroup": "G", "topic": topic, "queueId": "99", "queueOffset": "0", "maxMsgNums": "32",
                 "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "15000", "subscription": "*",
@@ -333,28 +392,28 @@ def test_bad_input_gets_java_codes(cluster: Cluster, version: str) -> None:
         resp = client.invoke(RemotingCommand.request(RequestCode.PULL_MESSAGE, ext_fields=pull))
         assert resp.code == 1
         assert resp.remark.startswith(f"queueId[99] is illegal, topic:[{topic}] topicConfig.readQueueNums:[4] "
-                                      "consumer:[/127.0.0.1:")
+                                      f"consumer:[/{me}:")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_garbage_closes_only_its_own_connection(cluster: Cluster, version: str) -> None:
     topic, group = uniq("TGarbage", version), uniq("GGarbage", version)
     produce(cluster, version, topic, 1, "--body", "warmup")
-    with jvm.harness_popen(version, ["consume-push", "-n", cluster.ns_addr, "-t", topic, "-g", group, "-c", "6",
-                                     "--from", "first", "--timeout-ms", "40000"]) as consumer:
+    with BackgroundHarness(cluster, version, ["consume-push", "-n", cluster.ns_addr, "-t", topic, "-g", group,
+                                              "-c", "6", "--from", "first", "--timeout-ms", "40000"]) as consumer:
         consumer.wait_for("started", timeout=30)
         consumer.wait_for("received", timeout=30)
         for garbage in (struct.pack(">II", 12, 0x05000004) + b"\x00" * 8,       # unknown serialize type
                         struct.pack(">II", 20, 0x00000010) + b"{not json!}     ",  # bad JSON header
                         struct.pack(">I", 0x7FFFFFF0) + b"x" * 8):                 # frame too long
-            s = socket.create_connection(("127.0.0.1", cluster.broker_port), 5)
+            s = socket.create_connection((cluster.ip, cluster.broker_port), 5)
             s.settimeout(5)
             s.sendall(garbage)
             assert s.recv(100) == b"", "the broker must close a connection that sends garbage"
             s.close()
         produce(cluster, version, topic, 5, "--body", "after-{i}")
-        events = consumer.collect(timeout=40)
-    assert events.returncode == 0, events.stderr[-2000:]
+        events = consumer.collect(timeout=60)
+    assert events.returncode == 0, events[-10:]
     assert {f"after-{i}" for i in range(5)} <= set(bodies(events))
 
 
@@ -391,8 +450,7 @@ def test_registers_with_the_name_server_and_unregisters_on_shutdown(cluster: Clu
     resp = route("TBW102")
     assert resp.code == 0
     data = fastjson.loads(resp.body)
-    assert data["brokerDatas"][0]["brokerAddrs"] in ({0: f"127.0.0.1:{cluster.broker_port}"},
-                                                     {"0": f"127.0.0.1:{cluster.broker_port}"})
+    assert data["brokerDatas"][0]["brokerAddrs"] in ({0: cluster.broker_addr}, {"0": cluster.broker_addr})
     assert data["queueDatas"][0]["perm"] == 7 and data["queueDatas"][0]["writeQueueNums"] == 8
     assert cluster.broker is not None
     cluster.broker.stop()
@@ -424,7 +482,7 @@ def test_python_client_and_java_client_see_each_others_messages(cluster: Cluster
 
         jtopic = uniq("TJv", version)
         produce(cluster, version, jtopic, 4, "--body", "java-{i}", "--tags", "J")
-        broker = f"127.0.0.1:{cluster.broker_port}"
+        broker = cluster.broker_addr
         bodies_ = []
         for q in range(4):
             result = py.pull(broker, jtopic, "GPyPull", q, 0)
@@ -435,11 +493,13 @@ def test_python_client_and_java_client_see_each_others_messages(cluster: Cluster
 @pytest.mark.parametrize("version", VERSIONS)
 def test_registers_with_every_name_server_incl_the_java_one(cluster: Cluster, version: str) -> None:
     """namesrvAddr=ours;java: the broker registers with both; clients of the Java name server use it."""
-    java_ns = jvm.start_java_namesrv(version, workdir=cluster.workdir / f"java-ns-{version}")
+    java_ns = jvm.start_java_namesrv(version, workdir=cluster.workdir / f"java-ns-{version}",
+                                     props={"bindAddress": "0.0.0.0"})
+    java_ns_addr = f"{cluster.ip}:{java_ns.port}"
     try:
-        cluster.restart_broker(namesrvAddr=f"{cluster.ns_addr};{java_ns.addr}")
+        cluster.restart_broker(namesrvAddr=f"{cluster.ns_addr};{java_ns_addr}")
         ours = cluster.ns_addr
-        cluster.ns_addr = java_ns.addr  # the clients below only know the Java name server
+        cluster.ns_addr = java_ns_addr  # the clients below only know the Java name server
         try:
             topic = uniq("TJavaNs", version)
             produce(cluster, version, topic, 3, "--body", "n{i}")
@@ -471,10 +531,13 @@ def test_java_broker_takes_over_the_store_and_hands_it_back(cluster: Cluster, ve
         store = cluster.workdir / "store"
         java = jvm.start_java_broker(version, cluster.workdir / f"java-{version}", cluster.ns_addr, {
             "brokerName": "broker-py", "storePathRootDir": str(store),
-            "storePathCommitLog": str(store / "commitlog"), "enablePropertyFilter": True})
+            "storePathCommitLog": str(store / "commitlog"), "enablePropertyFilter": True,
+            "bindAddress": "0.0.0.0"}, broker_ip=cluster.ip)
         produce(cluster, version, topic, 4, "--body", "j{i}", "--queue-mod", "2")
-        # redeliveries of what the first consumer had not committed count too: linger for the rest
-        second = consume_push(cluster, version, topic, group, 8, "--from", "first", "--linger-ms", "3000")
+        # redeliveries of what the first consumer had not committed count too: linger for the rest.
+        # Routes and queues are picked up fast (1 s), and a loaded machine gets 60 s for the 8.
+        second = consume_push(cluster, version, topic, group, 8, "--from", "first", "--linger-ms", "3000",
+                              *FAST_REBALANCE, timeout_ms=60000)
         assert second.returncode == 0, f"{_explain(second, cluster)}\njava broker:\n{java.log_tail()}"
         got = set(bodies(second))
         assert ({f"h{i}" for i in range(12)} - seen) | {f"j{i}" for i in range(4)} <= got | seen
@@ -484,7 +547,8 @@ def test_java_broker_takes_over_the_store_and_hands_it_back(cluster: Cluster, ve
             java.stop()
         cluster.start_broker()
     produce(cluster, version, topic, 3, "--body", "p{i}")
-    third = consume_push(cluster, version, topic, group, 3, "--from", "first", "--linger-ms", "3000")
+    third = consume_push(cluster, version, topic, group, 3, "--from", "first", "--linger-ms", "3000",
+                         *FAST_REBALANCE)
     assert third.returncode == 0, _explain(third, cluster)
     assert {f"p{i}" for i in range(3)} <= set(bodies(third))
     assert len(set(bodies(third))) < 10, "rmq-broker did not continue from the offsets the Java broker kept"
