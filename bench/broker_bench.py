@@ -1,0 +1,422 @@
+"""Send TPS, send RT and consume TPS: twistd rmq-broker vs the real Java broker (issue 4).
+
+    python bench/broker_bench.py [--seconds 20] [--sizes 128,1024] [--threads 16]
+                                 [--mode sync|async] [--window 256] [--only rmqpy|java]
+                                 [--harness-check] [--out bench/report]
+
+Not a test. In one run it starts ``twistd rmq-namesrv`` + ``twistd rmq-broker``
+(tests/interop/servers.py), and the real Java name server + broker (tests/interop/jvm.py;
+server 4.9.7, the newest 4.9 broker on Maven Central), both pairs side by
+side, and measures them in turn (rmqpy then Java for each body size, so that
+other load on the machine affects both alike). Both brokers: ASYNC_MASTER, ASYNC_FLUSH,
+the same store settings (:data:`STORE`).
+
+The load comes from the official Java client 4.9.8 through ``bench/java``
+(LoadGen: DefaultMQProducer / DefaultMQPushConsumer printing only totals;
+built here with ``mvn -o package`` when missing or stale). Per body size:
+
+* send: ``--threads`` threads, one sync send in flight each (like the official
+  benchmark Producer), ``--warmup`` s not counted, then ``--seconds`` s
+  measured: TPS, average / p99 / max RT;
+* consume: a push consumer with a new group drains the topic from the first
+  offset (all messages of the send phase, warm-up included), stopping after
+  ``--seconds`` s: TPS from the first to the last message received.
+
+Prints a table with the ratios rmqpy/Java and writes ``OUT/broker_bench.md``,
+``OUT/broker_bench.png`` (matplotlib) and ``OUT/broker_bench.json``.
+The load generator, name server and broker share the machine's cores, so
+the numbers are relative, not absolute capacities.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.interop import jvm, servers  # noqa: E402
+
+BENCH_JAVA = ROOT / "bench" / "java"
+LOADGEN_JAR = BENCH_JAVA / "target" / "loadgen.jar"
+CLIENT_VERSION = "4.9.8"  # client jars; the Java server is jvm.SERVER_VERSIONS[...] = 4.9.7
+
+#: the same store / broker settings for both brokers
+STORE: dict[str, object] = {
+    "brokerClusterName": "DefaultCluster",
+    "brokerId": 0,
+    "brokerRole": "ASYNC_MASTER",
+    "flushDiskType": "ASYNC_FLUSH",
+    "autoCreateTopicEnable": True,
+    "autoCreateSubscriptionGroup": True,
+    "defaultTopicQueueNums": 4,
+    "mappedFileSizeCommitLog": 128 * 1024 * 1024,
+    "mappedFileSizeConsumeQueue": 300000 * 20,
+    "maxHashSlotNum": 100000,
+    "maxIndexNum": 400000,
+    "messageIndexEnable": True,
+    "transientStorePoolEnable": False,
+}
+
+
+# ---------------------------------------------------------------------- load generator
+
+def build_loadgen() -> None:
+    src = max(p.stat().st_mtime for p in [BENCH_JAVA / "pom.xml", *(BENCH_JAVA / "src").rglob("*.java")])
+    if LOADGEN_JAR.exists() and LOADGEN_JAR.stat().st_mtime >= src:
+        return
+    for extra in (["-o"], []):  # offline first: the client jars are already in ~/.m2 after interop's build.sh
+        proc = subprocess.run(["mvn", "-q", "-B", *extra, "package"], cwd=BENCH_JAVA, capture_output=True, text=True)
+        if proc.returncode == 0 and LOADGEN_JAR.exists():
+            return
+    raise SystemExit(f"building bench/java failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+def loadgen_cmd(args: list[str], home: Path) -> list[str]:
+    cmd = jvm.java_cmd(CLIENT_VERSION, "io.rmqpy.bench.LoadGen", args, kind="client", heap_mb=512, home=home)
+    # full tiered JIT for a 20 s run (java_cmd gives short-lived clients C1 only)
+    cmd = [c for c in cmd if c != "-XX:TieredStopAtLevel=1"]
+    i = cmd.index("-cp")
+    cmd[i + 1] = os.pathsep.join([str(LOADGEN_JAR), cmd[i + 1]])
+    return cmd
+
+
+def run_loadgen(args: list[str], home: Path, timeout: float) -> dict:
+    cmd = loadgen_cmd(args, home)
+    proc = subprocess.run(cmd, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=timeout)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError(f"LoadGen {args[0]} exited {proc.returncode} without a result:\n"
+                       f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------- servers
+
+class Target:
+    """One name server + broker pair under test."""
+
+    name: str
+    namesrv_addr: str
+    broker_pid: int
+
+    def stop(self) -> None: ...
+
+
+class PyTarget(Target):
+    name = "rmqpy"
+
+    def __init__(self, work: Path) -> None:
+        self.ns = servers.start_namesrv(work / "namesrv")
+        self.broker = servers.start_broker(work / "broker", self.ns.addr, {**STORE, "brokerName": "broker-py"})
+        self.namesrv_addr = self.ns.addr
+        self.broker_pid = self.broker.proc.pid
+        if not jvm.wait_broker_registered(self.ns.addr, self.broker.addr, "TBW102", 30):
+            raise RuntimeError("rmqpy broker did not register with its name server")
+
+    def stop(self) -> None:
+        self.broker.stop()
+        self.ns.stop()
+
+
+class JavaTarget(Target):
+    name = "java"
+
+    def __init__(self, work: Path) -> None:
+        self.ns = jvm.start_java_namesrv(CLIENT_VERSION, workdir=work / "namesrv", heap_mb=256)
+        try:
+            self.broker = jvm.start_java_broker(CLIENT_VERSION, work / "broker", self.ns.addr,
+                                                {**STORE, "brokerName": "broker-java"}, heap_mb=1024)
+        except BaseException:
+            self.ns.kill9()
+            raise
+        self.namesrv_addr = self.ns.addr
+        self.broker_pid = self.broker.pid
+
+    def stop(self) -> None:
+        self.broker.stop(30)
+        self.ns.stop(10)
+
+
+# ---------------------------------------------------------------------- measuring
+
+def measure(target: Target, size: int, a: argparse.Namespace, home: Path) -> dict:
+    topic = f"Bench_{target.name}_{size}_{int(time.time())}"
+    prod_args = ["produce", "-n", target.namesrv_addr, "-t", topic, "--mode", a.mode, "--threads", a.threads,
+                 "--window", a.window, "--body-size", size, "--warmup", a.warmup, "--seconds", a.seconds]
+    load = os.getloadavg()[0]
+    c0 = cpu_seconds(target.broker_pid)
+    prod = run_loadgen([str(x) for x in prod_args], home, timeout=a.warmup + a.seconds + 90)
+    c1 = cpu_seconds(target.broker_pid)
+    print(f"  [{target.name} {size} B] send: {prod}", flush=True)
+    cons_args = ["consume", "-n", target.namesrv_addr, "-t", topic, "-g", f"bench_cg_{topic}",
+                 "--expect", prod["totalOk"], "--seconds", a.seconds, "--idle-ms", 5000]
+    c2 = cpu_seconds(target.broker_pid)
+    cons = run_loadgen([str(x) for x in cons_args], home, timeout=a.seconds + 120)
+    c3 = cpu_seconds(target.broker_pid)
+    print(f"  [{target.name} {size} B] consume: {cons}", flush=True)
+    return {
+        "target": target.name, "size": size,
+        "send_tps": prod["tps"], "avg_rt_ms": prod["avgRtMs"], "p99_rt_ms": prod["p99RtMs"],
+        "max_rt_ms": prod["maxRtMs"], "send_failed": prod["failed"], "sent_total": prod["totalOk"],
+        "consume_tps": cons["tps"], "consumed": cons["received"], "consume_first_ms": cons["firstMsgAfterMs"],
+        # broker CPU seconds per 1000 messages (whole phase incl. warm-up / consumer start)
+        "send_cpu_ms_per_msg": 1000 * (c1 - c0) / max(1, prod["totalOk"]),
+        "consume_cpu_ms_per_msg": 1000 * (c3 - c2) / max(1, cons["received"]),
+        "loadavg_1min_before": load,
+        "produce": prod, "consume": cons,
+    }
+
+
+def harness_check(target: Target, home: Path, count: int = 3000) -> dict:
+    """How fast the interop harness (one JSON line per message) sends, vs LoadGen with one thread."""
+    t = time.monotonic()
+    ev = jvm.harness(CLIENT_VERSION, ["produce", "-n", target.namesrv_addr, "-t", "HarnessCheck", "--mode", "sync",
+                                      "-c", count, "--body-size", 128], timeout=300, home=home)
+    wall = time.monotonic() - t
+    done = ev.done or {}
+    harness_tps = count / (done.get("elapsedMs", wall * 1000) / 1000)
+    lg = run_loadgen(["produce", "-n", target.namesrv_addr, "-t", "HarnessCheck", "--mode", "sync", "--threads", "1",
+                      "--body-size", "128", "--warmup", "2", "--seconds", "5"], home, 120)
+    out = {"harness_sync_1thread_tps": round(harness_tps, 1), "harness_wall_s": round(wall, 1),
+           "loadgen_sync_1thread_tps": lg["tps"]}
+    print(f"  harness check on {target.name}: {out}", flush=True)
+    return out
+
+
+# ---------------------------------------------------------------------- output
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def table(results: list[dict], sizes: list[int]) -> str:
+    by = {(r["target"], r["size"]): r for r in results}
+    rows = ["| body | metric | rmqpy | Java 4.9.7 | rmqpy/Java |", "|---:|---|---:|---:|---:|"]
+    metrics = [("send TPS", "send_tps", "{:,.0f}"), ("avg send RT (ms)", "avg_rt_ms", "{:.2f}"),
+               ("p99 send RT (ms)", "p99_rt_ms", "{:.2f}"), ("max send RT (ms)", "max_rt_ms", "{:.1f}"),
+               ("consume TPS", "consume_tps", "{:,.0f}"),
+               ("broker CPU ms/msg, send", "send_cpu_ms_per_msg", "{:.3f}"),
+               ("broker CPU ms/msg, consume", "consume_cpu_ms_per_msg", "{:.3f}")]
+    for size in sizes:
+        py, java = by.get(("rmqpy", size)), by.get(("java", size))
+        for label, key, fmt in metrics:
+            pv = fmt.format(py[key]) if py else "-"
+            jv = fmt.format(java[key]) if java else "-"
+            rv = f"{ratio(py[key], java[key]):.2f}" if py and java else "-"
+            rows.append(f"| {size} B | {label} | {pv} | {jv} | {rv} |")
+    return "\n".join(rows)
+
+
+def plot(results: list[dict], sizes: list[int], path: Path, a: argparse.Namespace) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = {(r["target"], r["size"]): r for r in results}
+    targets = [t for t in ("rmqpy", "java") if any(r["target"] == t for r in results)]
+    colors = {"rmqpy": "#3572A5", "java": "#b07219"}
+    labels = {"rmqpy": "rmqpy (twistd)", "java": "Java 4.9.7"}
+    panels = [("send TPS", "send_tps", False), ("consume TPS", "consume_tps", False),
+              ("avg send RT (ms)", "avg_rt_ms", False), ("max send RT (ms)", "max_rt_ms", False)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(16, 4.2))
+    width = 0.8 / len(targets)
+    for ax, (title, key, log) in zip(axes, panels):
+        for i, t in enumerate(targets):
+            xs = [j + (i - (len(targets) - 1) / 2) * width for j in range(len(sizes))]
+            vals = [by[(t, s)][key] if (t, s) in by else 0 for s in sizes]
+            bars = ax.bar(xs, vals, width, label=labels[t], color=colors[t])
+            for b, v in zip(bars, vals):
+                ax.annotate(f"{v:,.0f}" if "TPS" in title else f"{v:.1f}", (b.get_x() + b.get_width() / 2, v),
+                            ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(sizes)))
+        ax.set_xticklabels([f"{s} B" for s in sizes])
+        ax.set_title(title)
+        if log:
+            ax.set_yscale("log")
+        ax.margins(y=0.15)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize=8)
+    fig.suptitle(f"rmqpy vs Java broker, Java client 4.9.8 load: {a.mode} send, {a.threads} threads, "
+                 f"{a.seconds:g} s per measurement, ASYNC_FLUSH ({os.cpu_count()} cores shared)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(results: list[dict], sizes: list[int], a: argparse.Namespace, check: dict | None, cmdline: str,
+           started: str, took: float) -> str:
+    by = {(r["target"], r["size"]): r for r in results}
+    lines = [
+        "# Broker benchmark: rmqpy vs Java (issue 4)",
+        "",
+        f"Run {started}, {took:.0f} s, on {platform.node()} ({os.cpu_count()} cores, "
+        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"{_java_version()}). Produced by:",
+        "",
+        f"    {cmdline}",
+        "",
+        "![plot](broker_bench.png)",
+        "",
+        table(results, sizes),
+        "",
+        "## Ratios rmqpy / Java",
+        "",
+    ]
+    for s in sizes:
+        py, java = by.get(("rmqpy", s)), by.get(("java", s))
+        if py and java:
+            lines.append(f"* {s} B: send TPS {ratio(py['send_tps'], java['send_tps']):.2f}, "
+                         f"avg RT {ratio(py['avg_rt_ms'], java['avg_rt_ms']):.2f}, "
+                         f"max RT {ratio(py['max_rt_ms'], java['max_rt_ms']):.2f}, "
+                         f"consume TPS {ratio(py['consume_tps'], java['consume_tps']):.2f}")
+    lines += [
+        "",
+        "## Set-up",
+        "",
+        "* Servers: `twistd rmq-namesrv` + `twistd rmq-broker` (tests/interop/servers.py), then the real Java "
+        "NamesrvStartup + BrokerStartup 4.9.7 (tests/interop/jvm.py; broker heap 1 GiB, SerialGC). Both pairs "
+        "run side by side for the whole run and are measured in turn (rmqpy, Java, per body size); the one not "
+        "measured is idle. Both brokers get the same properties: "
+        + ", ".join(f"`{k}={_prop(v)}`" for k, v in STORE.items()) + ".",
+        f"* Load: `bench/java` LoadGen on the official Java client {CLIENT_VERSION}, one JVM per phase. "
+        f"Send: {a.mode}, {a.threads} threads sharing one DefaultMQProducer"
+        + (f" (window {a.window})" if a.mode == "async" else "")
+        + f", {a.warmup:g} s warm-up not counted, then {a.seconds:g} s measured; RT = time of one "
+        "`send()` call as the client sees it. A new topic per measurement (auto-created, 4 queues).",
+        f"* Consume: DefaultMQPushConsumer (default 20 consume threads, pull batch 32), new group, "
+        f"CONSUME_FROM_FIRST_OFFSET, drains what the send phase stored; TPS = messages / (last - first "
+        f"message received), stopped after {a.seconds:g} s.",
+        "* Broker CPU ms/msg: user+system CPU time of the broker process over the whole phase divided by "
+        "the messages of that phase (rmqpy's broker is one Python process; the Java broker's figure "
+        "includes its JIT and GC threads).",
+        "* Everything (load generator, name server, broker) shares the same cores, so these are relative "
+        "numbers for this machine, not capacities. The machine was shared with other work during the run; "
+        "1-minute load average before each measurement: "
+        + ", ".join(f"{r['target']} {r['size']} B: {r['loadavg_1min_before']:.1f}" for r in results) + ".",
+    ]
+    if check:
+        lines += [
+            "",
+            "## Why not the interop harness",
+            "",
+            "`tests/interop/java` harness `produce --mode sync` (one JSON line per message, 3000 messages, "
+            f"128 B) against rmqpy: {check['harness_sync_1thread_tps']:,.0f} msg/s; LoadGen with one sync "
+            f"thread against the same broker: {check['loadgen_sync_1thread_tps']:,.0f} msg/s. The harness "
+            "sends from one thread only and formats a JSON line per message, which costs it a good part of "
+            "its rate already at one thread, so the benchmark uses LoadGen (totals only, N threads).",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _prop(v: object) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def _java_version() -> str:
+    try:
+        out = subprocess.run([jvm.java_executable(), "-version"], capture_output=True, text=True).stderr
+        return out.splitlines()[0].replace('"', "")
+    except (OSError, IndexError, jvm.JavaError):
+        return "java ?"
+
+
+# ---------------------------------------------------------------------- main
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=20, help="measured seconds per send / consume phase")
+    ap.add_argument("--warmup", type=float, default=5, help="send warm-up seconds (not counted)")
+    ap.add_argument("--sizes", default="128,1024", help="body sizes in bytes")
+    ap.add_argument("--mode", choices=("sync", "async"), default="sync")
+    ap.add_argument("--threads", type=int, default=16, help="sync sender threads")
+    ap.add_argument("--window", type=int, default=256, help="async: sends in flight")
+    ap.add_argument("--only", choices=("rmqpy", "java"), help="measure one broker only")
+    ap.add_argument("--harness-check", action="store_true",
+                    help="also measure the interop harness' own send rate (one JSON line per message)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "report")
+    ap.add_argument("--keep", action="store_true", help="keep the servers' work directories")
+    ap.add_argument("--from-json", type=Path, metavar="JSON",
+                    help="measure nothing: rewrite the report and plot from a broker_bench.json of an earlier run")
+    a = ap.parse_args()
+    if a.from_json:
+        return rewrite(a.from_json, a.out)
+    sizes = [int(s) for s in a.sizes.split(",")]
+    cmdline = "python " + " ".join([os.path.relpath(__file__, ROOT), *sys.argv[1:]])
+    started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    t0 = time.monotonic()
+
+    jvm.ensure_built()
+    build_loadgen()
+    work = Path(tempfile.mkdtemp(prefix="rmqpy-broker-bench-"))
+    home = jvm.prepare_home(work / "client-home")
+    results: list[dict] = []
+    check = None
+    targets: list[Target] = []
+    try:
+        # both pairs run side by side (idle while the other one is measured) and the
+        # measurements alternate, so that other load on the machine hits both alike
+        for cls in (PyTarget, JavaTarget):
+            if a.only and a.only != cls.name:
+                continue
+            print(f"starting {cls.name} name server + broker ...", flush=True)
+            targets.append(cls(work / cls.name))
+        if a.harness_check:
+            check = harness_check(targets[0], home)
+        for size in sizes:
+            for target in targets:
+                results.append(measure(target, size, a, home))
+    finally:
+        for target in targets:
+            target.stop()
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"work directories kept in {work}")
+    took = time.monotonic() - t0
+
+    print()
+    print(table(results, sizes))
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "broker_bench.json").write_text(json.dumps(
+        {"started": started, "seconds": took, "command": cmdline, "args": {k: str(v) for k, v in vars(a).items()},
+         "store": {k: str(v) for k, v in STORE.items()}, "harness_check": check, "results": results}, indent=1) + "\n")
+    plot(results, sizes, a.out / "broker_bench.png", a)
+    (a.out / "broker_bench.md").write_text(report(results, sizes, a, check, cmdline, started, took))
+    print(f"\nwrote {a.out / 'broker_bench.md'}, broker_bench.png, broker_bench.json ({took:.0f} s)")
+
+
+def rewrite(src: Path, out: Path) -> None:
+    d = json.loads(src.read_text())
+    args = d["args"]
+    a = argparse.Namespace(seconds=float(args["seconds"]), warmup=float(args["warmup"]), mode=args["mode"],
+                           threads=int(args["threads"]), window=int(args["window"]))
+    sizes = [int(x) for x in args["sizes"].split(",")]
+    out.mkdir(parents=True, exist_ok=True)
+    plot(d["results"], sizes, out / "broker_bench.png", a)
+    (out / "broker_bench.md").write_text(report(d["results"], sizes, a, d.get("harness_check"), d["command"],
+                                                d["started"], d["seconds"]))
+    print(f"rewrote {out / 'broker_bench.md'} and broker_bench.png from {src}")
+
+
+if __name__ == "__main__":
+    main()
