@@ -18,8 +18,7 @@ from twisted.logger import Logger
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.base import CommandHeader, header, optional, required
-from rmqpy.protocol.headers.broker import (SendMessageRequestHeader, SendMessageRequestHeaderV2,
+from rmqpy.protocol.headers.broker import (ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
                                            SendMessageResponseHeader)
 from rmqpy.protocol.message import MessageExtBrokerInner, properties_to_string, string_to_properties
 
@@ -31,22 +30,6 @@ PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
 PUSH_REPLY_TIMEOUT = 10.0
 
 
-@header
-class ReplyMessageRequestHeader(CommandHeader):
-    producerGroup: str = required()
-    topic: str = required()
-    defaultTopic: str = required()
-    defaultTopicQueueNums: int = required()
-    queueId: int = required()
-    sysFlag: int = required()
-    bornTimestamp: int = required()
-    flag: int = required()
-    properties: str | None = optional()
-    reconsumeTimes: int | None = optional()
-    unitMode: bool | None = optional()
-    bornHost: str = required()
-    storeHost: str = required()
-    storeTimestamp: int = required()
 
 
 class ReplyMessageProcessor:

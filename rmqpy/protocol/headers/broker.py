@@ -227,3 +227,23 @@ class CheckTransactionStateRequestHeader(CommandHeader):
     msgId: str | None = optional()
     transactionId: str | None = optional()
     offsetMsgId: str | None = optional()
+
+
+# ------------------------------------------------------------------------------- reply
+@header
+class ReplyMessageRequestHeader(CommandHeader):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326, broker -> requester)."""
+    producerGroup: str = required()
+    topic: str = required()
+    defaultTopic: str = required()
+    defaultTopicQueueNums: int = required()
+    queueId: int = required()
+    sysFlag: int = required()
+    bornTimestamp: int = required()
+    flag: int = required()
+    properties: str | None = optional()
+    reconsumeTimes: int | None = optional()
+    unitMode: bool | None = optional()
+    bornHost: str = required()
+    storeHost: str = required()
+    storeTimestamp: int = required()
