@@ -219,8 +219,8 @@ def string_to_properties(s: str | bytes | None) -> dict[str, str]:
             # Java: items shorter than 3 chars are skipped ("a\x01" or empty)
             continue
         i = item.find("\u0001")
-        if i < 0:
-            continue
+        if i <= 0 or i >= len(item) - 1:
+            continue  # Java skips a pair with an empty name or an empty value
         out[item[:i]] = item[i + 1:]
     return out
 

@@ -192,3 +192,8 @@ def test_uniq_id():
     assert len(u) == 32 and u == u.upper()
     info = decode_uniq_id(u)
     assert info["ip"] == "192.168.1.2"
+
+
+def test_properties_parse_skips_empty_names_and_values_as_java_does() -> None:
+    from rmqpy.protocol.message import string_to_properties
+    assert string_to_properties("ab\x01\x02a\x01b\x02\x01xy\x02k\x01v") == {"a": "b", "k": "v"}
