@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import re
 import struct
@@ -11,6 +10,7 @@ import time
 
 from rmqpy.protocol.message import (TRANSACTION_ROLLBACK_TYPE, java_string_hash)
 from rmqpy.protocol.sysflag import TRANSACTION_MASK
+from rmqpy.store.mapped_file import MappedFile, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -40,32 +40,23 @@ def time_to_file_name(ms: int) -> str:
 
 
 class IndexFile:
+    """One index file: a header, the hash slots and the linked entries, on a :class:`MappedFile`."""
+
     def __init__(self, path: str, hash_slot_num: int, index_num: int, *, readonly: bool = False):
         self.path = path
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.file_size = HEADER_SIZE + hash_slot_num * 4 + index_num * ITEM_SIZE
         self.readonly = readonly
-        exists = os.path.exists(path)
-        if readonly:
-            self.fd = os.open(path, os.O_RDONLY)
-            length = os.fstat(self.fd).st_size
-            if length < HEADER_SIZE:
-                os.close(self.fd)
-                raise ValueError(f"{path}: index file too short ({length} bytes)")
-            self.mapped_len = min(length, self.file_size)
-            self.mm = mmap.mmap(self.fd, self.mapped_len, access=mmap.ACCESS_READ)
-        else:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            length = os.fstat(self.fd).st_size
-            if exists and length not in (0, self.file_size):
-                os.close(self.fd)
-                raise ValueError(f"{path}: length {length} does not match maxHashSlotNum/maxIndexNum "
-                                 f"({self.file_size} bytes expected)")
-            if length != self.file_size:
-                os.ftruncate(self.fd, self.file_size)
-            self.mapped_len = self.file_size
-            self.mm = mmap.mmap(self.fd, self.file_size)
+        try:
+            self.mapped = MappedFile(path, self.file_size, readonly=readonly)
+        except StoreError as e:
+            raise ValueError(f"{e} (maxHashSlotNum/maxIndexNum give {self.file_size} bytes)") from None
+        if self.mapped.mapped_len < HEADER_SIZE:
+            self.mapped.close()
+            raise ValueError(f"{path}: index file too short ({self.mapped.mapped_len} bytes)")
+        self.mm = self.mapped.mm
+        self.mapped_len = self.mapped.mapped_len
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
          self.hash_slot_count, self.index_count) = HEADER.unpack_from(self.mm, 0)
         if self.index_count <= 0:
@@ -145,24 +136,17 @@ class IndexFile:
             nxt = prev
 
     def flush_sync(self) -> None:
-        if not self.readonly and self.fd is not None:
+        if not self.readonly and self.mapped.fd is not None:
             self.dirty = False
-            os.fsync(self.fd)
+            os.fsync(self.mapped.fd)
 
     def close(self) -> None:
-        if self.mm is not None:
-            self.mm.close()
-            self.mm = None
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        self.mapped.close()
+        self.mm = None
 
     def destroy(self) -> None:
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self.mapped.destroy()
+        self.mm = None
 
 
 class IndexService:
