@@ -141,15 +141,20 @@ class ConfigFile:
         _fsync_dir(d)
 
 
-class ConsumerOffsetTable:
-    """``config/consumerOffset.json``: ``{"offsetTable":{"topic@group":{queueId:offset}}}``."""
+class _OffsetTableFile:
+    """A config file of the shape ``{"offsetTable": {...}, ...}``: the table is typed by
+    :meth:`_parse_table`, the other top-level keys are kept as they were read."""
 
-    FILE = "consumerOffset.json"
+    FILE = ""
+    DROPPED_KEYS: tuple[str, ...] = ("offsetTable",)
 
     def __init__(self, config_dir: str, file_name: str | None = None):
         self.file = ConfigFile(os.path.join(config_dir, file_name or self.FILE))
-        self.offset_table: dict[str, dict[int, int]] = {}
+        self.offset_table: dict = {}
         self.extra: dict = {}
+
+    def _parse_table(self, table: dict) -> dict:
+        raise NotImplementedError
 
     def load(self) -> bool:
         obj = self.file.load()
@@ -157,9 +162,8 @@ class ConsumerOffsetTable:
             return True
         if not isinstance(obj, dict):
             raise ConfigFileError(f"{self.file.path}: expected a JSON object")
-        table = obj.get("offsetTable") or {}
-        self.offset_table = {str(k): {int(q): int(o) for q, o in (v or {}).items()} for k, v in table.items()}
-        self.extra = {k: v for k, v in obj.items() if k not in ("offsetTable", "groupTopicMap")}
+        self.offset_table = self._parse_table(obj.get("offsetTable") or {})
+        self.extra = {k: v for k, v in obj.items() if k not in self.DROPPED_KEYS}
         return True
 
     def to_json(self) -> dict:
@@ -169,6 +173,18 @@ class ConsumerOffsetTable:
 
     def persist(self) -> None:
         self.file.persist(self.to_json())
+
+
+class ConsumerOffsetTable(_OffsetTableFile):
+    """``config/consumerOffset.json``: ``{"offsetTable":{"topic@group":{queueId:offset}}}``."""
+
+    FILE = "consumerOffset.json"
+    DROPPED_KEYS = ("offsetTable", "groupTopicMap")  # groupTopicMap is never written back
+
+    offset_table: dict[str, dict[int, int]]
+
+    def _parse_table(self, table: dict) -> dict[str, dict[int, int]]:
+        return {str(k): {int(q): int(o) for q, o in (v or {}).items()} for k, v in table.items()}
 
     def commit_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
         self.offset_table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
@@ -177,30 +193,12 @@ class ConsumerOffsetTable:
         return self.offset_table.get(f"{topic}@{group}", {}).get(queue_id, -1)
 
 
-class DelayOffsetTable:
+class DelayOffsetTable(_OffsetTableFile):
     """``config/delayOffset.json``: ``{"offsetTable":{level:offset}}``."""
 
     FILE = "delayOffset.json"
 
-    def __init__(self, config_dir: str):
-        self.file = ConfigFile(os.path.join(config_dir, self.FILE))
-        self.offset_table: dict[int, int] = {}
-        self.extra: dict = {}
+    offset_table: dict[int, int]
 
-    def load(self) -> bool:
-        obj = self.file.load()
-        if obj is None:
-            return True
-        if not isinstance(obj, dict):
-            raise ConfigFileError(f"{self.file.path}: expected a JSON object")
-        self.offset_table = {int(k): int(v) for k, v in (obj.get("offsetTable") or {}).items()}
-        self.extra = {k: v for k, v in obj.items() if k != "offsetTable"}
-        return True
-
-    def to_json(self) -> dict:
-        out = dict(self.extra)
-        out["offsetTable"] = self.offset_table
-        return out
-
-    def persist(self) -> None:
-        self.file.persist(self.to_json())
+    def _parse_table(self, table: dict) -> dict[int, int]:
+        return {int(k): int(v) for k, v in table.items()}
