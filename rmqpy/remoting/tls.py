@@ -413,14 +413,33 @@ class _ServerCreator:
         return conn
 
 
+def _is_eof(err: Exception) -> bool:
+    """The peer closed TCP without a close_notify (OpenSSL's "Unexpected EOF")."""
+    if isinstance(err, SSL.SysCallError):
+        return True
+    return isinstance(err, SSL.Error) and "unexpected eof" in _ssl_reason(err).lower()
+
+
 class _LoggedTLSProtocol(BufferingTLSTransport):
-    """Logs why a TLS connection failed (bad version, bad certificate, garbage records)."""
+    """Logs why a TLS connection failed (bad version, bad certificate, garbage records).
+
+    Not logged as errors: a peer that closes an established TLS connection without a
+    close_notify (many clients do), and the end of a connection that the server itself
+    aborted for a handshake timeout (already logged by the detector).
+    """
+
+    timed_out = False
 
     def _tlsShutdownFinished(self, reason: Any) -> None:  # noqa: N802 (Twisted's name)
         if reason is not None and isinstance(reason.value, SSL.Error) and self._reason is None:
             peer = self.transport.getPeer() if self.transport is not None else None
-            log.error("TLS connection from {peer} closed: {err}",
-                      peer=f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}", err=_ssl_reason(reason.value))
+            where = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+            if not _is_eof(reason.value):
+                log.error("TLS connection from {peer} closed: {err}", peer=where, err=_ssl_reason(reason.value))
+            elif not self._handshakeDone and not self.timed_out:
+                log.warn("TLS connection from {peer} closed by the peer during the handshake", peer=where)
+            else:
+                log.debug("TLS connection from {peer} closed without close_notify", peer=where)
         super()._tlsShutdownFinished(reason)
 
 
@@ -478,6 +497,8 @@ class _Detector(protocol.Protocol):
         what = "TLS handshake not finished" if self.is_tls else "nothing received"
         log.warn("closing connection from {peer}: {what} within {s}s (tls.handshake.timeoutMillis)",
                  peer=self.peer, what=what, s=self.factory.wrapper.settings.handshake_timeout)
+        if self.delegate is not None:
+            self.delegate.timed_out = True  # the abort below is not the peer's doing: no second line
         self.transport.abortConnection()
 
     def _cancel_timer(self) -> None:

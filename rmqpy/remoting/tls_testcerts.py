@@ -40,13 +40,13 @@ class Issued:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
     def key_pem(self, password: str | None = None, legacy_pbe: bool = False) -> bytes:
-        """PKCS#8 PEM; encrypted with ``password`` (PBES2/AES-256, or PBE-SHA1-3DES with legacy_pbe)."""
+        """PKCS#8 PEM; encrypted with ``password`` (PBES2/AES-256, or PBE-SHA1-3DES with legacy_pbe,
+        the PBES1 scheme that ``openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES`` writes and that older
+        netty (client 4.9.x) needs: it cannot read PBES2)."""
         if password is None:
             enc: Any = serialization.NoEncryption()
         elif legacy_pbe:
-            enc = (serialization.PrivateFormat.PKCS8.encryption_builder()
-                   .key_cert_algorithm(serialization.pkcs12.PBES.PBESv1SHA1And3KeyTripleDESCBC)
-                   .kdf_rounds(2048).build(password.encode()))
+            return pbes1_sha1_3des_pem(self.key, password)
         else:
             enc = serialization.BestAvailableEncryption(password.encode())
         return self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
@@ -62,6 +62,72 @@ class Issued:
         cert.write_bytes(self.cert_pem)
         key.write_bytes(self.key_pem(password, legacy_pbe))
         return cert, key
+
+
+# ------------------------------------------------------------------ PKCS#8 with PBES1 (PKCS#12 PBE)
+
+_PBE_SHA1_3DES_OID = bytes([0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x0C, 0x01, 0x03])  # 1.2.840.113549.1.12.1.3
+
+
+def _der(tag: int, body: bytes) -> bytes:
+    n = len(body)
+    if n < 0x80:
+        return bytes([tag, n]) + body
+    size = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([tag, 0x80 | len(size)]) + size + body
+
+
+def pkcs12_kdf(password: str, salt: bytes, purpose: int, iterations: int, size: int) -> bytes:
+    """RFC 7292 appendix B.2 with SHA-1 (purpose 1: key, 2: IV)."""
+    import hashlib
+    u, v = 20, 64
+
+    def fill(data: bytes) -> bytes:  # repeated to a multiple of v bytes
+        n = v * -(-len(data) // v)
+        return (data * (n // len(data) + 1))[:n] if data else b""
+
+    d = bytes([purpose]) * v
+    pw = password.encode("utf-16-be") + b"\0\0"
+    i = bytearray(fill(salt) + fill(pw))
+    out = b""
+    while len(out) < size:
+        a = d + bytes(i)
+        for _ in range(iterations):
+            a = hashlib.sha1(a).digest()
+        out += a
+        b = int.from_bytes((a * (v // u + 1))[:v], "big")
+        for k in range(0, len(i), v):
+            block = (int.from_bytes(i[k:k + v], "big") + b + 1) % (1 << (8 * v))
+            i[k:k + v] = block.to_bytes(v, "big")
+    return out[:size]
+
+
+def pbes1_sha1_3des_pem(key: Any, password: str, iterations: int = 2048) -> bytes:
+    """``key`` as an EncryptedPrivateKeyInfo PEM with pbeWithSHAAnd3-KeyTripleDES-CBC."""
+    import base64
+    import os
+
+    from cryptography.hazmat.primitives import padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, modes
+    try:
+        from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
+    except ImportError:  # cryptography < 43
+        from cryptography.hazmat.primitives.ciphers.algorithms import TripleDES  # type: ignore[no-redef]
+
+    plain = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption())
+    salt = os.urandom(8)
+    k, iv = pkcs12_kdf(password, salt, 1, iterations, 24), pkcs12_kdf(password, salt, 2, iterations, 8)
+    padder = padding.PKCS7(64).padder()
+    data = padder.update(plain) + padder.finalize()
+    enc = Cipher(TripleDES(k), modes.CBC(iv)).encryptor()
+    encrypted = enc.update(data) + enc.finalize()
+    params = _der(0x30, _der(0x04, salt) + _der(0x02, iterations.to_bytes(iterations.bit_length() // 8 + 1, "big")))
+    info = _der(0x30, _der(0x30, _der(0x06, _PBE_SHA1_3DES_OID) + params) + _der(0x04, encrypted))
+    b64 = base64.encodebytes(info).decode().replace("\n", "")
+    lines = [b64[j:j + 64] for j in range(0, len(b64), 64)]
+    return ("-----BEGIN ENCRYPTED PRIVATE KEY-----\n" + "\n".join(lines)
+            + "\n-----END ENCRYPTED PRIVATE KEY-----\n").encode()
 
 
 def _name(cn: str) -> x509.Name:

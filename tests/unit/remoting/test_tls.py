@@ -544,3 +544,99 @@ def test_namesrv_tap_wires_tls_keys(pki, tmp_path):
     o.parseOptions(["-c", str(conf)])  # no password for the encrypted key: a clear error, no start
     with pytest.raises(SystemExit, match="rmq-namesrv: .*server.key"):
         makeService(o)
+
+
+def _client_hello_only(addr: str, then_close: bool) -> float:
+    """Sends a real ClientHello and answers nothing; closes at once (``then_close``) or waits
+    for the server to close. Returns seconds until the server closed (0 when we closed)."""
+    import ssl
+    host, port = addr.split(":")
+    s = socket.create_connection((host, int(port)), timeout=5)
+    obj = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO())
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    s.sendall(out.read())
+    if then_close:
+        s.recv(65536)  # the server's first flight: the handshake is under way
+        s.close()
+        return 0.0
+    t0 = time.monotonic()
+    try:
+        while s.recv(65536):
+            pass
+    except OSError:
+        pass
+    s.close()
+    return time.monotonic() - t0
+
+
+def _handshake_then_drop(addr: str) -> None:
+    """A full handshake, then a TCP close without close_notify."""
+    import ssl
+    host, port = addr.split(":")
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    tls_sock = ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=5))
+    assert tls_sock.getpeercert(binary_form=True)
+    tls_sock.close()  # closes TCP without unwrapping: no close_notify
+
+
+def test_log_lines_of_timeouts_and_unclean_closes(pki):
+    """One line per event at the right level: a handshake timeout is one warning (not also an
+    "Unexpected EOF" error for the server's own abort); a peer leaving mid-handshake is a
+    warning; a peer closing an established connection without close_notify is not an error."""
+    from twisted.internet import threads
+    from twisted.logger import LogLevel, formatEvent, globalLogPublisher
+
+    seen: list[tuple[str, str]] = []
+
+    def observer(event):
+        if event.get("log_namespace") == "rmqpy.remoting.tls" and event["log_level"] >= LogLevel.info:
+            seen.append((event["log_level"].name, formatEvent(event)))
+
+    async def body(r):
+        srv = Server(r, server_props(pki, **{"tls.handshake.timeoutMillis": "400"}))
+        pool = r.getThreadPool()
+        try:
+            took = await threads.deferToThreadPool(r, pool, _client_hello_only, srv.addr, False)
+            assert 0.3 < took < 3, took
+            await threads.deferToThreadPool(r, pool, _client_hello_only, srv.addr, True)
+            await threads.deferToThreadPool(r, pool, _handshake_then_drop, srv.addr)
+            await sleep(r, 0.3)  # let the server see the last close
+            ok = tls_client(r, pki)
+            assert (await ping(ok, srv.addr)).remark == "pong"
+            ok.close()
+        finally:
+            await srv.close()
+
+    globalLogPublisher.addObserver(observer)
+    try:
+        run(body)
+    finally:
+        globalLogPublisher.removeObserver(observer)
+    seen = [(lvl, line) for lvl, line in seen if not line.startswith("TLS: tls.server.mode")]
+    assert [lvl for lvl, _ in seen] == ["warn", "warn"], seen
+    assert "TLS handshake not finished within 0.4s" in seen[0][1], seen
+    assert "closed by the peer during the handshake" in seen[1][1], seen
+
+
+def test_pbes1_encrypted_keys_load(pki, tmp_path):
+    """PKCS#8 keys encrypted with PBE-SHA1-3DES (what client 4.9.x's netty can read; openssl
+    pkcs8 -v1 PBE-SHA1-3DES) load as server and client keys, and a wrong password is an error."""
+    cert, key = pki["server"].write(tmp_path, "legacy", PASSWORD, legacy_pbe=True)
+    assert b"BEGIN ENCRYPTED PRIVATE KEY" in key.read_bytes()
+    w = tls.server_factory_wrapper({"tls.server.certPath": str(cert), "tls.server.keyPath": str(key),
+                                    "tls.server.keyPassword": PASSWORD, "tls.config.file": "/nonexistent"},
+                                   reactor=object(), clock=task.Clock(), use_inotify=False)
+    assert w.holder.fingerprint == pki["server"].fingerprint
+    with pytest.raises(tls.TlsConfigError, match="legacy.key"):
+        tls.server_factory_wrapper({"tls.server.certPath": str(cert), "tls.server.keyPath": str(key),
+                                    "tls.server.keyPassword": "wrong", "tls.config.file": "/nonexistent"},
+                                   reactor=object(), clock=task.Clock(), use_inotify=False)
+    s = tls.TlsSettings.from_props({"tls.enable": "true", "tls.client.certPath": str(cert),
+                                    "tls.client.keyPath": str(key), "tls.client.keyPassword": PASSWORD},
+                                   read_config_file=False)
+    _, fp = tls.build_client_context(s, {str(cert): cert.read_bytes(), str(key): key.read_bytes()})
+    assert fp == pki["server"].fingerprint
