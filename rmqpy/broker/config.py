@@ -188,3 +188,42 @@ def validate(settings: BrokerSettings) -> None:
     except ValueError as exc:
         raise PropertiesError(str(exc)) from None
 
+
+
+def default_config_path() -> str:
+    """``BrokerPathConfigHelper``'s default: ``~/store/config/broker.properties``."""
+    return os.path.join(os.path.expanduser("~"), "store", "config", "broker.properties")
+
+
+def persist_settings(settings: BrokerSettings) -> str:
+    """Write the settings back to the ``-c`` file, as Java's ``Configuration.persist`` does after
+    UPDATE_BROKER_CONFIG, so that an update survives a restart; returns the path written.
+
+    The file keeps every key it had (keys no config object knows, such as ``tls.*``, too),
+    known keys take their current values and the other known keys are added. As Java's
+    ``MixAll.string2File``: written to ``<file>.tmp``, the previous content kept in
+    ``<file>.bak``, then renamed over the file.
+    """
+    path = settings.config_file or default_config_path()
+    props: dict[str, str] = {}
+    if os.path.exists(path):
+        try:
+            props.update(load_properties(path))
+        except PropertiesError:
+            pass
+    for key, value in settings.items():
+        if value is None:
+            continue
+        props[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    text = "".join(f"{key}={value}\n" for key, value in props.items())
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if os.path.exists(path):
+        with open(path, "rb") as src, open(path + ".bak", "wb") as bak:
+            bak.write(src.read())
+    os.replace(tmp, path)
+    return path

@@ -64,6 +64,8 @@ def _optional_processors() -> list[Callable[["BrokerController"], Any]]:
         ("rmqpy.broker.processor.end_transaction", "EndTransactionProcessor"),
         ("rmqpy.broker.processor.lock", "LockBatchProcessor"),
         ("rmqpy.broker.processor.reply", "ReplyMessageProcessor"),
+        # last: it takes over the send and pull codes to count what they store and return
+        ("rmqpy.broker.stats", "BrokerStatsRecorder"),
     ):
         try:
             module = importlib.import_module(module_name)

@@ -24,11 +24,16 @@ from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
 from rmqpy.protocol.bodies.topic import DataVersion, TopicConfig
 from rmqpy.protocol.codes import LanguageCode, MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.admin import (ConsumerGroupRequestHeader, CreateTopicRequestHeader,
+from rmqpy.protocol.bodies import admin as admin_bodies
+from rmqpy.protocol.headers.admin import (CloneGroupOffsetRequestHeader, ConsumeMessageDirectlyResultRequestHeader,
+                                          ConsumerGroupRequestHeader, CreateTopicRequestHeader,
                                           DeleteSubscriptionGroupRequestHeader, GetBrokerConfigResponseHeader,
-                                          GetConsumerRunningInfoRequestHeader, GetConsumeStatsRequestHeader,
-                                          GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader,
-                                          TopicRequestHeader)
+                                          GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader,
+                                          GetConsumeStatsInBrokerHeader, GetConsumeStatsRequestHeader,
+                                          GetProducerConnectionListRequestHeader, QueryConsumeQueueRequestHeader,
+                                          QueryConsumeTimeSpanRequestHeader, QueryCorrectionOffsetHeader,
+                                          ResetOffsetRequestHeader, TopicRequestHeader,
+                                          ViewBrokerStatsDataRequestHeader)
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -41,6 +46,8 @@ SYSTEM_TOPICS = (AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BE
                  RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT)
 V3_0_7_SNAPSHOT = 72
 V3_1_8_SNAPSHOT = 132
+JAVA_LONG_MAX = 2 ** 63 - 1
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
 
 
 def human_readable_bytes(n: int) -> str:
@@ -89,7 +96,10 @@ class AdminBrokerProcessor:
              RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
              RequestCode.GET_TOPIC_NAME_LIST, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
              RequestCode.CLEAN_UNUSED_TOPIC, RequestCode.GET_TOPIC_CONFIG,
-             RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG)
+             RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_BROKER_CONSUME_STATS,
+             RequestCode.QUERY_CONSUME_TIME_SPAN, RequestCode.QUERY_CONSUME_QUEUE, RequestCode.CLONE_GROUP_OFFSET,
+             RequestCode.VIEW_BROKER_STATS_DATA, RequestCode.QUERY_CORRECTION_OFFSET,
+             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RequestCode.CONSUME_MESSAGE_DIRECTLY)
 
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
@@ -119,6 +129,14 @@ class AdminBrokerProcessor:
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
             RequestCode.GET_TOPIC_CONFIG: self.get_topic_config,
             RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_subscription_group_config,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.fetch_all_consume_stats_in_broker,
+            RequestCode.QUERY_CONSUME_TIME_SPAN: self.query_consume_time_span,
+            RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
+            RequestCode.QUERY_CORRECTION_OFFSET: self.query_correction_offset,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
         }
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
@@ -265,6 +283,7 @@ class AdminBrokerProcessor:
         self.broker.subscription_group_manager.delete(h.groupName)
         if h.removeOffset:
             self.broker.consumer_offset_manager.remove_group(h.groupName)
+        self._stats().on_group_deleted(h.groupName)
         return self._ok(request)
 
     # ------------------------------------------------------------------ broker config / runtime
@@ -289,6 +308,17 @@ class AdminBrokerProcessor:
             except PropertiesError:
                 return request.response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
             self.config_version.next_version()
+            # Java's Configuration.update persists to the broker config file (the -c file)
+            from rmqpy.broker.config import persist_settings
+            try:
+                path = persist_settings(self.broker.settings)
+                self.log.info("updateBrokerConfig persisted to {p}", p=path)
+            except OSError as exc:
+                self.log.error("persist string2File error, {e}", e=exc)
+            if "brokerPermission" in props:
+                self.broker.topic_config_manager.data_version.next_version()
+                if self.broker.started:
+                    self.broker.register_broker_all()
         return self._ok(request)
 
     def runtime_info(self) -> dict[str, str]:
@@ -481,3 +511,235 @@ class AdminBrokerProcessor:
                                     f"invoke consumer <{group}> <{client_id}> Exception: {f.getErrorMessage()}")
 
         return d.addCallbacks(answered, failed)
+
+    # ------------------------------------------------------------------ statistics and queues (issue #4)
+    def _stats(self) -> Any:
+        from rmqpy.broker.stats import stats_manager
+        return stats_manager(self.broker)
+
+    def fetch_all_consume_stats_in_broker(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS: every subscription group's consume stats per topic it has offsets of."""
+        b = self.broker
+        h = request.decode_header(GetConsumeStatsInBrokerHeader)
+        store = b.message_store
+        stats = self._stats()
+        groups_stats: list[dict[str, list[dict[str, Any]]]] = []
+        total_diff = 0
+        for group in list(b.subscription_group_manager.table):
+            per_topic: list[dict[str, Any]] = []
+            info = b.consumer_manager.get(group)
+            for topic in sorted(b.consumer_offset_manager.which_topics_by_group(group)):
+                tc = b.topic_config_manager.select(topic)
+                if tc is None:
+                    self.log.warn("consumeStats, topic config not exist, {t}", t=topic)
+                    continue
+                if h.isOrder and not tc.order:
+                    continue
+                if info is not None and info.subscriptions and info.find_subscription(topic) is None:
+                    continue
+                table = {}
+                diff = 0
+                for i in range(tc.writeQueueNums):
+                    broker_offset = max(0, store.get_max_offset_in_queue(topic, i))
+                    consumer_offset = max(0, b.consumer_offset_manager.query_offset(group, topic, i))
+                    entry = {"brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": 0}
+                    if consumer_offset - 1 >= 0:
+                        ts = store.get_message_store_timestamp(topic, i, consumer_offset - 1)
+                        if ts > 0:
+                            entry["lastTimestamp"] = ts
+                    table[self._mq(topic, i)] = entry
+                    diff += broker_offset - consumer_offset
+                item = stats.get(GROUP_GET_NUMS, f"{topic}@{group}")
+                tps = item.in_minute().tps if item is not None else 0.0
+                per_topic.append(admin_bodies.consume_stats(table, tps))
+                total_diff += diff
+            groups_stats.append({group: per_topic})
+        body = admin_bodies.consume_stats_list(b.broker_addr, groups_stats, total_diff)
+        return self._ok(request, fastjson.dumps(body).encode())
+
+    def query_consume_time_span(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        h = request.decode_header(QueryConsumeTimeSpanRequestHeader)
+        tc = b.topic_config_manager.select(h.topic)
+        if tc is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        store = b.message_store
+        spans = []
+        for i in range(tc.writeQueueNums):
+            min_ts = store.get_earliest_message_time(h.topic, i)
+            max_offset = store.get_max_offset_in_queue(h.topic, i)
+            max_ts = store.get_message_store_timestamp(h.topic, i, max_offset - 1)
+            consumer_offset = b.consumer_offset_manager.query_offset(h.group, h.topic, i)
+            if consumer_offset > 0:
+                consume_ts = store.get_message_store_timestamp(h.topic, i, consumer_offset - 1)
+            else:
+                consume_ts = min_ts
+            delay = 0
+            if consumer_offset < max_offset:
+                delay = b.now_ms() - store.get_message_store_timestamp(h.topic, i, consumer_offset)
+            mq = admin_bodies.message_queue(h.topic, self.broker_name, i)
+            spans.append(admin_bodies.queue_time_span(mq, min_ts, max_ts, consume_ts, delay))
+        body = admin_bodies.query_consume_time_span_body(spans)
+        return self._ok(request, fastjson.dumps(body).encode())
+
+    def query_consume_queue(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` units of one consume queue from ``index``."""
+        b = self.broker
+        h = request.decode_header(QueryConsumeQueueRequestHeader)
+        find = getattr(b.message_store, "find_consume_queue", None)
+        cq = find(h.topic, h.queueId, create=False) if find is not None and h.topic is not None else None
+        if cq is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"{h.queueId}@{h.topic} is not exist!")
+        subscription: Any = None
+        filter_data: str | None = None
+        if h.consumerGroup is not None:
+            sub = b.consumer_manager.find_subscription(h.consumerGroup, h.topic)
+            if sub is None:
+                filter_data = f"{h.consumerGroup}@{h.topic} is not online!"
+            else:
+                subscription = sub
+                fd = b.consumer_filter_manager.get(h.topic, h.consumerGroup)
+                filter_data = "null" if fd is None else fastjson.dumps(
+                    {"consumerGroup": fd.group, "expression": fd.expression, "expressionType": fd.expression_type,
+                     "clientVersion": fd.client_version, "topic": fd.topic})
+        max_index, min_index = cq.get_max_offset_in_queue(), cq.get_min_offset_in_queue()
+        units = cq.iter_units_in_file(h.index)
+        if units is None:
+            return request.response(ResponseCode.SUCCESS,
+                                    f"Index {h.index} of {h.queueId}@{h.topic} is not exist!")
+        queue_data = []
+        for n, (phy, size, tags_code) in enumerate(units):
+            if n >= h.count:
+                break
+            queue_data.append(admin_bodies.consume_queue_data(phy, size, tags_code))
+        body = admin_bodies.query_consume_queue_body(max_index, min_index, queue_data, subscription, filter_data)
+        return self._ok(request, fastjson.dumps(body).encode())
+
+    def clone_group_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """CLONE_GROUP_OFFSET: copy srcGroup's offsets of ``topic`` to destGroup."""
+        b = self.broker
+        h = request.decode_header(CloneGroupOffsetRequestHeader)
+        if not (h.topic or "").strip():
+            topics = b.consumer_offset_manager.which_topics_by_group(h.srcGroup)
+        else:
+            topics = {h.topic}
+        com = b.consumer_offset_manager
+        for topic in sorted(topics):
+            if b.topic_config_manager.select(topic) is None:
+                self.log.warn("[cloneGroupOffset], topic config not exist, {t}", t=topic)
+                continue
+            if not h.offline:
+                info = b.consumer_manager.get(h.srcGroup)
+                if info is not None and info.subscriptions and info.find_subscription(topic) is None:
+                    self.log.warn("[cloneGroupOffset], the consumer group[{g}], topic[{t}] not exist",
+                                  g=h.srcGroup, t=topic)
+                    continue
+            # as Java: the header's topic (not the loop's) names the table copied
+            src = com.table.get(f"{h.topic}@{h.srcGroup}")
+            if src is not None:
+                com.table[f"{h.topic}@{h.destGroup}"] = dict(src)
+                com.dirty = True
+        return self._ok(request)
+
+    def view_broker_stats_data(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        h = request.decode_header(ViewBrokerStatsDataRequestHeader)
+        item = self._stats().get(h.statsName, h.statsKey)
+        if item is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"The stats <{h.statsName}> <{h.statsKey}> not exist")
+        body = admin_bodies.broker_stats_data(item.in_minute().as_item(), item.in_hour().as_item(),
+                                              item.in_day().as_item())
+        return self._ok(request, fastjson.dumps(body).encode())
+
+    def query_correction_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CORRECTION_OFFSET: per queue, the smallest offset any group (but filterGroups) has
+        committed at or above the queue's minimum; Long.MAX_VALUE where compareGroup is behind it.
+
+        Java's ``queryMinOffsetInAllGroup`` also deletes the filtered groups' offsets as a side
+        effect; that is not reproduced: they are only left out.
+        """
+        b = self.broker
+        h = request.decode_header(QueryCorrectionOffsetHeader)
+        skip = {g for g in (h.filterGroups or "").split(",") if g} if (h.filterGroups or "").strip() else set()
+        mins: dict[int, int] = {}
+        for key, queues in b.consumer_offset_manager.table.items():
+            topic, _, group = key.partition("@")
+            if topic != h.topic or group in skip:
+                continue
+            for qid, offset in queues.items():
+                if offset >= b.message_store.get_min_offset_in_queue(h.topic, qid):
+                    mins[qid] = min(offset, mins.get(qid, offset))
+        compare = b.consumer_offset_manager.table.get(f"{h.topic}@{h.compareGroup}")
+        for qid, offset in (compare or {}).items():
+            if qid in mins:
+                mins[qid] = JAVA_LONG_MAX if mins[qid] > offset else mins[qid]
+        return self._ok(request, fastjson.dumps(admin_bodies.correction_offset_body(mins)).encode())
+
+    def get_consumer_status(self, channel: Any, request: RemotingCommand) -> Any:
+        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (``Broker2Client.getConsumeStatus``): ask every consumer
+        of the group (or only ``clientAddr``'s client id) with GET_CONSUMER_STATUS_FROM_CLIENT and
+        gather their offset tables by client id."""
+        b = self.broker
+        h = request.decode_header(GetConsumerStatusRequestHeader)
+        self.log.info("[get-consumer-status] get consumer status by {a}. topic={t}, group={g}",
+                      a=getattr(channel, "remote_address", "?"), t=h.topic, g=h.group)
+        info = b.consumer_manager.get(h.group)
+        clients = list(info.channels.values()) if info is not None else []
+        if not clients:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"No Any Consumer online in the consumer group: [{h.group}]")
+        for client in clients:
+            if client.version < V3_0_7_SNAPSHOT:
+                return request.response(ResponseCode.SYSTEM_ERROR, f"the client does not support this feature. "
+                                        f"version={version_desc(client.version)}")
+        origin = (h.clientAddr or "").strip()
+        if origin:
+            clients = [c for c in clients if c.client_id == origin][:1]
+        table: dict[str, Any] = {}
+        calls = []
+        for client in clients:
+            ask = RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+                                          GetConsumerStatusRequestHeader(topic=h.topic, group=h.group))
+            invoke = getattr(client.channel, "invoke", None)
+            if invoke is None:
+                continue
+            d = defer.maybeDeferred(invoke, ask, 5.0)
+
+            def answered(resp: RemotingCommand, client_id: str = client.client_id) -> None:
+                if resp.code == ResponseCode.SUCCESS and resp.body:
+                    obj = fastjson.loads(resp.body.decode("utf-8"))
+                    table[client_id] = dict(obj.get("messageQueueTable") or {})
+
+            def failed(f: Any, client_id: str = client.client_id) -> None:
+                self.log.error("[get-consumer-status] get consumer status exception. topic={t}, group={g}, "
+                               "error={e}", t=h.topic, g=h.group, e=f.getErrorMessage())
+
+            calls.append(d.addCallbacks(answered, failed))
+
+        def reply(_: Any) -> RemotingCommand:
+            ordered = {c.client_id: table[c.client_id] for c in clients if c.client_id in table}
+            return self._ok(request, fastjson.dumps(admin_bodies.consumer_status_body(ordered)).encode())
+
+        return defer.gatherResults(calls).addCallback(reply)
+
+    def consume_message_directly(self, channel: Any, request: RemotingCommand) -> Any:
+        """CONSUME_MESSAGE_DIRECTLY: attach the stored message named by msgId and hand it to the client."""
+        b = self.broker
+        h = request.decode_header(ConsumeMessageDirectlyResultRequestHeader)
+        ext = request.ext_fields = dict(request.ext_fields or {})
+        ext["brokerName"] = self.broker_name
+        if h.topic:
+            tc = b.topic_config_manager.table.get(h.topic)
+            if tc is not None:
+                ext["topicSysFlag"] = str(tc.topicSysFlag)
+        if h.consumerGroup:
+            sgc = b.subscription_group_manager.table.get(h.consumerGroup)
+            if sgc is not None:
+                ext["groupSysFlag"] = str(int(sgc.extra.get("groupSysFlag", 0) or 0))
+        if h.msgId:
+            from rmqpy.protocol.message import decode_offset_msg_id
+            _, offset = decode_offset_msg_id(h.msgId)
+            data = b.message_store.select_one_message_by_offset(offset)
+            if data is None:
+                raise ValueError(f"no message at commit log offset {offset}")
+            request.body = bytes(data)
+        return self.call_consumer(RequestCode.CONSUME_MESSAGE_DIRECTLY, request, h.consumerGroup, h.clientId or "")

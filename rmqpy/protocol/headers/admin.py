@@ -67,3 +67,65 @@ class GetConsumerRunningInfoRequestHeader(CommandHeader):
 @header
 class GetBrokerConfigResponseHeader(CommandHeader):
     version: str = required()
+
+
+@header
+class GetConsumeStatsInBrokerHeader(CommandHeader):
+    """GET_BROKER_CONSUME_STATS (317): mqadmin brokerConsumeStats -o."""
+    isOrder: bool = required(False)
+
+
+@header
+class QueryConsumeTimeSpanRequestHeader(CommandHeader):
+    topic: str = required()
+    group: str = required()
+
+
+@header
+class QueryConsumeQueueRequestHeader(CommandHeader):
+    """QUERY_CONSUME_QUEUE (321): mqadmin queryCq; primitives Java decodes only when present."""
+    topic: str | None = optional()
+    queueId: int = optional(0)
+    index: int = optional(0)
+    count: int = optional(0)
+    consumerGroup: str | None = optional()
+
+
+@header
+class CloneGroupOffsetRequestHeader(CommandHeader):
+    srcGroup: str = required()
+    destGroup: str = required()
+    topic: str | None = optional()
+    offline: bool = optional(False)
+
+
+@header
+class ViewBrokerStatsDataRequestHeader(CommandHeader):
+    statsName: str = required()
+    statsKey: str = required()
+
+
+@header
+class QueryCorrectionOffsetHeader(CommandHeader):
+    filterGroups: str | None = optional()
+    compareGroup: str = required()
+    topic: str = required()
+
+
+@header
+class GetConsumerStatusRequestHeader(CommandHeader):
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) and, to the clients, GET_CONSUMER_STATUS_FROM_CLIENT (221)."""
+    topic: str = required()
+    group: str = required()
+    clientAddr: str | None = optional()
+
+
+@header
+class ConsumeMessageDirectlyResultRequestHeader(CommandHeader):
+    consumerGroup: str = required()
+    clientId: str | None = optional()
+    msgId: str | None = optional()
+    brokerName: str | None = optional()
+    topic: str | None = optional()
+    topicSysFlag: int | None = optional()
+    groupSysFlag: int | None = optional()

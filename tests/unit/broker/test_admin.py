@@ -18,6 +18,7 @@ from tests.unit.broker.test_processors import heartbeat
 def broker(tmp_path):
     b, clock = make_broker(tmp_path)
     b.clock = clock
+    b.settings.config_file = str(tmp_path / "broker.conf")  # UPDATE_BROKER_CONFIG persists here
     yield b
     b.shutdown()
 

@@ -1,0 +1,257 @@
+"""BrokerStatsManager: per-topic and per-group counters sampled as RocketMQ samples them.
+
+RocketMQ keeps, per stats name (TOPIC_PUT_NUMS, GROUP_GET_NUMS, ...) and key (a topic,
+``topic@group``, the cluster name), a running value and call count, and snapshots them
+every 10 s (kept 7: the last minute), every 10 min (kept 7: the last hour) and every hour
+(kept 25: the last day), all starting when the broker starts. VIEW_BROKER_STATS_DATA
+(mqadmin ``statsAll``, ``brokerStatus``) reports, per window, the value difference between
+the oldest and newest snapshot, that difference per second and per call. An item created
+between two ticks gets a zero snapshot 10 s / 10 min / 1 h before its first tick, so a
+fresh topic's minute window shows what it received since its first tick.
+
+:class:`BrokerStatsRecorder` feeds the counters: it sits in front of the send and pull
+processors and counts what their successful responses carry (the messages stored, the
+messages a pull returned), as Java's processors do after a put or a found pull.
+"""
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any, Callable
+
+from twisted.internet import defer
+
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from rmqpy.broker.controller import BrokerController
+
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+GROUP_GET_SIZE = "GROUP_GET_SIZE"
+SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
+BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
+BROKER_GET_NUMS = "BROKER_GET_NUMS"
+STATS_NAMES = (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS,
+               BROKER_PUT_NUMS, BROKER_GET_NUMS)
+
+SECOND_TICK = 10.0
+MINUTE_TICK = 600.0
+HOUR_TICK = 3600.0
+
+
+class StatsSnapshot:
+    __slots__ = ("sum", "tps", "avgpt", "times")
+
+    def __init__(self, sum: int = 0, tps: float = 0.0, avgpt: float = 0.0, times: int = 0) -> None:
+        self.sum, self.tps, self.avgpt, self.times = sum, tps, avgpt, times
+
+    def as_item(self) -> dict[str, Any]:
+        """``BrokerStatsItem`` as fastjson writes it."""
+        return {"avgpt": float(self.avgpt), "sum": int(self.sum), "tps": float(self.tps)}
+
+
+def _compute(snapshots: list[tuple[int, int, int]]) -> StatsSnapshot:
+    if not snapshots:
+        return StatsSnapshot()
+    (t0, n0, v0), (t1, n1, v1) = snapshots[0], snapshots[-1]
+    total = v1 - v0
+    elapsed = t1 - t0
+    tps = total * 1000.0 / elapsed if elapsed else (float("nan") if total == 0 else float("inf"))
+    times = n1 - n0
+    return StatsSnapshot(total, tps, total / times if times > 0 else 0.0, times)
+
+
+class StatsItem:
+    def __init__(self, name: str, key: str) -> None:
+        self.name, self.key = name, key
+        self.value = 0
+        self.times = 0
+        self.last_update = 0
+        self.minute: list[tuple[int, int, int]] = []
+        self.hour: list[tuple[int, int, int]] = []
+        self.day: list[tuple[int, int, int]] = []
+
+    def _sample(self, series: list[tuple[int, int, int]], now_ms: int, back_ms: int, keep: int) -> None:
+        if not series:
+            series.append((now_ms - back_ms, 0, 0))
+        series.append((now_ms, self.times, self.value))
+        if len(series) > keep:
+            del series[0]
+
+    def sample_seconds(self, now_ms: int) -> None:
+        self._sample(self.minute, now_ms, 10 * 1000, 7)
+
+    def sample_minutes(self, now_ms: int) -> None:
+        self._sample(self.hour, now_ms, 10 * 60 * 1000, 7)
+
+    def sample_hour(self, now_ms: int) -> None:
+        self._sample(self.day, now_ms, 60 * 60 * 1000, 25)
+
+    def in_minute(self) -> StatsSnapshot:
+        return _compute(self.minute)
+
+    def in_hour(self) -> StatsSnapshot:
+        return _compute(self.hour)
+
+    def in_day(self) -> StatsSnapshot:
+        return _compute(self.day)
+
+
+class BrokerStatsManager:
+    """The counters of one broker; ``reactor`` drives the sampling (a ``task.Clock`` in tests)."""
+
+    def __init__(self, reactor: Any, cluster_name: str) -> None:
+        self.reactor = reactor
+        self.cluster_name = cluster_name
+        self.tables: dict[str, dict[str, StatsItem]] = {name: {} for name in STATS_NAMES}
+        self._calls: list[Any] = []
+        self.running = False
+
+    def now_ms(self) -> int:
+        return int(self.reactor.seconds() * 1000)
+
+    # ------------------------------------------------------------------ sampling
+    def start(self) -> None:
+        """Sample now and then every 10 s, 10 min and hour, as StatsItemSet's executors do."""
+        if self.running:
+            return
+        self.running = True
+        for interval, method in ((SECOND_TICK, "sample_seconds"), (MINUTE_TICK, "sample_minutes"),
+                                 (HOUR_TICK, "sample_hour")):
+            self._tick(interval, method)
+
+    def _tick(self, interval: float, method: str) -> None:
+        if not self.running:
+            return
+        now = self.now_ms()
+        for table in self.tables.values():
+            for item in list(table.values()):
+                getattr(item, method)(now)
+        self._calls = [c for c in self._calls if c.active()]
+        self._calls.append(self.reactor.callLater(interval, self._tick, interval, method))
+
+    def stop(self) -> None:
+        self.running = False
+        for call in self._calls:
+            if call.active():
+                call.cancel()
+        self._calls.clear()
+
+    # ------------------------------------------------------------------ counting
+    def add(self, name: str, key: str, value: int, times: int = 1) -> None:
+        table = self.tables[name]
+        item = table.get(key)
+        if item is None:
+            item = table[key] = StatsItem(name, key)
+        item.value += int(value)
+        item.times += int(times)
+        item.last_update = self.now_ms()
+
+    def get(self, name: str, key: str) -> StatsItem | None:
+        table = self.tables.get(name)
+        return table.get(key) if table is not None else None
+
+    def inc_topic_put(self, topic: str, nums: int, size: int) -> None:
+        self.add(TOPIC_PUT_NUMS, topic, nums, 1)
+        self.add(TOPIC_PUT_SIZE, topic, size, 1)
+        self.add(BROKER_PUT_NUMS, self.cluster_name, nums, 1)
+
+    def inc_group_get(self, group: str, topic: str, nums: int, size: int) -> None:
+        key = f"{topic}@{group}"
+        self.add(GROUP_GET_NUMS, key, nums, 1)
+        self.add(GROUP_GET_SIZE, key, size, 1)
+        self.add(BROKER_GET_NUMS, self.cluster_name, nums, 1)
+
+    def on_topic_deleted(self, topic: str) -> None:
+        for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+            self.tables[name].pop(topic, None)
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
+            for key in [k for k in self.tables[name] if k.startswith(topic + "@")]:
+                del self.tables[name][key]
+
+    def on_group_deleted(self, group: str) -> None:
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
+            for key in [k for k in self.tables[name] if k.endswith("@" + group)]:
+                del self.tables[name][key]
+
+
+def stats_manager(broker: Any) -> BrokerStatsManager:
+    """The broker's stats manager, created (and started if the reactor runs) on first use."""
+    manager = getattr(broker, "broker_stats_manager", None)
+    if manager is None:
+        manager = BrokerStatsManager(broker.reactor, broker.broker_config.brokerClusterName)
+        broker.broker_stats_manager = manager
+        manager.start()
+    return manager
+
+
+def count_messages(body: bytes | None) -> int:
+    """How many stored message records a pull response body holds (each starts with its size)."""
+    if not body:
+        return 0
+    n, pos, end = 0, 0, len(body)
+    while pos + 4 <= end:
+        (size,) = struct.unpack_from(">i", body, pos)
+        if size <= 0:
+            break
+        pos += size
+        n += 1
+    return n
+
+
+_SEND_OK = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+            ResponseCode.SLAVE_NOT_AVAILABLE)
+_SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+_PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
+
+
+class BrokerStatsRecorder:
+    """Counts stored and pulled messages in front of the send and pull processors.
+
+    Registered after them, it takes over their request codes and hands each request to the
+    processor that had the code, then counts what a successful answer carries.
+    """
+
+    codes: tuple[int, ...] = tuple(int(c) for c in _SEND_CODES + _PULL_CODES)
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.stats = stats_manager(broker)
+        self.targets: dict[int, Any] = {}
+        for name, codes in (("SendMessageProcessor", _SEND_CODES), ("PullMessageProcessor", _PULL_CODES)):
+            processor = broker.processors.get(name)
+            if processor is None:
+                continue
+            for code in codes:
+                if int(code) in {int(c) for c in processor.codes}:
+                    self.targets[int(code)] = processor
+        self.codes = tuple(self.targets)
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+        result = self.targets[request.code].process_request(channel, request)
+        count: Callable[[Any, RemotingCommand], Any] = (
+            self._count_send if request.code in _SEND_CODES else self._count_pull)
+        if isinstance(result, defer.Deferred):
+            return result.addCallback(count, request)
+        return count(result, request)
+
+    def _count_send(self, response: Any, request: RemotingCommand) -> Any:
+        if isinstance(response, RemotingCommand) and response.code in _SEND_OK:
+            ext = request.ext_fields or {}
+            topic = ext.get("topic") if request.code == RequestCode.SEND_MESSAGE else ext.get("b", ext.get("topic"))
+            if topic:
+                msg_id = (response.ext_fields or {}).get("msgId") or ""
+                nums = msg_id.count(",") + 1 if request.code == RequestCode.SEND_BATCH_MESSAGE and msg_id else 1
+                self.stats.inc_topic_put(topic, nums, len(request.body or b""))
+        return response
+
+    def _count_pull(self, response: Any, request: RemotingCommand) -> Any:
+        if isinstance(response, RemotingCommand) and response.code == ResponseCode.SUCCESS and response.body:
+            ext = request.ext_fields or {}
+            group, topic = ext.get("consumerGroup"), ext.get("topic")
+            nums = count_messages(response.body)
+            if group and topic and nums:
+                self.stats.inc_group_get(group, topic, nums, len(response.body))
+        return response
