@@ -14,6 +14,7 @@ the schemas byte for byte.
 """
 from __future__ import annotations
 
+import json as _stdjson
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
@@ -200,9 +201,31 @@ class _OrderedFields(dict):
     keep_order = True
 
 
+#: ``fastjson.loads`` first tries the stdlib C parser with these options; one decoder built
+#: once instead of one per ``json.loads(..., parse_constant=...)`` call.
+_json_decode = _stdjson.JSONDecoder(parse_constant=fastjson._reject_constant).decode
+_STR_ONLY = frozenset((str,))
+
+
+def _parse_json_header(header: memoryview) -> Any:
+    """``fastjson.loads(bytes(header))``, with the common case (UTF-8, no BOM, standard JSON)
+    handled here the way fastjson.loads handles it, without its per-call setup."""
+    raw = bytes(header)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if text and text[0] != "\ufeff":
+        try:
+            return _json_decode(text)
+        except ValueError:
+            pass
+    return fastjson.loads(raw)  # everything else, errors included, exactly as before
+
+
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
-        doc = fastjson.loads(bytes(header))
+        doc = _parse_json_header(header)
     except ValueError as exc:
         raise FrameError(f"invalid JSON header: {exc}") from None
     if not isinstance(doc, dict) or "code" not in doc:
@@ -214,11 +237,14 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
     if ext is not None and not isinstance(ext, dict):
         raise FrameError("extFields is not an object")
     try:
+        # a fresh plain dict of str -> str (what clients send) is already what _ext_str makes
+        if ext is not None and (type(ext) is not dict or not ({*map(type, ext)} <= _STR_ONLY
+                                                             and {*map(type, ext.values())} <= _STR_ONLY)):
+            ext = {str(k): _ext_str(v) for k, v in ext.items()}
         return RemotingCommand(
             code=int(doc["code"]), language=int(language), version=int(doc.get("version") or 0),
             opaque=int(doc.get("opaque") or 0), flag=int(doc.get("flag") or 0),
-            remark=doc.get("remark"),
-            ext_fields={str(k): _ext_str(v) for k, v in ext.items()} if ext is not None else None)
+            remark=doc.get("remark"), ext_fields=ext)
     except (TypeError, ValueError) as exc:
         raise FrameError(f"bad field in JSON header: {exc}") from None
 

@@ -80,22 +80,39 @@ class RemotingProtocol(protocol.Protocol):
 
     def dataReceived(self, data: bytes) -> None:
         buf = self._buffer
-        buf += data
-        while len(buf) >= 4 and self.connected_:
+        if buf:
+            buf += data
+            if len(buf) < 4:
+                return
             (length,) = _LENGTH.unpack_from(buf, 0)
+            if 4 <= length <= self.max_frame - 4 and len(buf) < length + 4:
+                return  # the rest of a frame is still to come: nothing copied but this chunk
+            data = bytes(buf)
+            buf.clear()
+        # Frames are decoded from views of ``data``: no copy of the frame before decode
+        # (the header is parsed from the view; the body is copied once, into its own bytes).
+        n = len(data)
+        pos = 0
+        view = None
+        while n - pos >= 4 and self.connected_:
+            (length,) = _LENGTH.unpack_from(data, pos)
             if length + 4 > self.max_frame or length < 4:
                 self._drop(f"frame length {length} outside 4..{self.max_frame - 4}")
                 return
-            if len(buf) < length + 4:
-                return
-            frame = bytes(buf[4:4 + length])
-            del buf[:4 + length]
+            end = pos + 4 + length
+            if end > n:
+                break
+            if view is None:
+                view = memoryview(data)
             try:
-                cmd = codec.decode(frame)
+                cmd = codec.decode(view[pos + 4:end])
             except FrameError as exc:
                 self._drop(str(exc))
                 return
+            pos = end
             self._command_received(cmd)
+        if pos < n and self.connected_:
+            buf += data[pos:] if pos else data
 
     def _drop(self, why: str) -> None:
         self.log.error("closing connection from {peer}: {why}", peer=self.remote_address, why=why)
