@@ -137,6 +137,7 @@ _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 
 _LANGUAGE_BY_NAME = {lang.name: int(lang) for lang in LanguageCode}
+_STR_ONLY = frozenset((str,))
 
 
 def encode_header(cmd: RemotingCommand) -> bytes:
@@ -179,20 +180,22 @@ _LANGUAGE_NAMES = {int(lang): lang.name for lang in LanguageCode}
 _escape = fastjson._escape
 
 
+_encode_utf = fastjson._encode_utf  # what _escape(s, False) calls
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     """The header as fastjson writes RemotingCommand: keys sorted, nulls left out, the
     extFields in their own order (Java writes its HashMap's order and reads any)."""
-    parts = ['{"code":', str(int(cmd.code))]
-    if cmd.ext_fields is not None:
-        fields = ",".join(f"{_escape(k, False)}:{_escape(str(v), False)}"
-                          for k, v in cmd.ext_fields.items() if v is not None)
-        parts += [',"extFields":{', fields, "}"]
-    parts += [',"flag":', str(int(cmd.flag)), ',"language":"', _LANGUAGE_NAMES.get(int(cmd.language), "OTHER"),
-              '","opaque":', str(int(cmd.opaque))]
-    if cmd.remark is not None:
-        parts += [',"remark":', _escape(cmd.remark, False)]
-    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(cmd.version)), "}"]
-    return "".join(parts).encode("utf-8")
+    ext = cmd.ext_fields
+    if ext is None:
+        ext_part = ""
+    else:
+        ext_part = ',"extFields":{' + ",".join([f"{_encode_utf(k)}:{_encode_utf(str(v))}"
+                                                for k, v in ext.items() if v is not None]) + "}"
+    remark = cmd.remark
+    return ('{"code":%d%s,"flag":%d,"language":"%s","opaque":%d%s,"serializeTypeCurrentRPC":"JSON","version":%d}' % (
+        int(cmd.code), ext_part, int(cmd.flag), _LANGUAGE_NAMES.get(int(cmd.language), "OTHER"), int(cmd.opaque),
+        "" if remark is None else ',"remark":' + _encode_utf(remark), int(cmd.version))).encode("utf-8")
 
 
 class _OrderedFields(dict):
@@ -204,7 +207,6 @@ class _OrderedFields(dict):
 #: ``fastjson.loads`` first tries the stdlib C parser with these options; one decoder built
 #: once instead of one per ``json.loads(..., parse_constant=...)`` call.
 _json_decode = _stdjson.JSONDecoder(parse_constant=fastjson._reject_constant).decode
-_STR_ONLY = frozenset((str,))
 
 
 def _parse_json_header(header: memoryview) -> Any:

@@ -151,3 +151,34 @@ def test_good_frames_before_a_bad_one_are_answered() -> None:
     proto.dataReceived(codec.encode(good) + b"\x00\x00\x00\x08\x05\x00\x00\x00abcd" + codec.encode(good))
     assert _responses(transport.value()) == [(5, b"ok")]
     assert transport.disconnecting
+
+
+# ---------------------------------------------------------------- JSON header encode
+
+def _reference_encode_json_header(cmd: RemotingCommand) -> bytes:
+    """command._encode_json_header before its fast path."""
+    esc = fastjson._escape
+    parts = ['{"code":', str(int(cmd.code))]
+    if cmd.ext_fields is not None:
+        fields = ",".join(f"{esc(k, False)}:{esc(str(v), False)}" for k, v in cmd.ext_fields.items() if v is not None)
+        parts += [',"extFields":{', fields, "}"]
+    parts += [',"flag":', str(int(cmd.flag)), ',"language":"', codec._LANGUAGE_NAMES.get(int(cmd.language), "OTHER"),
+              '","opaque":', str(int(cmd.opaque))]
+    if cmd.remark is not None:
+        parts += [',"remark":', esc(cmd.remark, False)]
+    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(cmd.version)), "}"]
+    return "".join(parts).encode("utf-8")
+
+
+def test_json_header_encode_matches_reference() -> None:
+    rng = random.Random(7)
+    alphabet = ["a", "Z", "0", " ", "\u0001", "\u0002", '"', "\\", "/", "\u00e9", "\u4e2d", "\U0001F600", "\n", "\x7f"]
+    values = [lambda: "".join(rng.choices(alphabet, k=rng.randrange(8))), lambda: None, lambda: rng.randrange(-5, 10**12),
+              lambda: True, lambda: ResponseCode.SUCCESS]
+    for _ in range(400):
+        ext = {"".join(rng.choices(alphabet, k=rng.randrange(1, 5))): rng.choice(values)() for _ in range(rng.randrange(7))}
+        cmd = RemotingCommand(code=rng.choice([0, 1, 310, ResponseCode.SYSTEM_ERROR]), language=rng.choice([0, 9, 99]),
+                              version=rng.randrange(500), opaque=rng.randrange(-5, 1 << 31), flag=rng.choice([0, 1, 2, 3]),
+                              remark=rng.choice([None, "", "ok", "a\"b\\c\u0001\U0001F600"]),
+                              ext_fields=rng.choice([None, ext]))
+        assert codec._encode_json_header(cmd) == _reference_encode_json_header(cmd)
