@@ -39,7 +39,7 @@ from rmqpy.protocol.sysflag import (  # re-exported for convenience
 __all__ = [
     "MESSAGE_MAGIC_CODE_V1", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "RECORD", "BATCH_ITEM",
     "RecordError", "MessageExt", "MessageExtBrokerInner", "MessageExtBatch", "BatchItem",
-    "encode_record", "encode_record_into", "decode_record", "decode_records", "check_record", "DispatchInfo",
+    "encode_record", "encode_record_into", "encode_record_at", "decode_record", "decode_records", "check_record", "DispatchInfo",
     "record_size", "properties_to_string", "string_to_properties", "java_string_hash", "tags_string_to_tags_code",
     "encode_batch_body", "decode_batch_body", "create_offset_msg_id", "decode_offset_msg_id",
     "create_uniq_id", "decode_uniq_id", "body_crc", "BORNHOST_V6_FLAG", "COMPRESSED_FLAG", "INNER_BATCH_FLAG",
@@ -153,6 +153,9 @@ _TAIL = struct.Struct(">iqi")  # reconsume, prepared, bodyLen
 assert _HEAD.size == 48 and _FIXED_V4.size == 88
 
 
+_crc32 = zlib.crc32
+
+
 def body_crc(body) -> int:
     """BODYCRC as Java's UtilAll.crc32: CRC32 masked to 31 bits."""
     return zlib.crc32(body) & 0x7FFFFFFF
@@ -208,20 +211,18 @@ def properties_to_string(props: dict | None) -> str:
 
 
 def string_to_properties(s: str | bytes | None) -> dict[str, str]:
-    """``MessageDecoder.string2messageProperties``."""
+    """``MessageDecoder.string2messageProperties``: pairs split at the first \\x01; Java skips
+    items shorter than 3 characters and pairs with an empty name or an empty value (a pair
+    without \\x01 has an empty value); the last of a repeated name wins."""
     if not s:
         return {}
-    if isinstance(s, (bytes, bytearray, memoryview)):
+    if not isinstance(s, str):
         s = bytes(s).decode("utf-8", "replace")
     out = {}
     for item in s.split("\u0002"):
-        if len(item) < 3:
-            # Java: items shorter than 3 chars are skipped ("a\x01" or empty)
-            continue
-        i = item.find("\u0001")
-        if i <= 0 or i >= len(item) - 1:
-            continue  # Java skips a pair with an empty name or an empty value
-        out[item[:i]] = item[i + 1:]
+        name, _, value = item.partition("\u0001")
+        if name and value:
+            out[name] = value
     return out
 
 
@@ -231,7 +232,6 @@ _mul = operator.mul
 _POW31 = [1]
 for _i in range(1, 4097):
     _POW31.append((_POW31[-1] * 31) & 0xFFFFFFFF)
-_POW31_REV = _POW31[::-1]  # _POW31_REV[-n:] = 31^(n-1) ... 31^0
 
 
 def java_string_hash(s: str) -> int:
@@ -243,7 +243,8 @@ def java_string_hash(s: str) -> int:
         units = [(u[i] << 8) | u[i + 1] for i in range(0, len(u), 2)]
     n = len(units)
     if n <= 4096:
-        h = sum(map(_mul, units, _POW31_REV[4097 - n:])) & 0xFFFFFFFF if n else 0
+        # sum(u[i] * 31^(n-1-i)): the units reversed against 31^0, 31^1, ...
+        h = sum(map(_mul, units[::-1], _POW31)) & 0xFFFFFFFF
     else:
         h = 0
         for c in units:
@@ -443,6 +444,36 @@ def encode_record_into(buf, pos: int, *, topic_bytes: bytes, queue_id: int, flag
     _H.pack_into(buf, p, plen)
     buf[p + 2:p + 2 + plen] = props_bytes
     return total
+
+
+def encode_record_at(buf, pos: int, total: int, topic_bytes: bytes, queue_id: int, flag: int, body: bytes,
+                     props_bytes: bytes, sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+                     store_host: bytes, reconsume_times: int, prepared_transaction_offset: int, queue_offset: int,
+                     physical_offset: int) -> None:
+    """:func:`encode_record_into` for the store's put path, which has already checked the
+    lengths, set the host flags of ``sys_flag`` and computed ``total`` (:func:`record_size`):
+    positional arguments, the IPv4 layout packed in one call. Same bytes (unit-tested)."""
+    if len(born_host) != 8 or len(store_host) != 8:
+        encode_record_into(buf, pos, topic_bytes=topic_bytes, queue_id=queue_id, flag=flag, body=body,
+                           props_bytes=props_bytes, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                           born_host=born_host, store_timestamp=store_timestamp, store_host=store_host,
+                           reconsume_times=reconsume_times, prepared_transaction_offset=prepared_transaction_offset,
+                           queue_offset=queue_offset, physical_offset=physical_offset)
+        return
+    blen = len(body)
+    _FIXED_V4.pack_into(buf, pos, total, MESSAGE_MAGIC_CODE_V1, _crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                        queue_offset, physical_offset, sys_flag, born_timestamp, born_host, store_timestamp,
+                        store_host, reconsume_times, prepared_transaction_offset, blen)
+    p = pos + 88
+    q = p + blen
+    buf[p:q] = body
+    tlen = len(topic_bytes)
+    buf[q] = tlen
+    q += 1
+    buf[q:q + tlen] = topic_bytes
+    q += tlen
+    _H.pack_into(buf, q, len(props_bytes))
+    buf[q + 2:pos + total] = props_bytes
 
 
 def encode_record(msg: MessageExtBrokerInner | MessageExt, queue_offset: int | None = None,

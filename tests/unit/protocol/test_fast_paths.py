@@ -182,3 +182,91 @@ def test_json_header_encode_matches_reference() -> None:
                               remark=rng.choice([None, "", "ok", "a\"b\\c\u0001\U0001F600"]),
                               ext_fields=rng.choice([None, ext]))
         assert codec._encode_json_header(cmd) == _reference_encode_json_header(cmd)
+
+
+# ---------------------------------------------------------------- properties, hash, record
+
+from rmqpy.protocol import message as M  # noqa: E402
+
+
+def _reference_string_to_properties(s):
+    """message.string_to_properties before its fast path (find/slice per item)."""
+    if not s:
+        return {}
+    if isinstance(s, (bytes, bytearray, memoryview)):
+        s = bytes(s).decode("utf-8", "replace")
+    out = {}
+    for item in s.split("\u0002"):
+        if len(item) < 3:
+            continue
+        i = item.find("\u0001")
+        if i <= 0 or i >= len(item) - 1:
+            continue
+        out[item[:i]] = item[i + 1:]
+    return out
+
+
+def test_string_to_properties_matches_reference() -> None:
+    rng = random.Random(11)
+    alphabet = ["a", "B", "\u0001", "\u0002", "\u0001\u0001", "\u0002\u0002", "=", "\u00e9", "\U0001F600", ""]
+    cases = ["", "a", "\u0001", "a\u0001", "\u0001b", "a\u0001b", "ab\u0001\u0002", "a\u0001b\u0001c\u0002",
+             "x\u00011\u0002x\u00012\u0002", "WAIT\u0001true\u0002TAGS\u0001T\u0002"]
+    cases += ["".join(rng.choices(alphabet, k=rng.randrange(30))) for _ in range(3000)]
+    for s in cases:
+        want = _reference_string_to_properties(s)
+        got = M.string_to_properties(s)
+        assert got == want and list(got) == list(want), repr(s)
+        assert M.string_to_properties(s.encode("utf-8", "surrogatepass")) == _reference_string_to_properties(
+            s.encode("utf-8", "surrogatepass"))
+    assert M.string_to_properties(b"a\x01\xff\x02") == _reference_string_to_properties(b"a\x01\xff\x02")
+    assert M.string_to_properties(None) == {}
+
+
+def _java_hash_loop(s: str) -> int:
+    u = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(u), 2):
+        h = (31 * h + ((u[i] << 8) | u[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def test_java_string_hash_matches_the_loop() -> None:
+    rng = random.Random(12)
+    alphabet = "aZ09#_-%|\u00e9\u4e2d\U0001F600\x00\x7f"
+    cases = ["", "a", "TagA", "BenchTopic#7F00000100002A9F0000000000000001", "x" * 4096, "y" * 4097, "\ud800"]
+    cases += ["".join(rng.choices(alphabet, k=rng.randrange(60))) for _ in range(2000)]
+    cases += ["".join(rng.choices("abc", k=rng.randrange(4090, 4100))) for _ in range(20)]
+    for s in cases:
+        assert M.java_string_hash(s) == _java_hash_loop(s), repr(s[:40])
+    assert M.java_string_hash("hello") == 99162322  # Java "hello".hashCode()
+
+
+@pytest.mark.parametrize("born,store", [(("10.1.2.3", 5555), ("127.0.0.1", 10911)),
+                                        (("::1", 5555), ("127.0.0.1", 10911)),
+                                        (("10.1.2.3", 5555), ("fe80::1", 10911)),
+                                        (("::1", 1), ("::2", 2))])
+def test_encode_record_at_matches_encode_record_into(born, store) -> None:
+    rng = random.Random(13)
+    for body_len in (0, 1, 128, 1024, 5000):
+        body = bytes(rng.randrange(256) for _ in range(body_len))
+        topic_b = rng.choice([b"T", b"BenchTopic", b"t" * 127])
+        props_b = rng.choice([b"", b"UNIQ_KEY\x01ABC\x02CLUSTER\x01DefaultCluster\x02", "\u00e9\x01x\x02".encode()])
+        bh, sh = M.host_bytes(born), M.host_bytes(store)
+        sys_flag = rng.choice([0, 1, 4, 8])
+        sys_flag = (sys_flag | M.BORNHOST_V6_FLAG) if len(bh) == 20 else (sys_flag & ~M.BORNHOST_V6_FLAG)
+        sys_flag = (sys_flag | M.STOREHOSTADDRESS_V6_FLAG) if len(sh) == 20 else (sys_flag & ~M.STOREHOSTADDRESS_V6_FLAG)
+        total = M.record_size(sys_flag, len(body), len(topic_b), len(props_b))
+        args = dict(queue_id=rng.randrange(8), flag=rng.randrange(-3, 3), sys_flag=sys_flag, born_timestamp=rng.randrange(1 << 45),
+                    store_timestamp=rng.randrange(1 << 45), reconsume_times=rng.randrange(20),
+                    prepared_transaction_offset=rng.randrange(1 << 40), queue_offset=rng.randrange(1 << 40),
+                    physical_offset=rng.randrange(1 << 50))
+        want = bytearray(b"\xee" * (total + 20))
+        assert M.encode_record_into(want, 7, topic_bytes=topic_b, body=body, props_bytes=props_b, born_host=bh,
+                                    store_host=sh, **args) == total
+        got = bytearray(b"\xee" * (total + 20))
+        M.encode_record_at(got, 7, total, topic_b, args["queue_id"], args["flag"], body, props_b, sys_flag,
+                           args["born_timestamp"], bh, args["store_timestamp"], sh, args["reconsume_times"],
+                           args["prepared_transaction_offset"], args["queue_offset"], args["physical_offset"])
+        assert got == want
+        parsed = M.RECORD.parse(bytes(got[7:7 + total]))
+        assert parsed.totalSize == total and parsed.body == body and parsed.topic == topic_b.decode()
