@@ -5,12 +5,17 @@
     offsets, tags hash in the consume queue, key index);
 (b) rmqpy writes a store; a Java broker starts on it and a Java consumer reads
     every message with the ids/offsets rmqpy assigned.
+
+The Java name server and broker run on the host, bound to every address and advertising the
+client host's ``host_ip``; the Java producer and consumer run on the module's client host (its
+own network namespace, or a podman container), as in every interop module.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -25,7 +30,7 @@ from rmqpy.protocol.message import (MessageExtBrokerInner, create_offset_msg_id,
 from rmqpy.store.config import MessageStoreConfig
 from rmqpy.store.config_file import ConfigFile
 from rmqpy.store.message_store import GetMessageStatus, MessageStore
-from tests.interop import jvm
+from tests.interop import clients, jvm
 
 pytestmark = pytest.mark.interop
 
@@ -48,9 +53,15 @@ def version(request):
 
 @pytest.fixture
 def namesrv(java_built, version, tmp_path):
-    ns = jvm.start_java_namesrv(version, workdir=tmp_path / "ns")
+    ns = jvm.start_java_namesrv(version, workdir=tmp_path / "ns", props={"bindAddress": "0.0.0.0"})
     yield ns
     ns.stop()
+
+
+def start_broker(version, home: Path, client_host, namesrv, port: int) -> jvm.JavaProcess:
+    """The Java broker on the host, reachable from (and advertising) the client host's host_ip."""
+    return jvm.start_java_broker(version, home, f"{client_host.host_ip}:{namesrv.port}", {"bindAddress": "0.0.0.0"},
+                                 listen_port=port, broker_ip=client_host.host_ip)
 
 
 def _verify_tool(root: Path) -> dict:
@@ -62,16 +73,19 @@ def _verify_tool(root: Path) -> dict:
 
 
 @pytest.mark.parametrize("stop", ["clean", "kill9"])
-def test_java_writes_rmqpy_reads(version, namesrv, tmp_path, stop):
+def test_java_writes_rmqpy_reads(version, namesrv, client_host, tmp_path, stop):
     home = tmp_path / "broker"
     port = jvm.free_broker_port()
-    broker = jvm.start_java_broker(version, home, f"127.0.0.1:{namesrv.port}", listen_port=port)
+    broker = start_broker(version, home, client_host, namesrv, port)
     try:
-        ev = jvm.harness(version, ["produce", "-n", f"127.0.0.1:{namesrv.port}", "-t", "XOPEN_A", "-c", str(N),
-                                   "--tags", "TagA,TagB,TagC", "--keys", "key-{i}", "--body", "body-{i}",
-                                   "--queue-mod", "4"], timeout=180)
+        ev = clients.harness(client_host, version,
+                             ["produce", "-n", f"{client_host.host_ip}:{namesrv.port}", "-t", "XOPEN_A", "-c", str(N),
+                              "--tags", "TagA,TagB,TagC", "--keys", "key-{i}", "--body", "body-{i}",
+                              "--queue-mod", "4"], timeout=180)
         sent = ev.of("sent")
         assert len(sent) == N, ev.errors
+        # the Java broker stored them as host_ip:port, the address it advertises (offsetMsgId starts with it)
+        assert {e["offsetMsgId"][:8] for e in sent} == {socket.inet_aton(client_host.host_ip).hex().upper()}
     finally:
         if stop == "kill9":
             time.sleep(1.5)  # let the broker's reput catch up a little; recovery redoes the rest
@@ -79,7 +93,7 @@ def test_java_writes_rmqpy_reads(version, namesrv, tmp_path, stop):
         else:
             broker.stop()
     root = home / "store"
-    s = MessageStore(store_config(root), ("127.0.0.1", port), Clock())
+    s = MessageStore(store_config(root), (client_host.host_ip, port), Clock())
     assert s.load()
     try:
         assert s.last_exit_ok == (stop == "clean")
@@ -93,6 +107,7 @@ def test_java_writes_rmqpy_reads(version, namesrv, tmp_path, stop):
             assert m.uniq_key == e["msgId"]
             assert m.body == f"body-{e['i']}".encode()
             assert m.keys == f"key-{e['i']}" and m.tags == e["tags"]
+            assert m.born_host[0] == client_host.client_ip and m.store_host == (client_host.host_ip, port)
             unit = s.find_consume_queue("XOPEN_A", q).get_unit(qoff)
             assert unit == (m.commit_log_offset, m.store_size, java_string_hash(e["tags"]))
             r = s.query_message("XOPEN_A", f"key-{e['i']}", 32, 0, 2**62)
@@ -104,7 +119,7 @@ def test_java_writes_rmqpy_reads(version, namesrv, tmp_path, stop):
     assert rep["ok"] and rep["records"] >= N
 
 
-def test_rmqpy_writes_java_reads(version, namesrv, tmp_path):
+def test_rmqpy_writes_java_reads(version, namesrv, client_host, tmp_path):
     home = tmp_path / "broker"
     home.mkdir()
     root = home / "store"
@@ -112,7 +127,8 @@ def test_rmqpy_writes_java_reads(version, namesrv, tmp_path):
     topic = "XOPEN_B"
     clock = Clock()
     clock.advance(time.time())
-    s = MessageStore(store_config(root), ("127.0.0.1", port), clock)
+    # written as the Java broker that takes it over will be addressed: host_ip:port
+    s = MessageStore(store_config(root), (client_host.host_ip, port), clock)
     assert s.load()
     s.start()
     expected = {}
@@ -122,7 +138,7 @@ def test_rmqpy_writes_java_reads(version, namesrv, tmp_path):
         m = MessageExtBrokerInner(topic=topic, queue_id=q, body=f"rmqpy-{i}".encode(),
                                   properties={"TAGS": "T%d" % (i % 3), "KEYS": f"k{i}", "UNIQ_KEY": uniq,
                                               "WAIT": "true"},
-                                  born_host=("127.0.0.1", 50000), born_timestamp=int(time.time() * 1000))
+                                  born_host=(client_host.client_ip, 50000), born_timestamp=int(time.time() * 1000))
         out = []
         s.put_message(m).addCallback(out.append)
         a = out[0].append_message_result
@@ -133,11 +149,12 @@ def test_rmqpy_writes_java_reads(version, namesrv, tmp_path):
         "dataVersion": {"counter": 1, "timestamp": int(time.time() * 1000)},
         "topicConfigTable": {topic: {"order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
                                      "topicName": topic, "topicSysFlag": 0, "writeQueueNums": 4}}})
-    broker = jvm.start_java_broker(version, home, f"127.0.0.1:{namesrv.port}", listen_port=port)
+    broker = start_broker(version, home, client_host, namesrv, port)
+    ns_addr = f"{client_host.host_ip}:{namesrv.port}"
     try:
-        ev = jvm.harness(version, ["consume-lite", "-n", f"127.0.0.1:{namesrv.port}", "-t", topic,
-                                   "-g", "XOPEN_G", "-c", str(N), "--from", "first", "--timeout-ms", "60000"],
-                         timeout=180)
+        ev = clients.harness(client_host, version, ["consume-lite", "-n", ns_addr, "-t", topic, "-g", "XOPEN_G",
+                                                    "-c", str(N), "--from", "first", "--timeout-ms", "60000"],
+                             timeout=180)
         got = ev.of("received")
         assert len(got) == N, (ev.errors, broker.log_tail())
         for e in got:
@@ -145,13 +162,13 @@ def test_rmqpy_writes_java_reads(version, namesrv, tmp_path):
             assert (e["queueId"], e["queueOffset"], e["offsetMsgId"], e["body"]) == (q, qoff, mid, body)
             assert e["bodyCRC"] == zlib.crc32(body.encode()) & 0x7FFFFFFF
         # the Java broker keeps appending after our data
-        ev = jvm.harness(version, ["produce", "-n", f"127.0.0.1:{namesrv.port}", "-t", topic, "-c", "4",
-                                   "--queue-mod", "4"], timeout=120)
+        ev = clients.harness(client_host, version, ["produce", "-n", ns_addr, "-t", topic, "-c", "4",
+                                                    "--queue-mod", "4"], timeout=120)
         assert [e["queueOffset"] for e in ev.of("sent")] == [N // 4] * 4
     finally:
         broker.stop()
     # and we can read what Java appended
-    s = MessageStore(store_config(root), ("127.0.0.1", port), Clock())
+    s = MessageStore(store_config(root), (client_host.host_ip, port), Clock())
     assert s.load()
     try:
         for q in range(4):

@@ -3,6 +3,10 @@
 The Java broker (small commit log files, so there are several) stores messages of three
 topics sent by the Java producer (single sends with tags/keys/properties, a batch send, and
 compressed bodies); after it stops, the DataFrame must equal what the producer reported.
+
+The Java name server and broker run on the host, bound to every address and advertising the
+client host's ``host_ip``; the Java producer runs on a client host of its own (a network
+namespace, or a podman container: ``RMQPY_INTEROP_ISOLATION``), as in tests/interop/.
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import zlib
 
 import pytest
 
-from tests.interop import jvm
+from tests.interop import clients, isolation, jvm
 
 pytestmark = pytest.mark.interop
 
@@ -30,28 +34,31 @@ def java_store(request, tmp_path_factory):
     version = request.param
     jvm.ensure_built()
     tmp = tmp_path_factory.mktemp(f"java-{version}")
-    ns = jvm.start_java_namesrv(version, workdir=tmp / "ns")
     runs = {}
-    try:
-        addr = f"127.0.0.1:{ns.port}"
-        broker = jvm.start_java_broker(version, tmp / "broker", addr, {
-            "mappedFileSizeCommitLog": 64 * 1024, "maxMessageSize": 16 * 1024,
-            "mappedFileSizeConsumeQueue": 20 * 40})
+    with isolation.get_host_network().new_client_host() as ch:
+        ns = jvm.start_java_namesrv(version, workdir=tmp / "ns", props={"bindAddress": "0.0.0.0"})
         try:
-            common = ["-n", addr, "-c", str(N), "--tags", "TagA,TagB,TagC", "--keys", "key-{i} k2-{i}",
-                      "--prop", "color=c{i}", "--body", "body-{i}-"]
-            runs["SPARK_A"] = jvm.harness(version, ["produce", "-t", "SPARK_A", *common, "--body-size", "700",
-                                                    "--queue-mod", "4"],
-                                          timeout=180).of("sent")
-            runs["SPARK_B"] = jvm.harness(version, ["produce", "-t", "SPARK_B", *common, "--body-size", "300",
-                                                    "--mode", "batch", "--batch-size", "10"], timeout=180).of("sent")
-            runs["SPARK_C"] = jvm.harness(version, ["produce", "-t", "SPARK_C", "-n", addr, "-c", "30",
-                                                    "--keys", "zip-{i}", "--body", "zip-{i}-", "--body-size", "6000",
-                                                    "--compress-over", "4096"], timeout=180).of("sent")
+            addr = f"{ch.host_ip}:{ns.port}"
+            broker = jvm.start_java_broker(version, tmp / "broker", addr, {
+                "mappedFileSizeCommitLog": 64 * 1024, "maxMessageSize": 16 * 1024,
+                "mappedFileSizeConsumeQueue": 20 * 40, "bindAddress": "0.0.0.0"}, broker_ip=ch.host_ip)
+            try:
+                common = ["-n", addr, "-c", str(N), "--tags", "TagA,TagB,TagC", "--keys", "key-{i} k2-{i}",
+                          "--prop", "color=c{i}", "--body", "body-{i}-"]
+                runs["SPARK_A"] = clients.harness(ch, version, ["produce", "-t", "SPARK_A", *common, "--body-size",
+                                                                "700", "--queue-mod", "4"], timeout=180).of("sent")
+                runs["SPARK_B"] = clients.harness(ch, version, ["produce", "-t", "SPARK_B", *common, "--body-size",
+                                                                "300", "--mode", "batch", "--batch-size", "10"],
+                                                  timeout=180).of("sent")
+                runs["SPARK_C"] = clients.harness(ch, version, ["produce", "-t", "SPARK_C", "-n", addr, "-c", "30",
+                                                                "--keys", "zip-{i}", "--body", "zip-{i}-",
+                                                                "--body-size", "6000", "--compress-over", "4096"],
+                                                  timeout=180).of("sent")
+            finally:
+                broker.stop()
         finally:
-            broker.stop()
-    finally:
-        ns.stop()
+            ns.stop()
+        runs["client"] = (ch.client_ip, ch.host_ip, broker.port)
     return version, tmp / "broker" / "store", runs
 
 
@@ -71,6 +78,9 @@ def test_dataframe_equals_what_the_java_producer_sent(spark, java_store):
         assert r.tags == e["tags"] and r.keys == f"key-{i} k2-{i}" and r.properties["color"] == f"c{i}"
         assert bytes(r.body) == _body("body-{i}-", 700, i)
         assert "%08x" % zlib.crc32(bytes(r.body)) == e["bodyCrc32"]
+    # the producer sent from its client host to the broker's advertised address
+    client_ip, host_ip, port = runs["client"]
+    assert {(r.bornHost.rsplit(":", 1)[0], r.storeHost) for r in rows.values()} == {(client_ip, f"{host_ip}:{port}")}
     # batch sends (no selector: the topic is auto-created on the first send): one event per batch of 10
     b = runs["SPARK_B"]
     assert sum(e["batchSize"] for e in b) == N
