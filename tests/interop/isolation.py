@@ -549,7 +549,8 @@ class ClientHost(_ClientHostBase):
 # --------------------------------------------------------------------------
 # podman: a ClientHost whose commands run in containers joined to its netns
 
-PODMAN_DIR = os.environ.get("RMQPY_INTEROP_PODMAN_DIR", "/var/lib/rmqpy-interop/podman")
+DEFAULT_PODMAN_DIR = "/var/lib/rmqpy-interop/podman"
+PODMAN_DIR = os.environ.get("RMQPY_INTEROP_PODMAN_DIR", DEFAULT_PODMAN_DIR)
 PODMAN_IMAGE = "localhost/rmqpy-interop-client:bookworm"
 ENV_PODMAN_MOUNTS = "RMQPY_INTEROP_PODMAN_MOUNTS"
 # packages the client image gets beyond debootstrap's minbase: shared libs
@@ -574,7 +575,7 @@ _STORAGE_CONF = """\
 [storage]
 driver = "overlay"
 graphroot = "{dir}/storage"
-runroot = "/run/rmqpy-interop/podman"
+runroot = "{run}"
 """
 _CTR_RE = re.compile(r"^rmqpy-(\d+)-\d+-c\d+$")
 
@@ -597,10 +598,25 @@ def _podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.
     return _run([*podman_base(), *args], check=check, timeout=timeout)
 
 
+def podman_runroot() -> str:
+    """The storage runroot for PODMAN_DIR: the default dir keeps the one its
+    image was made with; any other RMQPY_INTEROP_PODMAN_DIR (e.g. a scratch one
+    to time a fresh image build) gets its own, since a runroot records the
+    mounts of one graphroot's layers.  Kept short: podman's `container
+    cleanup` (run by conmon when a container exits) refuses a runroot longer
+    than 50 characters, and then every `podman run` waits 20 s for the exit."""
+    if os.path.abspath(PODMAN_DIR) == DEFAULT_PODMAN_DIR:
+        return "/run/rmqpy-interop/podman"
+    import hashlib
+    tag = hashlib.sha1(os.path.abspath(PODMAN_DIR).encode()).hexdigest()[:12]
+    return f"/run/rmqpy-interop/podman-{tag}"
+
+
 def write_podman_config() -> None:
     os.makedirs(PODMAN_DIR, exist_ok=True)
+    run = podman_runroot()
     for name, text in (("containers.conf", _CONTAINERS_CONF),
-                       ("storage.conf", _STORAGE_CONF.format(dir=PODMAN_DIR))):
+                       ("storage.conf", _STORAGE_CONF.format(dir=PODMAN_DIR, run=run))):
         path = os.path.join(PODMAN_DIR, name)
         try:
             with open(path) as f:
