@@ -380,13 +380,22 @@ class AdminBrokerProcessor:
             for i in range(tc.readQueueNums):
                 broker_offset = max(0, store.get_max_offset_in_queue(topic, i))
                 consumer_offset = max(0, b.consumer_offset_manager.query_offset(group, topic, i))
-                entry = {"brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": 0}
+                # 5.x OffsetWrapper.pullOffset (mqadmin consumerProgress "#Inflight" = pull - consumer):
+                # max(consumer offset, pull offset); no pull offsets are tracked apart here
+                entry = {"brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": 0,
+                         "pullOffset": consumer_offset}
                 if consumer_offset - 1 >= 0:
                     ts = store.get_message_store_timestamp(topic, i, consumer_offset - 1)
                     if ts > 0:
                         entry["lastTimestamp"] = ts
                 table[self._mq(topic, i)] = entry
-        return self._ok(request, fastjson.dumps({"consumeTps": 0.0, "offsetTable": table}).encode())
+        # Java: the GROUP_GET_NUMS rate of the last minute, summed over the topics
+        tps = 0.0
+        for topic in topics:
+            item = self._stats().get(GROUP_GET_NUMS, f"{topic}@{group}")
+            if item is not None:
+                tps += item.in_minute().tps
+        return self._ok(request, fastjson.dumps({"consumeTps": tps, "offsetTable": table}).encode())
 
     def _connection(self, info: Any) -> dict[str, Any]:
         return {"clientAddr": info.address, "clientId": info.client_id, "language": language_name(info.language),

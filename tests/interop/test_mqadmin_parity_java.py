@@ -1,0 +1,310 @@
+"""mqadmin against rmqpy and against the real Java broker, side by side: the same answers.
+
+Two clusters, each with its own name server: ours (``twistd rmq-namesrv`` + ``rmq-broker``) and
+Java's (NamesrvStartup + BrokerStartup of the same version family). Both brokers are named
+alike. The same setup runs on both (updateTopic, updateSubGroup, produce with keys, consume),
+then the same mqadmin commands, whose outputs are compared after replacing what legitimately
+differs: addresses, dates and timestamps, message ids, commit-log positions, rates.
+"""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.interop import clients, jvm, servers
+
+pytestmark = pytest.mark.interop
+
+BROKER = "parity-b"
+TOPIC, GROUP, CLONE = "ParityT", "parity_g", "parity_g2"
+N_MSGS = 4
+
+
+class Side:
+    """One cluster (ours or Java's) and the client host that runs mqadmin and the harness."""
+
+    def __init__(self, name: str, version: str, host, ns_addr: str, broker_addr: str, stop) -> None:
+        self.name, self.version, self.host = name, version, host
+        self.ns_addr, self.broker_addr, self._stop = ns_addr, broker_addr, stop
+
+    def admin(self, *args: str) -> str:
+        return clients.mqadmin(self.host, self.version, args, self.ns_addr)
+
+    def harness(self, *args: str, timeout: float = 90):
+        extra = ["--poll-namesrv-ms", "1000"] if args[0].startswith("consume") else []
+        return clients.harness(self.host, self.version, [args[0], "-n", self.ns_addr, *extra, *args[1:]],
+                               timeout=timeout)
+
+    def close(self) -> None:
+        self._stop()
+
+
+def _ours(version: str, host, tmp: Path) -> Side:
+    ip = host.host_ip
+    ns = servers.start_namesrv(tmp / "ns", host=ip)
+    try:
+        broker = servers.start_broker(tmp / "broker", ns.addr, host=ip, props={"brokerName": BROKER})
+    except BaseException:
+        ns.stop()
+        raise
+
+    def stop() -> None:
+        broker.stop()
+        ns.stop()
+
+    side = Side("rmqpy", version, host, ns.addr, broker.addr, stop)
+    side.server = broker  # type: ignore[attr-defined]
+    return side
+
+
+def _java(version: str, host, tmp: Path) -> Side:
+    ip = host.host_ip
+    ns = jvm.start_java_namesrv(version, workdir=tmp / "java-ns", props={"bindAddress": "0.0.0.0"})
+    ns_addr = f"{ip}:{ns.port}"
+    try:
+        broker = jvm.start_java_broker(version, tmp / "java-broker", ns_addr,
+                                       {"brokerName": BROKER, "bindAddress": "0.0.0.0"}, broker_ip=ip)
+    except BaseException:
+        ns.stop(5)
+        raise
+
+    def stop() -> None:
+        broker.stop(10)
+        ns.stop(5)
+
+    side = Side("java", version, host, ns_addr, f"{ip}:{broker.port}", stop)
+    side.server = broker  # type: ignore[attr-defined]
+    return side
+
+
+def _wait(pred, timeout: float = 30.0, step: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(step)
+
+
+def _setup(side: Side) -> dict:
+    out = {}
+    out["updateTopic"] = side.admin("updateTopic", "-b", side.broker_addr, "-t", TOPIC, "-r", "2", "-w", "2")
+    out["updateSubGroup"] = side.admin("updateSubGroup", "-b", side.broker_addr, "-g", GROUP)
+    assert _wait(lambda: TOPIC in side.admin("topicList")), f"{side.name}: topic not routed"
+    sent = side.harness("produce", "--topic", TOPIC, "--count", str(N_MSGS), "--keys", "key{i}",
+                        "--queue-mod", "2", "--body", "b{i}")
+    assert len(sent.of("sent")) == N_MSGS, sent
+    got = side.harness("consume-push", "--topic", TOPIC, "--group", GROUP, "--count", str(N_MSGS),
+                       "--from", "first", "--linger-ms", "3000", "--timeout-ms", "40000", timeout=120)
+    assert len(got.of("received")) >= N_MSGS, got
+    # the consumer has exited: its offsets are persisted once the broker has them
+    assert _wait(lambda: re.search(r"Diff Total:\s*0\b", side.admin("consumerProgress", "-g", GROUP)), 60), \
+        side.admin("consumerProgress", "-g", GROUP)
+    return out
+
+
+@pytest.fixture(scope="module", params=["5.3.3"])  # 4.9.7 server + 4.9.8 mqadmin: not run yet
+def pair(request, java_built, client_host, tmp_path_factory):
+    version = request.param
+    tmp = tmp_path_factory.mktemp(f"parity-{version}")
+    ours = _ours(version, client_host, tmp / "ours")
+    java = None
+    try:
+        java = _java(version, client_host, tmp / "java")
+        setups = {ours.name: _setup(ours), java.name: _setup(java)}
+        yield ours, java, setups
+    finally:
+        if java is not None:
+            java.close()
+        ours.close()
+        print(ours.server.log_tail(3000))  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------- normalisation
+_SUBS = [
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b"), "<ADDR>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[ #T]\d{2}:\d{2}:\d{2}(?:[,.:]\d{3})?\b"), "<DATE>"),
+    (re.compile(r"\b[A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{2}:\d{2}:\d{2} \w+ \d{4}\b"), "<DATE>"),
+    (re.compile(r"\b[0-9A-F]{32}(?:[0-9A-F]{24})?\b"), "<MSGID>"),
+    (re.compile(r"\b1[6-9]\d{11}\b"), "<TS>"),
+]
+
+
+def norm(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("RocketMQLog:") or "SLF4J" in line or not line.strip():
+            continue
+        for rx, rep in _SUBS:
+            line = rx.sub(rep, line)
+        lines.append(re.sub(r"[ \t]+", " ", line.rstrip()))
+    return "\n".join(lines)
+
+
+def both(pair, *args: str, fill_broker: bool = False) -> tuple[str, str]:
+    ours, java, _ = pair
+    outs = []
+    for side in (ours, java):
+        argv = [a.replace("{broker}", side.broker_addr) for a in args]
+        outs.append(side.admin(*argv))
+    return outs[0], outs[1]
+
+
+def assert_same(ours: str, java: str, transform=norm) -> None:
+    a, b = transform(ours), transform(java)
+    assert a == b, f"rmqpy:\n{a}\n---- java:\n{b}"
+
+
+# ---------------------------------------------------------------------- the commands
+def test_setup_commands_answer_alike(pair) -> None:
+    _, _, setups = pair
+    for cmd in ("updateTopic", "updateSubGroup"):
+        assert_same(setups["rmqpy"][cmd], setups["java"][cmd])
+
+
+def test_topic_status(pair) -> None:
+    assert_same(*both(pair, "topicStatus", "-t", TOPIC))
+
+
+def test_topic_route(pair) -> None:
+    assert_same(*both(pair, "topicRoute", "-t", TOPIC))
+
+
+def _rates(text: str) -> str:
+    """Rates and 24 h counts depend on when the 10 s sampling ran: compare them as present."""
+    text = norm(text)
+    text = re.sub(r"(Consume TPS:)\s*[\d.]+", r"\1 <TPS>", text)
+    return text
+
+
+@pytest.mark.xfail(strict=False, reason="rmqpy keeps the offset the 5.3.3 consumer commits for its %RETRY% queue "
+                   "(0) and lists a '%RETRY%parity_g' row in consumerProgress; the Java 5.3.3 broker has no such "
+                   "offset after the same consume run (cause not yet traced: which request Java refuses or skips)")
+def test_consumer_progress(pair) -> None:
+    assert_same(*both(pair, "consumerProgress", "-g", GROUP), transform=_rates)
+
+
+def test_broker_consume_stats(pair) -> None:
+    ours, java = both(pair, "brokerConsumeStats", "-b", "{broker}")
+    # rows come in the order of the broker's group table (a HashMap in Java): compare them sorted
+    assert sorted(norm(ours).splitlines()) == sorted(norm(java).splitlines()), f"rmqpy:\n{ours}\njava:\n{java}"
+    assert GROUP in ours and re.search(r"Diff Total:\s*0\b", ours)
+
+
+def _cq(text: str) -> str:
+    # a message's commit-log position and size depend on the bytes of what came before it
+    # (born/store hosts, msgId properties): compare the rest
+    text = norm(text)
+    text = re.sub(r"physicOffset=\d+", "physicOffset=<N>", text)
+    return re.sub(r"physicSize=\d+", "physicSize=<N>", text)
+
+
+def test_query_cq(pair) -> None:
+    ours, java = both(pair, "queryCq", "-t", TOPIC, "-q", "0", "-i", "0", "-c", "10")
+    assert_same(ours, java, transform=_cq)
+    assert ours.count("idx: ") == N_MSGS // 2, ours
+    ours, java = both(pair, "queryCq", "-t", TOPIC, "-q", "1", "-i", "0", "-c", "1", "-g", GROUP)
+    assert_same(ours, java, transform=_cq)
+
+
+def test_query_msg_by_key(pair) -> None:
+    ours, java = both(pair, "queryMsgByKey", "-t", TOPIC, "-k", "key1")
+    assert_same(ours, java)
+    assert "<MSGID>" in norm(ours)
+
+
+def _msg_detail(text: str) -> str:
+    text = norm(text)
+    # commit-log offsets and the body CRC follow the message bytes; the client's process/instance
+    # properties (UNIQ_KEY...) are replaced by <MSGID> already
+    text = re.sub(r"(Commit Log Offset:|Physical Offset:)\s*\d+", r"\1 <N>", text)
+    text = re.sub(r"(Body CRC:|Store Size:)\s*-?\d+", r"\1 <N>", text)
+    return text
+
+
+@pytest.mark.xfail(strict=False, reason="the 5.3.3 Java broker stores MSG_REGION=DefaultRegion, TRACE_ON=true and "
+                   "keeps WAIT=true in the message properties; rmqpy's SendMessageProcessor (rmqpy/broker/processor/"
+                   "send.py, not part of this change) stores neither, so Properties differ")
+def test_query_msg_by_offset(pair) -> None:
+    ours, java = both(pair, "queryMsgByOffset", "-t", TOPIC, "-b", BROKER, "-i", "0", "-o", "0")
+    assert_same(ours, java, transform=_msg_detail)
+    assert f"Topic: {TOPIC}" in ours.replace("  ", " ") or TOPIC in ours
+
+
+# keys whose defaults 4.9 and 5.3.3 share (transactionCheckInterval: 60000 in 4.9, 30000 in 5.x)
+COMMON_CONFIG_KEYS = ("brokerClusterName", "brokerName", "brokerId", "brokerPermission", "brokerRole",
+                      "flushDiskType", "autoCreateSubscriptionGroup", "defaultTopicQueueNums", "deleteWhen",
+                      "fileReservedTime", "maxMessageSize", "messageDelayLevel", "traceTopicEnable",
+                      "msgTraceTopicName", "longPollingEnable", "slaveReadEnable", "mappedFileSizeConsumeQueue",
+                      "flushConsumerOffsetInterval", "transactionTimeOut", "transactionCheckMax",
+                      "notifyConsumerIdsChangedEnable", "enablePropertyFilter",
+                      "messageIndexEnable", "maxHashSlotNum", "maxIndexNum")
+
+
+def _config(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*(\w+)\s*=\s*(.*?)\s*$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def test_get_and_update_broker_config(pair) -> None:
+    ours_s, java_s, _ = pair
+    ours, java = (_config(t) for t in both(pair, "getBrokerConfig", "-b", "{broker}"))
+    assert ours and java, (ours, java)
+    keys = [k for k in COMMON_CONFIG_KEYS if k in java]
+    # the stores' sizes were chosen by each test harness; the rest must agree
+    sized = {"mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum", "messageDelayLevel"}
+    differ = {k: (ours.get(k), java[k]) for k in keys if k not in sized and ours.get(k) != java[k]}
+    assert not differ, differ
+    both(pair, "updateBrokerConfig", "-b", "{broker}", "-k", "fileReservedTime", "-v", "7")
+    ours, java = (_config(t) for t in both(pair, "getBrokerConfig", "-b", "{broker}"))
+    assert ours["fileReservedTime"] == java["fileReservedTime"] == "7"
+    # Java wrote it back to its -c file; so did we (it survives a restart)
+    java_conf = Path(java_s.server.config).read_text()  # type: ignore[attr-defined]
+    ours_conf = (Path(ours_s.server.workdir) / "broker.conf").read_text()  # type: ignore[attr-defined]
+    assert "fileReservedTime=7" in java_conf and "fileReservedTime=7" in ours_conf
+
+
+def test_clone_group_offset_then_progress(pair) -> None:
+    # 5.3.3 mqadmin clones with UPDATE_CONSUMER_OFFSET per queue, which the 5.3.3 broker refuses for a
+    # group it does not have (SUBSCRIPTION_GROUP_NOT_EXIST); 4.9 (and rmqpy) accept it: create it first
+    both(pair, "updateSubGroup", "-b", "{broker}", "-g", CLONE)
+    assert_same(*both(pair, "cloneGroupOffset", "-s", GROUP, "-d", CLONE, "-t", TOPIC, "-o", "true"))
+    ours, java = both(pair, "consumerProgress", "-g", CLONE)
+    assert_same(ours, java, transform=_rates)
+    assert re.search(r"Diff Total:\s*0\b", ours), ours
+
+
+def _stats_all(text: str) -> list[tuple[str, ...]]:
+    """statsAll rows: topic, group and accumulation exactly; TPS and 24 h counts as numbers."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[0].startswith("#") or parts[0] != TOPIC:
+            continue
+        rows.append(tuple(parts[:3]))
+        for value in parts[3:]:
+            assert re.fullmatch(r"[\d.]+|NO_CONSUMER", value), line
+    return sorted(rows)
+
+
+@pytest.mark.xfail(strict=False, reason="the Java 5.3.3 broker also reports a consumer group named 'ParityT' (the "
+                   "topic's name, accumulation 4) for the topic after the earlier commands of this module; which "
+                   "command creates it there (and not on rmqpy) is not identified yet")
+def test_stats_all(pair) -> None:
+    ours, java = both(pair, "statsAll", "-t", TOPIC)
+    assert _stats_all(ours) == _stats_all(java), f"rmqpy:\n{ours}\njava:\n{java}"
+    assert _stats_all(ours), ours
+
+
+def test_delete_sub_group_and_topic(pair) -> None:
+    assert_same(*both(pair, "deleteSubGroup", "-b", "{broker}", "-g", CLONE))
+    assert_same(*both(pair, "deleteTopic", "-t", TOPIC, "-c", "DefaultCluster"))
+    ours, java = both(pair, "topicRoute", "-t", TOPIC)
+    assert_same(ours, java)
