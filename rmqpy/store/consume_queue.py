@@ -125,6 +125,15 @@ class ConsumeQueue:
         if phy_offset + size <= self.max_physic_offset:
             return True  # already there
         pos = cq_offset * CQ_STORE_UNIT_SIZE
+        files = self.queue.files
+        if files:  # the usual case: the unit goes right at the end of the last file, which has room
+            mf = files[-1]
+            wrote = mf.wrote_position
+            if mf.file_from_offset + wrote == pos and wrote + CQ_STORE_UNIT_SIZE <= mf.file_size:
+                UNIT.pack_into(mf.mm, wrote, phy_offset, size, tags_code)
+                mf.wrote_position = wrote + CQ_STORE_UNIT_SIZE
+                self.max_physic_offset = phy_offset + size
+                return True
         cur = self.queue.max_wrote_offset()
         if not self.queue.files:
             mf = self.queue.get_last_mapped_file(pos)

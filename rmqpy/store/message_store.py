@@ -23,8 +23,9 @@ from twisted.internet import defer
 from rmqpy.protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_WAIT_STORE_MSG_OK,
     SCHEDULE_TOPIC, DispatchInfo, MessageExt, MessageExtBatch, MessageExtBrokerInner, create_offset_msg_id,
-    decode_batch_body, decode_record, encode_record_into, host_bytes, java_string_hash, properties_to_string,
+    decode_batch_body, decode_record, encode_record_at, encode_record_into, host_bytes, java_string_hash, properties_to_string,
     string_to_properties, RecordError, MAX_TOPIC_LENGTH_V1, MAX_PROPERTIES_LENGTH, record_size,
+    PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY,
 )
 from rmqpy.protocol import sysflag as SF
 from rmqpy.store.checkpoint import StoreCheckpoint
@@ -36,6 +37,7 @@ from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.stats import StoreStats
 
 log = logging.getLogger(__name__)
+_perf_counter = time.perf_counter
 
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 DISK_SPACE_WARNING_RATIO = 0.90
@@ -165,6 +167,7 @@ class MessageStore:
         self.reactor = reactor
         self.store_host = store_host
         self._store_host_bytes = host_bytes(store_host)
+        self._msg_id_prefix = self._store_host_bytes.hex().upper()  # offsetMsgId = this + %016X of the offset
         self._delay_levels = config.delay_levels
         self.max_delay_level = max(self._delay_levels) if self._delay_levels else 0
         ro = config.readOnly
@@ -420,16 +423,21 @@ class MessageStore:
         return cq
 
     def _dispatch(self, d: DispatchInfo, notify: bool = True) -> None:
-        if self.config.readOnly:
+        cfg = self.config
+        if cfg.readOnly:
             return
         tran = d.sys_flag & SF.TRANSACTION_MASK
-        if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
-            cq = self.find_consume_queue(d.topic, d.queue_id)
+        normal = tran == SF.TRANSACTION_NOT_TYPE or tran == SF.TRANSACTION_COMMIT_TYPE
+        if normal:
+            qs = self.consume_queue_table.get(d.topic)
+            cq = qs.get(d.queue_id) if qs is not None else None
+            if cq is None:
+                cq = self.find_consume_queue(d.topic, d.queue_id)
             cq.put(d.commit_log_offset, d.size, d.tags_code, d.queue_offset)
             self._last_logics_ts = d.store_timestamp
-        if self.config.messageIndexEnable:
+        if cfg.messageIndexEnable:
             self.index_service.build_index(d)
-        if notify and self.arrive_listeners and tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
+        if notify and normal and self.arrive_listeners:
             for cb in self.arrive_listeners:
                 try:
                     cb(d.topic, d.queue_id, d.queue_offset + 1, d.tags_code, d.store_timestamp, d.properties)
@@ -449,22 +457,38 @@ class MessageStore:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         return PutMessageStatus.PUT_OK
 
-    def _fail(self, status: PutMessageStatus, append_status: AppendMessageStatus | None = None):
+    def _failed(self, status: PutMessageStatus, append_status: AppendMessageStatus | None = None
+                ) -> PutMessageResult:
         self.stats.put_failed()
-        return defer.succeed(PutMessageResult(status, AppendMessageResult(append_status) if append_status else None))
+        return PutMessageResult(status, AppendMessageResult(append_status) if append_status else None)
+
+    def _fail(self, status: PutMessageStatus, append_status: AppendMessageStatus | None = None):
+        return defer.succeed(self._failed(status, append_status))
 
     def put_message(self, msg: MessageExtBrokerInner) -> defer.Deferred:
-        st = self._check_store_status()
-        if st != PutMessageStatus.PUT_OK:
-            return self._fail(st)
-        t0 = time.perf_counter()
-        topic_b = msg.topic.encode("utf-8")
+        """Append one message; a Deferred of its :class:`PutMessageResult`."""
+        r = self.put_message_now(msg)
+        return r if isinstance(r, defer.Deferred) else defer.succeed(r)
+
+    def put_message_now(self, msg: MessageExtBrokerInner) -> PutMessageResult | defer.Deferred:
+        """:meth:`put_message` without a Deferred when there is nothing to wait for: the
+        :class:`PutMessageResult` itself, or (SYNC_FLUSH and the message asks to wait) a
+        Deferred that fires once the record is on disk."""
+        cfg = self.config
+        if self.shutdown_flag or cfg.brokerRole == "SLAVE" or cfg.readOnly or self.disk_full:
+            return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        t0 = _perf_counter()
+        topic = msg.topic
+        queue_id = msg.queue_id
+        topic_b = topic.encode("utf-8")
         if len(topic_b) > MAX_TOPIC_LENGTH_V1:
-            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
-        tran = msg.sys_flag & SF.TRANSACTION_MASK
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
+        sys_flag = msg.sys_flag
+        tran = sys_flag & SF.TRANSACTION_MASK
+        normal = tran == SF.TRANSACTION_NOT_TYPE or tran == SF.TRANSACTION_COMMIT_TYPE
         props = msg.get_properties()
         # delay level (4.9 CommitLog.putMessage): park in SCHEDULE_TOPIC_XXXX, queue level-1
-        if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE) and msg.topic != SCHEDULE_TOPIC:
+        if normal and topic != SCHEDULE_TOPIC:
             lvl = props.get(PROPERTY_DELAY_TIME_LEVEL)
             if lvl is not None:
                 try:
@@ -475,68 +499,58 @@ class MessageStore:
                     if level > self.max_delay_level:
                         level = self.max_delay_level
                         props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
-                    props[PROPERTY_REAL_TOPIC] = msg.topic
-                    props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+                    props[PROPERTY_REAL_TOPIC] = topic
+                    props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
                     msg.properties_string = None
-                    msg.topic = SCHEDULE_TOPIC
-                    msg.queue_id = level - 1
-                    topic_b = msg.topic.encode("utf-8")
+                    msg.topic = topic = SCHEDULE_TOPIC
+                    msg.queue_id = queue_id = level - 1
+                    topic_b = topic.encode("utf-8")
         props_b = msg.get_properties_string().encode("utf-8")
         if len(props_b) > MAX_PROPERTIES_LENGTH:
-            return self._fail(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+            return self._failed(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
         born = host_bytes(msg.born_host)
-        sys_flag = msg.sys_flag
-        sys_flag = (sys_flag | SF.BORNHOST_V6_FLAG) if len(born) == 20 else (sys_flag & ~SF.BORNHOST_V6_FLAG)
         sh = self._store_host_bytes
+        sys_flag = (sys_flag | SF.BORNHOST_V6_FLAG) if len(born) == 20 else (sys_flag & ~SF.BORNHOST_V6_FLAG)
         sys_flag = (sys_flag | SF.STOREHOSTADDRESS_V6_FLAG) if len(sh) == 20 else (sys_flag & ~SF.STOREHOSTADDRESS_V6_FLAG)
         body = msg.body or b""
         size = record_size(sys_flag, len(body), len(topic_b), len(props_b))
-        if size > self.config.maxMessageSize + 0 and len(body) > self.config.maxMessageSize:
-            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-        if size + 8 > self.config.mappedFileSizeCommitLog:
-            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-        key = (msg.topic, msg.queue_id)
-        if tran in (SF.TRANSACTION_PREPARED_TYPE, SF.TRANSACTION_ROLLBACK_TYPE):
-            qoff = 0
-        else:
-            qoff = self.topic_queue_table.get(key, 0)
+        if len(body) > cfg.maxMessageSize or size + 8 > cfg.mappedFileSizeCommitLog:
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        key = (topic, queue_id)
+        qoff = self.topic_queue_table.get(key, 0) if normal else 0
         try:
             mf = self.commit_log.mapped_file_for(size)
         except OSError as e:
             log.error("cannot create commit log file: %s", e)
-            return self._fail(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
-        now = self.now()
+            return self._failed(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        now = int(self.reactor.seconds() * 1000)
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
-        encode_record_into(mf.mm, pos, topic_bytes=topic_b, queue_id=msg.queue_id, flag=msg.flag, body=body,
-                           props_bytes=props_b, sys_flag=sys_flag, born_timestamp=msg.born_timestamp,
-                           born_host=born, store_timestamp=now, store_host=sh,
-                           reconsume_times=msg.reconsume_times,
-                           prepared_transaction_offset=msg.prepared_transaction_offset,
-                           queue_offset=qoff, physical_offset=phy)
+        pto = msg.prepared_transaction_offset
+        encode_record_at(mf.mm, pos, size, topic_b, queue_id, msg.flag, body, props_b, sys_flag,
+                         msg.born_timestamp, born, now, sh, msg.reconsume_times, pto, qoff, phy)
         mf.wrote_position = pos + size
         self.commit_log.last_store_timestamp = now
         msg.store_timestamp = now
-        if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
+        if normal:
             self.topic_queue_table[key] = qoff + 1
         # dispatch
-        tags_code = java_string_hash(props["TAGS"]) if props.get("TAGS") else 0
-        if msg.topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
+        tags = props.get(PROPERTY_TAGS)
+        tags_code = java_string_hash(tags) if tags else 0
+        if topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
             try:
                 lv = int(props[PROPERTY_DELAY_TIME_LEVEL])
                 if lv > 0:
                     tags_code = self.compute_deliver_timestamp(lv, now)
             except ValueError:
                 pass
-        d = DispatchInfo(size, True, msg.topic, msg.queue_id, phy, tags_code, now, qoff,
-                         props.get("KEYS") or "", props.get("UNIQ_KEY"), sys_flag,
-                         msg.prepared_transaction_offset, props)
-        self._dispatch(d)
-        result = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size,
-                                     create_offset_msg_id(sh, phy), now, qoff,
-                                     int((time.perf_counter() - t0) * 1000), 1)
-        self.stats.put_ok(size, time.perf_counter() - t0)
-        return self._handle_flush(result, props.get(PROPERTY_WAIT_STORE_MSG_OK))
+        self._dispatch(DispatchInfo(size, True, topic, queue_id, phy, tags_code, now, qoff,
+                                    props.get(PROPERTY_KEYS) or "", props.get(PROPERTY_UNIQ_KEY), sys_flag, pto, props))
+        elapsed = _perf_counter() - t0
+        result = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size, self._msg_id_prefix + "%016X" % phy, now,
+                                     qoff, int(elapsed * 1000), 1)
+        self.stats.put_ok(size, elapsed)
+        return self._flush_result(result, props.get(PROPERTY_WAIT_STORE_MSG_OK))
 
     def put_messages(self, batch: MessageExtBatch) -> defer.Deferred:
         st = self._check_store_status()
@@ -620,14 +634,21 @@ class MessageStore:
 
     # ------------------------------------------------------------------ flush
     def _handle_flush(self, result: AppendMessageResult, wait_prop: str | None) -> defer.Deferred:
+        r = self._flush_result(result, wait_prop)
+        return r if isinstance(r, defer.Deferred) else defer.succeed(r)
+
+    def _flush_result(self, result: AppendMessageResult, wait_prop: str | None
+                      ) -> PutMessageResult | defer.Deferred:
+        """The PutMessageResult now (ASYNC_FLUSH, or WAIT=false), else a Deferred of it that
+        fires when the commit log is flushed past the record (or FLUSH_DISK_TIMEOUT)."""
         ok = PutMessageResult(PutMessageStatus.PUT_OK, result)
         if not self.config.sync_flush:
-            return defer.succeed(ok)
+            return ok
         wait = wait_prop is None or wait_prop.lower() == "true"
         end = result.wrote_offset + result.wrote_bytes
         if not wait:
             self._kick_flush()
-            return defer.succeed(ok)
+            return ok
         d = defer.Deferred()
         waiter = [end, d, None, ok]
         self._flush_waiters.append(waiter)

@@ -1,0 +1,91 @@
+"""The store's put path (put_message_now, encode_record_at, the consume queue's append fast
+path, the precomputed offsetMsgId) writes what the general encoder describes, and waits for
+the disk exactly when SYNC_FLUSH asks it to."""
+from __future__ import annotations
+
+from twisted.internet import defer
+
+from rmqpy.protocol.message import (MessageExtBrokerInner, create_offset_msg_id, encode_record, java_string_hash,
+                                    TRANSACTION_PREPARED_TYPE)
+from rmqpy.store.message_store import PutMessageResult, PutMessageStatus
+
+from .conftest import STORE_HOST, T0, msg
+
+
+def test_put_message_now_answers_at_once_in_async_flush(harness):
+    s = harness.open()
+    r = s.put_message_now(msg(uniq="U1"))
+    assert isinstance(r, PutMessageResult) and r.is_ok()
+    d = s.put_message(msg(uniq="U2"))
+    assert isinstance(d, defer.Deferred)
+    out = []
+    d.addCallback(out.append)
+    assert out[0].is_ok() and out[0].append_message_result.logics_offset == 1
+
+
+def test_put_message_now_waits_for_the_flush_in_sync_flush(harness, monkeypatch):
+    s = harness.open(flushDiskType="SYNC_FLUSH")
+    pending = []
+
+    def fake_in_thread(fn, *a):
+        d = defer.Deferred()
+        pending.append((fn, a, d))
+        return d
+    monkeypatch.setattr(s, "_in_thread", fake_in_thread)
+    d = s.put_message_now(msg())
+    assert isinstance(d, defer.Deferred) and len(pending) == 1
+    out = []
+    d.addCallback(out.append)
+    assert out == []  # not acknowledged before the fsync
+    fn, a, fd = pending.pop()
+    fn(*a)
+    fd.callback(None)
+    assert out[0].is_ok()
+    # WAIT=false: answered at once, the flush still kicked
+    r = s.put_message_now(msg(props={"WAIT": "false"}))
+    assert isinstance(r, PutMessageResult) and r.is_ok() and len(pending) == 1
+
+
+def test_put_message_now_failures_are_results(harness):
+    s = harness.open()
+    r = s.put_message_now(msg(topic="t" * 128))
+    assert isinstance(r, PutMessageResult) and r.put_message_status == PutMessageStatus.MESSAGE_ILLEGAL
+    s.shutdown_flag = True
+    r = s.put_message_now(msg())
+    assert r.put_message_status == PutMessageStatus.SERVICE_NOT_AVAILABLE
+    s.shutdown_flag = False
+
+
+def test_records_units_and_msg_ids_match_the_general_encoder(harness):
+    s = harness.open(mappedFileSizeConsumeQueue=20 * 7)  # several consume queue files
+    cases = [msg(body=b"", tags="TagA", keys="k1 k2", uniq="U0"),
+             msg(body=b"x" * 128, uniq="U1"),
+             msg(body=bytes(range(256)) * 4, props={"CLUSTER": "DefaultCluster", "\u00e9": "\u4e2d"}),
+             MessageExtBrokerInner(topic="T", queue_id=0, body=b"v6", properties={"TAGS": "B"},
+                                   born_host=("::1", 7), born_timestamp=5, reconsume_times=3, flag=9),
+             msg(body=b"prepared", sys_flag=TRANSACTION_PREPARED_TYPE, prepared_transaction_offset=77)]
+    cases += [msg(body=b"m%d" % i, tags="T%d" % (i % 3)) for i in range(20)]
+    expected_units = []
+    for i, m in enumerate(cases):
+        reference = MessageExtBrokerInner(**{k: getattr(m, k) for k in m.__dataclass_fields__})
+        reference.properties = dict(m.properties)
+        reference.store_host = STORE_HOST
+        r = s.put_message_now(m)
+        assert r.is_ok(), r
+        a = r.append_message_result
+        assert a.msg_id == create_offset_msg_id(STORE_HOST, a.wrote_offset)
+        prepared = m.sys_flag & 0xC == TRANSACTION_PREPARED_TYPE
+        want = encode_record(reference, queue_offset=0 if prepared else a.logics_offset,
+                             physical_offset=a.wrote_offset, store_timestamp=int(T0 * 1000))
+        assert s.commit_log.get_data(a.wrote_offset, a.wrote_bytes) == want, i
+        if not prepared:
+            tags = m.properties.get("TAGS")
+            expected_units.append((a.wrote_offset, a.wrote_bytes, java_string_hash(tags) if tags else 0))
+    cq = s.find_consume_queue("T", 0)
+    assert len(cq.queue.files) > 2
+    assert [cq.get_unit(i) for i in range(cq.get_max_offset_in_queue())] == expected_units
+    # the store still reads back what it wrote after a restart (recovery walks the records)
+    harness.close()
+    s = harness.open(mappedFileSizeConsumeQueue=20 * 7)
+    cq = s.find_consume_queue("T", 0)
+    assert [cq.get_unit(i) for i in range(cq.get_max_offset_in_queue())] == expected_units
