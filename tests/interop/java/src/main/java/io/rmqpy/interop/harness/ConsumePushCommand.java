@@ -1,5 +1,9 @@
 package io.rmqpy.interop.harness;
 
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -15,6 +19,7 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
  * consume-push: DefaultMQPushConsumer, concurrently or orderly, clustering or
@@ -34,10 +39,14 @@ public final class ConsumePushCommand implements Command {
             + "    [--reconsume-later K] (fail the first K deliveries of every message: RECONSUME_LATER, or\n"
             + "      SUSPEND_CURRENT_QUEUE_A_MOMENT when orderly) [--retry-delay-level L] [--suspend-ms MS]\n"
             + "    [--max-reconsume-times N] [--threads N] [--consume-batch N] [--pull-batch N] [--pull-interval-ms MS]\n"
-            + "    [--max-body-print 1024] + client options\n"
+            + "    [--max-body-print 1024] [--stop-file PATH] [--report-assignment] + client options\n"
             + "  COUNT counts successful consumes (0 = just run until the timeout and succeed). --linger-ms keeps\n"
             + "  consuming after COUNT is reached, to catch extra deliveries. Emits started, received (one per\n"
-            + "  delivery, with result and delivery number), then done; exit 1 if fewer than COUNT were consumed.";
+            + "  delivery, with result and delivery number), then done; exit 1 if fewer than COUNT were consumed.\n"
+            + "  --stop-file: shut down cleanly (unregister from the broker) as soon as PATH exists, even before\n"
+            + "  COUNT (checked every 50 ms; no linger then). --report-assignment: an 'assigned' event with the\n"
+            + "  queues this member holds (queueIds of TOPIC, and every \"topic:broker:queueId\" incl. the retry topic)\n"
+            + "  every time its rebalance changes them.";
     }
 
     @Override
@@ -64,6 +73,8 @@ public final class ConsumePushCommand implements Command {
         p.pullBatch = a.integer("pull-batch", 0);
         p.pullIntervalMs = a.lng("pull-interval-ms", -1);
         p.maxBodyPrint = a.integer("max-body-print", 1024);
+        p.stopFile = a.str("stop-file", null);
+        p.reportAssignment = a.bool("report-assignment", false);
         return out -> run(client, p, out);
     }
 
@@ -87,6 +98,8 @@ public final class ConsumePushCommand implements Command {
         int pullBatch;
         long pullIntervalMs;
         int maxBodyPrint;
+        String stopFile;
+        boolean reportAssignment;
     }
 
     private int run(Common.ClientOptions client, P p, Out out) throws Exception {
@@ -182,17 +195,33 @@ public final class ConsumePushCommand implements Command {
         out.event("started").put("command", "consume-push").put("group", p.group).put("topic", p.topic)
             .put("clientId", consumer.buildMQClientId()).emit();
         boolean reached;
+        boolean stopped = false;
+        final Thread watcher = p.reportAssignment ? assignmentWatcher(consumer, p.topic, out) : null;
         try {
-            if (p.count > 0) {
+            if (p.stopFile != null) {
+                // the stop file ends the run at once; otherwise COUNT (if any) or the timeout does
+                long deadline = start + p.timeoutMs;
+                while (!(stopped = Files.exists(Paths.get(p.stopFile)))
+                    && System.currentTimeMillis() < deadline && (p.count <= 0 || enough.getCount() > 0)) {
+                    enough.await(50, TimeUnit.MILLISECONDS);
+                }
+                reached = p.count <= 0 || enough.getCount() == 0;
+                if (stopped) {
+                    out.event("stopping").put("reason", "stop-file").put("consumed", consumed.get()).emit();
+                }
+            } else if (p.count > 0) {
                 reached = enough.await(p.timeoutMs, TimeUnit.MILLISECONDS);
             } else {
                 Thread.sleep(p.timeoutMs);
                 reached = true;
             }
-            if (p.lingerMs > 0) {
+            if (p.lingerMs > 0 && !stopped) {
                 Thread.sleep(p.lingerMs);
             }
         } finally {
+            if (watcher != null) {
+                watcher.interrupt();
+            }
             Common.shutdownQuietly(consumer::shutdown, 10000);
         }
         boolean ok = p.count <= 0 || consumed.get() >= p.count;
@@ -202,9 +231,52 @@ public final class ConsumePushCommand implements Command {
                 .emit();
         }
         out.event("done").put("command", "consume-push").put("ok", ok).put("consumed", consumed.get())
-            .put("deliveries", deliveries.get()).put("distinct", distinct.size()).put("timedOut", !reached)
+            .put("deliveries", deliveries.get()).put("distinct", distinct.size()).put("timedOut", !reached && !stopped)
+            .put("stopped", stopped)
             .put("elapsedMs", System.currentTimeMillis() - start).emit();
         return ok ? 0 : 1;
+    }
+
+    /** Emits "assigned" whenever the set of queues this member's rebalance holds changes. */
+    private static Thread assignmentWatcher(DefaultMQPushConsumer consumer, String topic, Out out) {
+        Thread t = new Thread(() -> {
+            String last = null;
+            while (!Thread.currentThread().isInterrupted()) {
+                try {
+                    Set<MessageQueue> held = consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl()
+                        .getProcessQueueTable().keySet();
+                    List<String> queues = new ArrayList<>();
+                    List<Integer> queueIds = new ArrayList<>();
+                    for (MessageQueue mq : held) {
+                        queues.add(mq.getTopic() + ":" + mq.getBrokerName() + ":" + mq.getQueueId());
+                        if (mq.getTopic().equals(topic)) {
+                            queueIds.add(mq.getQueueId());
+                        }
+                    }
+                    Collections.sort(queues);
+                    Collections.sort(queueIds);
+                    String now = String.join(",", queues);
+                    if (!now.equals(last)) {
+                        out.event("assigned").put("topic", topic).put("queueIds", queueIds).put("queues", queues)
+                            .emit();
+                        last = now;
+                    }
+                    Thread.sleep(50);
+                } catch (InterruptedException e) {
+                    return;
+                } catch (RuntimeException e) {
+                    // table not there yet (starting) or gone (shutting down): look again
+                    try {
+                        Thread.sleep(50);
+                    } catch (InterruptedException ie) {
+                        return;
+                    }
+                }
+            }
+        }, "harness-assignment");
+        t.setDaemon(true);
+        t.start();
+        return t;
     }
 
     private static void countSuccess(List<MessageExt> msgs, Set<String> distinct, AtomicInteger consumed,

@@ -1,0 +1,362 @@
+"""Consumer groups on the rmqpy broker with the official Java push consumer 4.9.8 and 5.3.3.
+
+Issue #4. Two members of one group run at the same time (two JVMs on the client host):
+
+* clustering: the queues of a 4-queue topic are split between the members, every message
+  reaches exactly one of them; when one member shuts down cleanly the broker tells the
+  other (NOTIFY_CONSUMER_IDS_CHANGED), which takes over every queue, and nothing is lost.
+  ``mqadmin consumerConnection`` lists two members, then one.
+* the same with a member that crashes (SIGKILL): the broker drops its closed connection from
+  the group and notifies the survivor.
+* orderly clustering: each queue is locked (LOCK_BATCH_MQ) by one member and consumed in
+  order; the leaving member unlocks its queues and the survivor locks them at once.
+* broadcasting: each member receives every message.
+
+The ``test_java_broker_reference_*`` tests run the same scenarios against the real Java name
+server and broker of the client's version: the behaviour the rmqpy tests demand is Java's.
+
+The members rebalance on their own only every 60 s (``--rebalance-interval-ms``), longer than
+any wait here: a member that changes its queues within seconds of another joining or leaving
+did so because the broker notified it. Routes are polled every 500 ms and heartbeats sent
+every second. Each member reports the queues it holds (``--report-assignment``) and leaves
+when the test creates its stop file (``--stop-file``: a clean ``shutdown()``, which commits
+offsets and sends UNREGISTER_CLIENT).
+"""
+from __future__ import annotations
+
+import collections
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.interop import clients, jvm, servers
+
+pytestmark = pytest.mark.interop
+
+VERSIONS = list(jvm.VERSIONS)
+QUEUES = [0, 1, 2, 3]
+#: route polls and heartbeats fast; periodic rebalance slower than every wait below, so that
+#: only the broker's NOTIFY_CONSUMER_IDS_CHANGED makes a member rebalance in time
+MEMBER_OPTIONS = ("--poll-namesrv-ms", "500", "--heartbeat-ms", "1000", "--rebalance-interval-ms", "60000")
+
+
+class Env:
+    """A name server and a broker: rmqpy's (``twistd``) or, for comparison, the real Java ones of
+    the client's version. Clients of this setup use ``version``."""
+
+    def __init__(self, server: str, version: str, host, workdir: Path) -> None:
+        self.server, self.version, self.host, self.workdir = server, version, host, workdir
+        ip = host.host_ip
+        self.ns = self.broker = None
+        try:
+            self._start(ip)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, ip: str) -> None:
+        server, version, workdir = self.server, self.version, self.workdir
+        if server == "rmqpy":
+            self.ns = servers.start_namesrv(workdir / "ns", host=ip)
+            self.ns_addr = self.ns.addr
+            self.broker = servers.start_broker(workdir / "broker", self.ns_addr, host=ip,
+                                               props={"brokerName": "broker-py"})
+        else:
+            self.ns = jvm.start_java_namesrv(version, workdir=workdir / "java-ns", props={"bindAddress": "0.0.0.0"})
+            self.ns_addr = f"{ip}:{self.ns.port}"
+            self.broker = jvm.start_java_broker(version, workdir / "java-broker", self.ns_addr,
+                                                {"brokerName": "broker-java", "bindAddress": "0.0.0.0"},
+                                                broker_ip=ip)
+
+    def diag(self) -> str:
+        if self.server == "rmqpy":
+            return f"broker log:\n{self.broker.log_tail(3000)}"
+        return f"java broker:\n{self.broker.log_tail(40)}"
+
+    def close(self) -> None:
+        for proc in (self.broker, self.ns):
+            if proc is None:
+                pass
+            elif self.server == "rmqpy":
+                proc.stop()
+            else:
+                proc.stop(timeout=5)  # the store is thrown away: no need to wait for a clean shutdown
+
+
+#: (server, client version); the Java servers are the reference the rmqpy ones must match
+RMQPY = [pytest.param(("rmqpy", v), id=f"rmqpy-{v}") for v in VERSIONS]
+JAVA = [pytest.param(("java", v), id=f"javabroker-{v}") for v in VERSIONS]
+
+
+@pytest.fixture(scope="module")
+def env(request, java_built, client_host):
+    server, version = request.param
+    workdir = Path(tempfile.mkdtemp(prefix=f"rmqpy-groups-{server}-"))
+    e = None
+    try:
+        e = Env(server, version, client_host, workdir)
+        yield e
+    finally:
+        if e is not None:
+            e.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def uniq(prefix: str, version: str) -> str:
+    return f"{prefix}_{version.replace('.', '')}_{uuid.uuid4().hex[:6]}"
+
+
+def wait_until(pred: Callable[[], object], timeout: float, what: str, diag: Callable[[], str]) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not within {timeout} s\n{diag()}")
+        time.sleep(0.2)
+
+
+class Member:
+    """One consume-push JVM of a group, running in the background on the client host."""
+
+    def __init__(self, env: Env, version: str, name: str, topic: str, group: str, *extra: str) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.name = name
+        self.out = env.workdir / f"{name}-{tag}.jsonl"
+        self.stop_file = env.workdir / f"{name}-{tag}.stop"
+        args = ["consume-push", "-n", env.ns_addr, "-t", topic, "-g", group, "-c", "0", "--timeout-ms", "85000",
+                "--from", "first", "--report-assignment", "--stop-file", str(self.stop_file),
+                *MEMBER_OPTIONS, *extra]
+        self.proc: subprocess.Popen = clients.harness_popen(env.host, version, args, self.out)
+
+    def events(self) -> jvm.Events:
+        return clients.read_events(self.out)
+
+    def client_id(self) -> str | None:
+        started = self.events().of("started")
+        return started[0]["clientId"] if started else None
+
+    def assigned(self) -> list[int] | None:
+        """The queues of the topic this member holds now (None before its first rebalance)."""
+        found = self.events().of("assigned")
+        return found[-1]["queueIds"] if found else None
+
+    def received(self) -> list[dict]:
+        return self.events().of("received")
+
+    def bodies(self) -> set[str]:
+        return {e["body"] for e in self.received()}
+
+    def leave(self, timeout: float = 30) -> jvm.Events:
+        """Clean shutdown (offsets committed, UNREGISTER_CLIENT sent); returns all its events."""
+        self.stop_file.touch()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        ev = self.events()
+        ev.returncode = self.proc.returncode
+        return ev
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def tail(self) -> str:
+        return f"{self.name} (exit {self.proc.poll()}): {self.events()[-6:]}"
+
+
+def produce(env: Env, version: str, topic: str, count: int, body: str) -> None:
+    ev = clients.harness(env.host, version, ["produce", "-n", env.ns_addr, "-t", topic, "-c", str(count),
+                                             "--body", body, "--queue-mod", str(len(QUEUES))],
+                         timeout=60, check=False)
+    assert ev.returncode == 0 and ev.done and ev.done.get("ok"), \
+        f"produce exited {ev.returncode}: {ev.errors[:3]}\n{(ev.stderr or '')[-2000:]}\n{env.diag()}"
+    assert len(ev.of("sent")) == count
+    assert {e["queueId"] for e in ev.of("sent")} == set(QUEUES[:count]), "the topic does not have 4 queues"
+
+
+def consumer_connection(env: Env, group: str) -> tuple[list[list[str]], str]:
+    """``mqadmin consumerConnection -g GROUP``: the rows (clientId, addr, language, version) and the text."""
+    out = clients.mqadmin(env.host, env.version, ["consumerConnection", "-g", group], env.ns_addr)
+    lines = out.splitlines()
+    head = next((i for i, line in enumerate(lines) if line.startswith("#ClientId")), None)
+    assert head is not None, f"no connection table in mqadmin's output:\n{out}"
+    rows = []
+    for line in lines[head + 1:]:
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return rows, out
+
+
+def check_connections(env: Env, group: str, members: list[Member], model: str) -> None:
+    rows, out = consumer_connection(env, group)
+    assert sorted(r[0] for r in rows) == sorted(m.client_id() for m in members), out
+    version_desc = "V" + env.version.replace(".", "_")
+    for row in rows:
+        assert row[1].startswith(f"{env.host.client_ip}:") and row[2] == "JAVA" and row[3] == version_desc, out
+    assert f"MessageModel: {model}" in out and "ConsumeType: CONSUME_PASSIVELY" in out, out
+
+
+# ------------------------------------------------------------------ tests
+#: orderly members also rebalance every second: a member whose rebalance ran while the other
+#: still held a queue's lock (LOCK_BATCH_MQ refused) takes the queue at its next rebalance
+ORDERLY = ("--orderly", "--rebalance-interval-ms", "1000")
+
+
+def _clustering(env: Env, leave: str, orderly: bool = False) -> None:
+    version = env.version
+    topic, group = uniq("TGroup", version), uniq("GGroup", version)
+    produce(env, version, topic, 1, "warm")  # creates the topic (4 queues)
+    extra = ORDERLY if orderly else ()
+    a = Member(env, version, "a", topic, group, *extra)
+    b = Member(env, version, "b", topic, group, *extra)
+    members = [a, b]
+
+    def diag() -> str:
+        return "\n".join(m.tail() for m in members) + "\n" + env.diag()
+
+    try:
+        # both members hold two queues each, none shared
+        def split() -> bool:
+            qa, qb = a.assigned(), b.assigned()
+            return bool(qa and qb and not set(qa) & set(qb) and sorted(qa + qb) == QUEUES)
+        wait_until(split, 40, "the 4 queues split between the two members", diag)
+        held = {"a": set(a.assigned() or []), "b": set(b.assigned() or [])}
+        assert len(held["a"]) == len(held["b"]) == 2, held  # AllocateMessageQueueAveragely
+        check_connections(env, group, [a, b], "CLUSTERING")
+
+        first = {f"one-{i}" for i in range(40)}
+        produce(env, version, topic, len(first), "one-{i}")
+        wait_until(lambda: first <= a.bodies() | b.bodies(), 30, "every message of the first batch", diag)
+        time.sleep(1.0)  # would-be duplicates
+        phase1 = {m.name: [e for e in m.received() if e["body"] in first] for m in members}
+        for name, got in phase1.items():
+            assert got, f"member {name} got none of the first batch: {held}"
+            assert {e["queueId"] for e in got} <= held[name], f"{name} consumed a queue it does not hold"
+        counts = collections.Counter(e["body"] for got in phase1.values() for e in got)
+        assert set(counts) == first and set(counts.values()) == {1}, \
+            f"duplicates without a rebalance: {[b_ for b_, n in counts.items() if n > 1]}"
+        if orderly:  # one consuming thread per locked queue: each queue in offset order
+            for name, got in phase1.items():
+                for q in held[name]:
+                    offsets = [e["queueOffset"] for e in got if e["queueId"] == q]
+                    assert offsets == sorted(offsets), f"{name} consumed queue {q} out of order: {offsets}"
+        seen_by_a = len(a.received())
+
+        # b leaves; the broker notifies a, which takes over every queue
+        if leave == "shutdown":
+            left = b.leave()
+            assert left.returncode == 0 and left.done and left.done.get("stopped"), diag()
+        else:  # a crash: the broker only sees the connection close
+            b.kill()
+        wait_until(lambda: a.assigned() == QUEUES, 20, "the remaining member taking over all 4 queues", diag)
+        check_connections(env, group, [a], "CLUSTERING")
+
+        second = {f"two-{i}" for i in range(40)}
+        produce(env, version, topic, len(second), "two-{i}")
+        wait_until(lambda: second <= a.bodies(), 30, "every message sent after the leave reaching a", diag)
+        time.sleep(1.0)
+        a_done = a.leave()
+        assert a_done.returncode == 0 and a_done.done and a_done.done.get("stopped"), diag()
+        after = a.received()[seen_by_a:]
+        counts = collections.Counter(e["body"] for e in after if e["body"] in second)
+        assert set(counts.values()) == {1}, f"duplicates after the rebalance: {counts}"
+        assert not {e["body"] for e in b.received()} & second, "the member that left still consumed"
+        # RocketMQ is at-least-once: a redelivery after the leave may only come from b's queues
+        # (those b consumed but had not yet committed: none after a clean shutdown)
+        redelivered = [e for e in after if e["body"] in first]
+        assert {e["queueId"] for e in redelivered} <= held["b"], redelivered
+        if leave == "shutdown":
+            assert not redelivered, f"b committed its offsets when it left, yet a got again: {redelivered}"
+        if orderly:  # a locked b's former queues (b unlocked them when it left) and kept their order
+            for q in QUEUES:
+                offsets = [e["queueOffset"] for e in after if e["queueId"] == q]
+                assert offsets == sorted(offsets), f"a consumed queue {q} out of order: {offsets}"
+        # nothing lost overall
+        assert {"warm"} | first | second <= a.bodies() | b.bodies()
+    finally:
+        for m in members:
+            m.kill()
+
+
+@pytest.mark.parametrize("env", RMQPY, indirect=True)
+def test_clustering_group_splits_queues_and_survivor_takes_over(env: Env) -> None:
+    """Two members split the queues; one shuts down cleanly, the other takes over all of them."""
+    _clustering(env, "shutdown")
+
+
+@pytest.mark.parametrize("env", RMQPY, indirect=True)
+def test_orderly_group_splits_locked_queues_and_survivor_takes_over(env: Env) -> None:
+    """Orderly members (LOCK_BATCH_MQ): each queue is locked by one member and consumed in order;
+    the member that shuts down unlocks its queues (UNLOCK_BATCH_MQ), and the survivor locks them
+    at once instead of waiting for the locks to expire (60 s)."""
+    _clustering(env, "shutdown", orderly=True)
+
+
+@pytest.mark.parametrize("env", RMQPY, indirect=True)
+def test_clustering_group_survivor_takes_over_from_a_crashed_member(env: Env) -> None:
+    """As above, but the leaving member is killed (SIGKILL): the broker notices the closed
+    connection, drops it from the group and notifies the survivor."""
+    _clustering(env, "kill")
+
+
+@pytest.mark.parametrize("env", RMQPY, indirect=True)
+def test_broadcast_group_members_each_get_every_message(env: Env) -> None:
+    _broadcast(env)
+
+
+@pytest.mark.parametrize("env", JAVA, indirect=True)
+def test_java_broker_reference_clustering(env: Env) -> None:
+    """The same scenario against the real Java name server and broker: what rmqpy must match."""
+    _clustering(env, "shutdown")
+
+
+@pytest.mark.parametrize("env", JAVA, indirect=True)
+def test_java_broker_reference_orderly(env: Env) -> None:
+    _clustering(env, "shutdown", orderly=True)
+
+
+@pytest.mark.parametrize("env", JAVA, indirect=True)
+def test_java_broker_reference_broadcast(env: Env) -> None:
+    _broadcast(env)
+
+
+def _broadcast(env: Env) -> None:
+    version = env.version
+    topic, group = uniq("TBcast", version), uniq("GBcast", version)
+    produce(env, version, topic, 1, "warm")
+    a = Member(env, version, "a", topic, group, "--broadcast")
+    b = Member(env, version, "b", topic, group, "--broadcast")
+    members = [a, b]
+
+    def diag() -> str:
+        return "\n".join(m.tail() for m in members) + "\n" + env.diag()
+
+    try:
+        wait_until(lambda: a.assigned() == QUEUES and b.assigned() == QUEUES, 40,
+                   "both broadcast members holding all 4 queues", diag)
+        check_connections(env, group, [a, b], "BROADCASTING")
+        sent = {f"bc-{i}" for i in range(30)}
+        produce(env, version, topic, len(sent), "bc-{i}")
+        expected = sent | {"warm"}
+        wait_until(lambda: expected <= a.bodies() and expected <= b.bodies(), 30,
+                   "every message reaching both members", diag)
+        time.sleep(1.0)
+        for m in members:
+            counts = collections.Counter(e["body"] for e in m.received())
+            assert set(counts) == expected and set(counts.values()) == {1}, (m.name, counts)
+            left = m.leave()
+            assert left.returncode == 0 and left.done and left.done.get("stopped"), diag()
+    finally:
+        for m in members:
+            m.kill()
