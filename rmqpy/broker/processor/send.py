@@ -7,18 +7,19 @@ extFields.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
+from twisted.internet import defer
 from twisted.logger import Logger
 
 from rmqpy.broker.topic import (RETRY_GROUP_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPICS, dlq_topic,
                                 topic_config_string, validate_topic)
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
-from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import (SendMessageRequestHeader, SendMessageRequestHeaderV2,
-                                           SendMessageResponseHeader)
+from rmqpy.protocol.command import RPC_RESPONSE, RemotingCommand
+from rmqpy.protocol.headers.broker import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.message import (PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
                                     PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_PREPARED,
@@ -39,6 +40,72 @@ def suggest_todo(url: str = FAQ_URL) -> str:
     return f"\nSee {url} for further details."
 
 
+#: put statuses answered with the message's coordinates (msgId, queueId, queueOffset)
+_OK_CODES = {"PUT_OK": int(ResponseCode.SUCCESS), "FLUSH_DISK_TIMEOUT": int(ResponseCode.FLUSH_DISK_TIMEOUT),
+             "FLUSH_SLAVE_TIMEOUT": int(ResponseCode.FLUSH_SLAVE_TIMEOUT),
+             "SLAVE_NOT_AVAILABLE": int(ResponseCode.SLAVE_NOT_AVAILABLE)}
+
+
+class _Probe:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def compile_v2_header_decoder() -> Callable[[dict], SendMessageRequestHeader | None] | None:
+    """``SendMessageRequestHeaderV2.decode(ext).to_v1()`` in one step, generated from the two
+    header declarations: the V2 field table (names, types, required) and the renaming that
+    ``to_v1`` does (learnt by calling it on probe values). The generated function returns
+    None whenever the general decode would not simply succeed (a required field missing, an
+    integer that does not parse): the caller then runs the general decode, which raises the
+    right error. None (no fast path) if ``to_v1`` ever does more than rename."""
+    v2_cls, v1_cls = SendMessageRequestHeaderV2, SendMessageRequestHeader
+    probe = v2_cls(**{name: _Probe(name) for name, _k, _r in v2_cls._fields}).to_v1()
+    rename = {}
+    for f in dataclasses.fields(v1_cls):
+        value = getattr(probe, f.name)
+        if isinstance(value, _Probe):
+            rename[value.name] = f.name
+        elif value != f.default:
+            return None
+    if len(rename) != len(v2_cls._fields):
+        return None
+    # absent optional fields must come through as they are (to_v1 passing None on, not ``or x``)
+    sparse = v2_cls(**{name: _Probe(name) for name, _k, req in v2_cls._fields if req}).to_v1()
+    defaults = {f.name: f.default for f in dataclasses.fields(v2_cls)}
+    for name, _k, req in v2_cls._fields:
+        if not req and getattr(sparse, rename[name]) is not defaults[name]:
+            return None
+    names = [name for name, _k, _r in v2_cls._fields]
+    ns: dict[str, Any] = {"V1": v1_cls, "D": defaults}
+    lines = ["def decode(ext):", "    g = ext.get"]
+    lines += [f"    v_{name} = g({name!r})" for name in names]
+    required = [f"v_{name} is None" for name, _k, req in v2_cls._fields if req]
+    if required:
+        lines.append(f"    if {' or '.join(required)}:")
+        lines.append("        return None")
+    args = []
+    for name, kind, req in v2_cls._fields:
+        var = f"v_{name}"
+        if kind is int:
+            conv = f"int({var})"  # int() strips whitespace as _parse's int(raw.strip()) does
+        elif kind is bool:
+            conv = f"{var}.strip().lower() == 'true'"
+        elif kind is str:
+            conv = var
+        else:
+            return None
+        args.append(f"{rename[name]}={conv}" if req else f"{rename[name]}=D[{name!r}] if {var} is None else {conv}")
+    lines.append("    try:")
+    lines.append(f"        return V1({', '.join(args)})")
+    lines.append("    except ValueError:")
+    lines.append("        return None")
+    exec("\n".join(lines), ns)  # noqa: S102 - source built above from the header declarations only
+    return ns["decode"]
+
+
+_decode_v2_header = compile_v2_header_decoder()
+
+
 class SendMessageProcessor:
     log = Logger()
     codes = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
@@ -52,7 +119,9 @@ class SendMessageProcessor:
         if request.code == RequestCode.SEND_MESSAGE:
             header = request.decode_header(SendMessageRequestHeader)
         else:
-            header = request.decode_header(SendMessageRequestHeaderV2).to_v1()
+            header = _decode_v2_header(request.ext_fields or {}) if _decode_v2_header is not None else None
+            if header is None:  # the general decode, and its HeaderError
+                header = request.decode_header(SendMessageRequestHeaderV2).to_v1()
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return self.send_batch_message(channel, request, header)
         return self.send_message(channel, request, header)
@@ -166,23 +235,30 @@ class SendMessageProcessor:
             refused = timer.transform(msg) if timer is not None else None
             if refused is not None:
                 return self._response(request, *refused)
-            d = b.message_store.put_message(msg)
+            store = b.message_store
+            put_now = getattr(store, "put_message_now", None)
+            if put_now is None:
+                d = store.put_message(msg)
+            else:  # the answer right away unless the store must wait for a flush (SYNC_FLUSH)
+                d = put_now(msg)
+                if not isinstance(d, defer.Deferred):
+                    return self._handle_put_result(d, request, msg, queue_id)
         return d.addCallback(self._handle_put_result, request, msg, queue_id)
 
     def _handle_put_result(self, result: Any, request: RemotingCommand, msg: Any, queue_id: int) -> RemotingCommand:
         if result is None:
             return self._response(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
         status = result.put_message_status.name
+        ar = result.append_message_result
+        code = _OK_CODES.get(status)
+        if code is not None and ar is not None:
+            # _response + SendMessageResponseHeader(msgId, queueId, queueOffset).encode(), inline
+            bc = self.broker.broker_config
+            return RemotingCommand(code=code, opaque=request.opaque, flag=RPC_RESPONSE, remark=None, ext_fields={
+                PROPERTY_MSG_REGION: bc.regionId, PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false",
+                "msgId": str(ar.msg_id), "queueId": str(int(queue_id)), "queueOffset": str(int(ar.logics_offset))},
+                body=None, serialize_type=request.serialize_type)
         max_size = self.broker.store_config.maxMessageSize
-        ok_codes = {"PUT_OK": ResponseCode.SUCCESS, "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
-                    "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT,
-                    "SLAVE_NOT_AVAILABLE": ResponseCode.SLAVE_NOT_AVAILABLE}
-        if status in ok_codes and result.append_message_result is not None:
-            ar = result.append_message_result
-            header = SendMessageResponseHeader(msgId=ar.msg_id, queueId=queue_id, queueOffset=ar.logics_offset)
-            resp = self._response(request, ok_codes[status], None)
-            resp.ext_fields.update(header.encode())
-            return resp
         failures = {
             "CREATE_MAPEDFILE_FAILED": (ResponseCode.SYSTEM_ERROR,
                                         "create mapped file failed, server is busy or broken."),

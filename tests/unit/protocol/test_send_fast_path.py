@@ -1,0 +1,127 @@
+"""SendMessageProcessor's fast paths (the generated V2 header decoder, the inline success
+response, answering without a Deferred in ASYNC_FLUSH) against the general code."""
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+from twisted.internet import defer
+
+from rmqpy.broker.processor import send as S
+from rmqpy.protocol import command as codec
+from rmqpy.protocol.codes import ResponseCode
+from rmqpy.protocol.command import HeaderError, RemotingCommand
+from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2, SendMessageResponseHeader
+from rmqpy.store.message_store import AppendMessageResult, AppendMessageStatus, PutMessageResult, PutMessageStatus
+from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
+
+
+def _slow(ext):
+    try:
+        return SendMessageRequestHeaderV2.decode(ext).to_v1()
+    except HeaderError as exc:
+        return ("HeaderError", str(exc))
+
+
+def _fast(ext):
+    assert S._decode_v2_header is not None, "the V2 header fast path did not compile"
+    h = S._decode_v2_header(ext)
+    return _slow(ext) if h is None else h
+
+
+BASE = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1700000000000", "h": "0",
+        "i": "WAIT\u0001true\u0002", "j": "0", "k": "false", "l": "16", "m": "false", "n": "broker-a"}
+
+
+def test_v2_header_fast_decode_matches_the_declared_decode() -> None:
+    rng = random.Random(5)
+    ints = ["0", "1", "-1", " 7 ", "\t9\n", "12345678901234", "x", "", "1.5", "0x10", "1_000", "\u0661", "+3"]
+    bools = ["true", "false", "TRUE", " True ", "yes", "", "1"]
+    for _ in range(3000):
+        ext = dict(BASE)
+        for key in rng.sample(sorted(BASE), rng.randrange(5)):
+            choice = rng.random()
+            if choice < 0.3:
+                del ext[key]
+            elif key in "defghjl":
+                ext[key] = rng.choice(ints)
+            elif key in "km":
+                ext[key] = rng.choice(bools)
+            else:
+                ext[key] = rng.choice(["", " s ", "\u4e2d", "x"])
+        if rng.random() < 0.2:
+            ext["zz"] = "extra"
+        assert _fast(ext) == _slow(ext), ext
+
+
+def _reference_handle_put_result(processor, result, request, queue_id):
+    """The success branch of _handle_put_result before its fast path."""
+    ok_codes = {"PUT_OK": ResponseCode.SUCCESS, "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
+                "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                "SLAVE_NOT_AVAILABLE": ResponseCode.SLAVE_NOT_AVAILABLE}
+    status = result.put_message_status.name
+    if status in ok_codes and result.append_message_result is not None:
+        ar = result.append_message_result
+        header = SendMessageResponseHeader(msgId=ar.msg_id, queueId=queue_id, queueOffset=ar.logics_offset)
+        resp = processor._response(request, ok_codes[status], None)
+        resp.ext_fields.update(header.encode())
+        return resp
+    return processor._handle_put_result(result, request, None, queue_id)
+
+
+@pytest.mark.parametrize("status", list(PutMessageStatus))
+@pytest.mark.parametrize("with_append", [True, False])
+@pytest.mark.parametrize("region,trace", [("DefaultRegion", True), ("r\u00e9gion", False)])
+def test_put_result_response_matches_the_header_encode(status, with_append, region, trace) -> None:
+    broker = SimpleNamespace(broker_config=SimpleNamespace(regionId=region, traceOn=trace),
+                             store_config=SimpleNamespace(maxMessageSize=4 << 20), disk_util=lambda: "0.5")
+    processor = S.SendMessageProcessor(broker)
+    for serialize_type in (0, 1):
+        request = RemotingCommand(code=310, opaque=77, serialize_type=serialize_type)
+        ar = AppendMessageResult(AppendMessageStatus.PUT_OK, 100, 200, "7F0000010000297F0000000000000064", 5, 12345)
+        result = PutMessageResult(status, ar if with_append else None)
+        got = processor._handle_put_result(result, request, None, 3)
+        want = _reference_handle_put_result(processor, result, request, 3)
+        assert codec.encode(got) == codec.encode(want)
+        assert (got.code, got.ext_fields, got.serialize_type) == (want.code, want.ext_fields, want.serialize_type)
+        assert type(got.code) is int
+
+
+def test_async_flush_send_answers_without_a_deferred(tmp_path) -> None:
+    broker, _clock = make_broker(tmp_path)
+    try:
+        processor = broker.processors["SendMessageProcessor"]
+        channel = FakeChannel()
+        call(broker, channel, send_request("FastTopic"))  # creates the topic
+        result = processor.process_request(channel, send_request("FastTopic", body=b"b" * 10, queue_id=1))
+        assert isinstance(result, RemotingCommand) and result.code == ResponseCode.SUCCESS
+        assert result.ext_fields["queueOffset"] == "0" and result.ext_fields["queueId"] == "1"
+    finally:
+        broker.message_store.shutdown()
+
+
+def test_sync_flush_send_is_answered_only_after_the_flush(tmp_path, monkeypatch) -> None:
+    broker, _clock = make_broker(tmp_path, flushDiskType="SYNC_FLUSH")
+    try:
+        store = broker.message_store
+        channel = FakeChannel()
+        call(broker, channel, send_request("SyncTopic"))  # creates the topic (flushed inline on the Clock)
+        pending = []
+
+        def fake_in_thread(fn, *a):
+            d = defer.Deferred()
+            pending.append((fn, a, d))
+            return d
+        monkeypatch.setattr(store, "_in_thread", fake_in_thread)
+        channel.sent = []
+        broker.dispatcher.dispatch(channel, send_request("SyncTopic", body=b"durable"))
+        assert channel.sent == [] and len(pending) == 1  # nothing acknowledged before the fsync
+        fn, a, d = pending.pop()
+        fn(*a)
+        end = store.commit_log.get_max_offset()
+        assert store.commit_log.queue.files[-1].flushed_position == end
+        d.callback(None)
+        assert len(channel.sent) == 1 and channel.sent[0].code == ResponseCode.SUCCESS
+    finally:
+        broker.message_store.shutdown()
