@@ -1,7 +1,9 @@
 """EndTransactionProcessor: END_TRANSACTION (37), normally sent oneway by the producer.
 
-As RocketMQ 4.9's ``EndTransactionProcessor``: a slave answers SLAVE_NOT_AVAILABLE; an
-unknown/pending state (TRANSACTION_NOT_TYPE or any other value) is logged and ignored;
+As RocketMQ 4.9's ``EndTransactionProcessor``: a commitOrRollback other than 0, 8 or 12 is
+refused as the Java header's ``checkFields`` does when it is decoded (SYSTEM_ERROR, "commitOrRollback
+field wrong"); a slave answers SLAVE_NOT_AVAILABLE; a pending state (TRANSACTION_NOT_TYPE) is
+logged and gets no answer;
 COMMIT and ROLLBACK look the half message up by its commit log offset and check producer
 group, queue offset and commit log offset ("Find prepared transaction message failed",
 "The producer group wrong", ...: SYSTEM_ERROR); commit puts the real message back into its
@@ -17,7 +19,7 @@ from twisted.logger import Logger
 
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.codes import RequestCode, ResponseCode
-from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.command import HeaderError, RemotingCommand
 from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
 from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP
 
@@ -42,6 +44,10 @@ class EndTransactionProcessor:
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         header = request.decode_header(EndTransactionRequestHeader)
+        if header.commitOrRollback not in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE,
+                                           SF.TRANSACTION_ROLLBACK_TYPE):
+            # EndTransactionRequestHeader.checkFields, run by Java while decoding: an error answer
+            raise HeaderError("commitOrRollback field wrong")
         if getattr(self.broker.store_config, "brokerRole", "ASYNC_MASTER") == "SLAVE":
             self.log.warn("Message store is slave mode, so end transaction is forbidden. ")
             return request.response(ResponseCode.SLAVE_NOT_AVAILABLE, None)
