@@ -275,10 +275,13 @@ def test_clone_group_offset_then_progress(pair) -> None:
     # 5.3.3 mqadmin clones with UPDATE_CONSUMER_OFFSET per queue, which the 5.3.3 broker refuses for a
     # group it does not have (SUBSCRIPTION_GROUP_NOT_EXIST); 4.9 (and rmqpy) accept it: create it first
     both(pair, "updateSubGroup", "-b", "{broker}", "-g", CLONE)
-    assert_same(*both(pair, "cloneGroupOffset", "-s", GROUP, "-d", CLONE, "-t", TOPIC, "-o", "true"))
+    ours, java = both(pair, "cloneGroupOffset", "-s", GROUP, "-d", CLONE, "-t", TOPIC, "-o", "true")
+    assert_same(ours, java)
+    assert "clone group offset success" in ours, ours
+    # consumerProgress of the clone (both brokers print the same; with no consumer online 5.3.3 mqadmin
+    # may print nothing for it)
     ours, java = both(pair, "consumerProgress", "-g", CLONE)
     assert_same(ours, java, transform=_rates)
-    assert re.search(r"Diff Total:\s*0\b", ours), ours
 
 
 def _stats_all(text: str) -> list[tuple[str, ...]]:
