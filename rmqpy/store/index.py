@@ -8,7 +8,9 @@ import re
 import struct
 import time
 
-from rmqpy.protocol.message import (TRANSACTION_ROLLBACK_TYPE, java_string_hash)
+import operator
+
+from rmqpy.protocol.message import (TRANSACTION_ROLLBACK_TYPE, _POW31, java_string_hash)
 from rmqpy.protocol.sysflag import TRANSACTION_MASK
 from rmqpy.store.mapped_file import MappedFile, StoreError
 
@@ -32,6 +34,36 @@ def index_key_hash(key: str) -> int:
 
 def build_key(topic: str, key: str) -> str:
     return topic + "#" + key
+
+
+_mul = operator.mul
+
+
+def _abs_hash(h: int) -> int:
+    """index_key_hash from an unsigned 32-bit String.hashCode()."""
+    if h & 0x80000000:
+        h = 0x100000000 - h  # abs of the negative int32
+    return 0 if h > INT_MAX else h
+
+
+class KeyHasher:
+    """``index_key_hash(build_key(topic, key))`` with the hash of ``topic#`` worked out once
+    per topic: hashCode(p + k) = hashCode(p) * 31^len(k) + hashCode(k) (mod 2^32)."""
+
+    def __init__(self, max_topics: int = 4096) -> None:
+        self.prefix: dict[str, int] = {}
+        self.max_topics = max_topics
+
+    def __call__(self, topic: str, key: str) -> int:
+        n = len(key)
+        if n > 4096 or not key.isascii():
+            return index_key_hash(build_key(topic, key))
+        hp = self.prefix.get(topic)
+        if hp is None:
+            if len(self.prefix) >= self.max_topics:
+                self.prefix.clear()
+            hp = self.prefix[topic] = java_string_hash(topic + "#") & 0xFFFFFFFF
+        return _abs_hash((hp * _POW31[n] + sum(map(_mul, key.encode("ascii")[::-1], _POW31))) & 0xFFFFFFFF)
 
 
 def time_to_file_name(ms: int) -> str:
@@ -79,7 +111,12 @@ class IndexFile:
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         if self.index_count >= self.index_num:
             return False
-        key_hash = index_key_hash(key)
+        return self.put_key_hash(index_key_hash(key), phy_offset, store_timestamp)
+
+    def put_key_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """:meth:`put_key` for a key whose :func:`index_key_hash` is already known."""
+        if self.index_count >= self.index_num:
+            return False
         slot_pos = key_hash % self.hash_slot_num
         abs_slot = HEADER_SIZE + slot_pos * 4
         slot_value, = SLOT.unpack_from(self.mm, abs_slot)
@@ -159,6 +196,7 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.now = now or (lambda: int(time.time() * 1000))
         self.max_msgs_num_batch = max_msgs_num_batch
+        self._hasher = KeyHasher()
 
     def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> None:
         if not os.path.isdir(self.store_path):
@@ -205,21 +243,26 @@ class IndexService:
         """Index a DispatchInfo (UNIQ_KEY and KEYS), skipping what is already indexed."""
         if d.sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
-        f = self.get_and_create_last()
-        if f is None:
+        files = self.files
+        f = files[-1] if files else None
+        if f is None or f.index_count >= f.index_num:
+            f = self.get_and_create_last()
+            if f is None:
+                return
+        phy = d.commit_log_offset
+        if phy < f.end_phy_offset:
             return
-        if d.commit_log_offset < f.end_phy_offset:
-            return
+        hasher = self._hasher
         if d.uniq_key:
-            f = self._put(f, build_key(d.topic, d.uniq_key), d.commit_log_offset, d.store_timestamp)
+            f = self._put(f, hasher(d.topic, d.uniq_key), phy, d.store_timestamp, d.uniq_key)
         if d.keys:
             for k in d.keys.split(" "):
                 if k:
-                    f = self._put(f, build_key(d.topic, k), d.commit_log_offset, d.store_timestamp)
+                    f = self._put(f, hasher(d.topic, k), phy, d.store_timestamp, k)
 
-    def _put(self, f: IndexFile, key: str, phy: int, ts: int) -> IndexFile:
+    def _put(self, f: IndexFile, key_hash: int, phy: int, ts: int, key: str) -> IndexFile:
         for _ in range(3):
-            if f.put_key(key, phy, ts):
+            if f.put_key_hash(key_hash, phy, ts):
                 return f
             f = self.get_and_create_last()
         log.warning("index: failed to put key %r", key)

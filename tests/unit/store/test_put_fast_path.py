@@ -89,3 +89,55 @@ def test_records_units_and_msg_ids_match_the_general_encoder(harness):
     s = harness.open(mappedFileSizeConsumeQueue=20 * 7)
     cq = s.find_consume_queue("T", 0)
     assert [cq.get_unit(i) for i in range(cq.get_max_offset_in_queue())] == expected_units
+
+
+def test_key_hasher_matches_index_key_hash():
+    import random
+
+    from rmqpy.store.index import KeyHasher, build_key, index_key_hash
+    rng = random.Random(3)
+    hasher = KeyHasher(max_topics=3)
+    topics = ["T", "BenchTopic", "%RETRY%g", "t\u00e9", "x" * 127, "polygenelubricants"[:-1]]
+    alphabet = "aZ09#_- \u00e9\U0001F600"
+    keys = ["", "s", "7F00000100002A9F0000000000000001", "k" * 4096, "k" * 4097]
+    keys += ["".join(rng.choices(alphabet, k=rng.randrange(40))) for _ in range(2000)]
+    for key in keys:
+        topic = rng.choice(topics)
+        assert hasher(topic, key) == index_key_hash(build_key(topic, key)), (topic, key)
+    assert hasher("polygenelubricant", "s") == index_key_hash("polygenelubricant#s")
+
+
+def test_index_built_on_put_is_what_put_key_writes(tmp_path):
+    from rmqpy.protocol.message import DispatchInfo
+    from rmqpy.store.index import IndexFile, IndexService, build_key
+    svc = IndexService(str(tmp_path / "a"), 16, 64, now=lambda: 1_700_000_000_000)
+    ref = None
+    dispatched = []
+    for i in range(150):  # three files' worth of keys
+        d = DispatchInfo(100, True, "T" if i % 3 else "U", 0, i * 100, 0, 1_700_000_000_000 + i * 1000, i,
+                         "k%d  k%d" % (i % 5, i % 7) if i % 2 else "", "UNIQ%d" % i if i % 4 else None, 0, 0, None)
+        svc.build_index(d)
+        dispatched.append(d)
+    names = [f.file_name for f in svc.files]
+    assert len(names) > 1
+    # the same keys through the general put_key, file by file
+    os_dir = tmp_path / "b"
+    os_dir.mkdir()
+    files = []
+    f = None
+    for d in dispatched:
+        keys = ([d.uniq_key] if d.uniq_key else []) + [k for k in d.keys.split(" ") if k]
+        for k in keys:
+            if f is None or not f.put_key(build_key(d.topic, k), d.commit_log_offset, d.store_timestamp):
+                last = f
+                f = IndexFile(str(os_dir / names[len(files)]), 16, 64)
+                if last is not None:
+                    f.begin_phy_offset = f.end_phy_offset = last.end_phy_offset
+                    f.begin_timestamp = f.end_timestamp = last.end_timestamp
+                    f._write_header()
+                files.append(f)
+                assert f.put_key(build_key(d.topic, k), d.commit_log_offset, d.store_timestamp)
+    assert [bytes(x.mm) for x in files] == [bytes(x.mm) for x in svc.files]
+    for x in files:
+        x.close()
+    svc.close()
