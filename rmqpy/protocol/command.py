@@ -137,7 +137,6 @@ _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 
 _LANGUAGE_BY_NAME = {lang.name: int(lang) for lang in LanguageCode}
-_STR_ONLY = frozenset((str,))
 
 
 def encode_header(cmd: RemotingCommand) -> bytes:
@@ -209,9 +208,10 @@ class _OrderedFields(dict):
 _json_decode = _stdjson.JSONDecoder(parse_constant=fastjson._reject_constant).decode
 
 
-def _parse_json_header(header: memoryview) -> Any:
+def _parse_json_header(header: memoryview) -> tuple[Any, bool]:
     """``fastjson.loads(bytes(header))``, with the common case (UTF-8, no BOM, standard JSON)
-    handled here the way fastjson.loads handles it, without its per-call setup."""
+    handled here the way fastjson.loads handles it, without its per-call setup; and whether
+    that common case (the stdlib parser: str keys, plain dicts) made the result."""
     raw = bytes(header)
     try:
         text = raw.decode("utf-8")
@@ -219,15 +219,23 @@ def _parse_json_header(header: memoryview) -> Any:
         text = ""
     if text and text[0] != "\ufeff":
         try:
-            return _json_decode(text)
+            return _json_decode(text), True
         except ValueError:
             pass
-    return fastjson.loads(raw)  # everything else, errors included, exactly as before
+    return fastjson.loads(raw), False  # everything else, errors included, exactly as before
+
+
+def _str_values(ext: dict) -> bool:
+    try:
+        "".join(ext.values())  # TypeError unless every value is a str
+    except TypeError:
+        return False
+    return True
 
 
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
-        doc = _parse_json_header(header)
+        doc, standard = _parse_json_header(header)
     except ValueError as exc:
         raise FrameError(f"invalid JSON header: {exc}") from None
     if not isinstance(doc, dict) or "code" not in doc:
@@ -239,9 +247,9 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
     if ext is not None and not isinstance(ext, dict):
         raise FrameError("extFields is not an object")
     try:
-        # a fresh plain dict of str -> str (what clients send) is already what _ext_str makes
-        if ext is not None and (type(ext) is not dict or not ({*map(type, ext)} <= _STR_ONLY
-                                                             and {*map(type, ext.values())} <= _STR_ONLY)):
+        # a plain dict of str -> str from the stdlib parser (what clients send: its keys are
+        # always exact str, and so are its string values) is already what _ext_str makes
+        if ext is not None and not (standard and _str_values(ext)):
             ext = {str(k): _ext_str(v) for k, v in ext.items()}
         return RemotingCommand(
             code=int(doc["code"]), language=int(language), version=int(doc.get("version") or 0),
