@@ -180,9 +180,10 @@ def _rates(text: str) -> str:
     return text
 
 
-@pytest.mark.xfail(strict=False, reason="rmqpy keeps the offset the 5.3.3 consumer commits for its %RETRY% queue "
-                   "(0) and lists a '%RETRY%parity_g' row in consumerProgress; the Java 5.3.3 broker has no such "
-                   "offset after the same consume run (cause not yet traced: which request Java refuses or skips)")
+# No '%RETRY%parity_g' row on either broker: 5.3.3 answers QUERY_CONSUMER_OFFSET for a queue without a
+# message 0 (the empty retry queue) with QUERY_NOT_FOUND (ConsumerManageProcessor.queryConsumerOffset,
+# checkInMemByConsumeOffset(topic, queueId, 0, 1)), so the client's RemoteBrokerOffsetStore caches no
+# offset for it and persistAll commits none; rmqpy answered 0 (the 4.9 rule) and got 0 committed back.
 def test_consumer_progress(pair) -> None:
     assert_same(*both(pair, "consumerProgress", "-g", GROUP), transform=_rates)
 
@@ -297,13 +298,25 @@ def _stats_all(text: str) -> list[tuple[str, ...]]:
     return sorted(rows)
 
 
-@pytest.mark.xfail(strict=False, reason="the Java 5.3.3 broker also reports a consumer group named 'ParityT' (the "
-                   "topic's name, accumulation 4) for the topic after the earlier commands of this module; which "
-                   "command creates it there (and not on rmqpy) is not identified yet")
+# The Java 5.3.3 broker lists one more "consumer group" for the topic: one named like the topic itself,
+# accumulation = every message of the topic. Its ConsumerManager.registerConsumer and
+# registerConsumerWithoutSub put the *topic* instead of the group into topicGroupTable
+# (broker/.../client/ConsumerManager.java @ rocketmq-all-5.3.3, lines 244 and 295:
+# `groups.add(subscriptionData.getTopic())`), and QUERY_TOPIC_CONSUME_BY_WHO answers from that table
+# (AdminBrokerProcessor.queryTopicConsumeByWho -> ConsumerManager.queryTopicConsumeByWho). The entry is
+# made by the consume-push heartbeat of the setup and never removed (clearTopicGroupTable removes the
+# group name, which is not there). Upstream fixed it after 5.3.3 (apache/rocketmq develop 577371e208, PR
+# #9424, and 921664f400, PR #9444). rmqpy reports the groups that really consume the topic, so the
+# difference is kept and asserted exactly.
+JAVA_533_PHANTOM_GROUP = (TOPIC, TOPIC, str(N_MSGS))
+
+
 def test_stats_all(pair) -> None:
     ours, java = both(pair, "statsAll", "-t", TOPIC)
-    assert _stats_all(ours) == _stats_all(java), f"rmqpy:\n{ours}\njava:\n{java}"
-    assert _stats_all(ours), ours
+    ours_rows, java_rows = _stats_all(ours), _stats_all(java)
+    assert ours_rows, ours
+    assert JAVA_533_PHANTOM_GROUP not in ours_rows, ours
+    assert java_rows == sorted(ours_rows + [JAVA_533_PHANTOM_GROUP]), f"rmqpy:\n{ours}\njava:\n{java}"
 
 
 def test_delete_sub_group_and_topic(pair) -> None:

@@ -52,11 +52,33 @@ class ConsumerManageProcessor:
         if h.setZeroIfNotFound is False:  # 5.x clients may ask not to get 0
             return request.response(ResponseCode.QUERY_NOT_FOUND,
                                     "Not found, do not set to zero, maybe this group boot first")
-        # 4.9 rule (facts §9.5): 0 while the queue still starts at 0 and offset 0 is not on disk only
-        if min_offset <= 0 and not b.check_in_disk_by_consume_offset(h.topic, h.queueId, 0):
+        # 5.1.0+ rule (ConsumerManageProcessor.queryConsumerOffset since apache/rocketmq 3949f6938e, ISSUE
+        # #5837): 0 only while the queue still starts at 0 *and* its message 0 is there and in memory
+        # (DefaultMessageStore.checkInMemByConsumeOffset(topic, queueId, 0, 1)). A queue without message 0
+        # (an empty %RETRY% queue, say) answers QUERY_NOT_FOUND, so the client keeps no offset for it and
+        # commits none. 4.9 answered 0 there (!checkInDiskByConsumeOffset: true when no unit exists).
+        if min_offset <= 0 and self.check_in_mem_by_consume_offset(h.topic, h.queueId, 0):
             return request.response(ResponseCode.SUCCESS, None, header=QueryConsumerOffsetResponseHeader(0))
         return request.response(ResponseCode.QUERY_NOT_FOUND,
                                 "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Java 5.3.3 ``DefaultMessageStore.checkInMemByConsumeOffset(topic, queueId, offset, 1)``: the
+        consume queue has a unit at ``offset``, the commit log still holds its bytes
+        (``commitLog.getMessage(pos, size) != null``) and they are in memory. Java asks mincore
+        (``MappedByteBuffer.isLoaded0``); here residency is estimated as Java's pull path does
+        (within accessMessageInMemoryMaxRatio of physical memory from the commit log's end)."""
+        store = self.broker.message_store
+        cq = store.find_consume_queue(topic, queue_id, create=False)
+        unit = cq.get_unit(offset) if cq is not None else None
+        if not unit:
+            return False
+        phy, size = unit[0], unit[1]
+        if store.commit_log.get_data(phy, size) is None:
+            return False
+        from rmqpy.store.message_store import TOTAL_PHYSICAL_MEMORY_SIZE
+        memory = TOTAL_PHYSICAL_MEMORY_SIZE * store.config.accessMessageInMemoryMaxRatio / 100.0
+        return store.get_max_phy_offset() - phy <= memory
 
 
 class StoreOffsetProcessor:

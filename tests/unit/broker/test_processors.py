@@ -181,8 +181,17 @@ def _query(broker, ch, group, topic, qid=0):
 
 def test_query_consumer_offset_rule(broker, monkeypatch):
     ch = FakeChannel()
-    resp = _query(broker, ch, "G", "TO")  # never committed, queue starts at 0: 0
+    # 5.3.3: never committed and the queue has no message 0 (an empty %RETRY% queue): not found, so the
+    # client caches no offset and commits none (4.9 answered 0 here)
+    resp = _query(broker, ch, "G", "%RETRY%G")
+    assert resp.code == ResponseCode.QUERY_NOT_FOUND
+    assert resp.remark == "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+    assert "offset" not in (resp.ext_fields or {})
+    call(broker, ch, send_request("TO", b"a"))
+    resp = _query(broker, ch, "G", "TO")  # never committed, message 0 present and in memory: 0
     assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "0"
+    resp = _query(broker, ch, "G", "TO", qid=1)  # same topic, queue 1 still empty: not found
+    assert resp.code == ResponseCode.QUERY_NOT_FOUND
     call(broker, ch, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET,
                                              UpdateConsumerOffsetRequestHeader("G", "TO", 0, 7)))
     assert _query(broker, ch, "G", "TO").ext_fields["offset"] == "7"
