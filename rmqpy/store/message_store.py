@@ -29,7 +29,7 @@ from rmqpy.protocol.message import (
 )
 from rmqpy.protocol import sysflag as SF
 from rmqpy.store.checkpoint import StoreCheckpoint
-from rmqpy.store.commitlog import CommitLog
+from rmqpy.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from rmqpy.store.consume_queue import ConsumeQueue, INT_MAX
 from rmqpy.store.index import IndexService
@@ -518,12 +518,15 @@ class MessageStore:
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
         key = (topic, queue_id)
         qoff = self.topic_queue_table.get(key, 0) if normal else 0
-        try:
-            mf = self.commit_log.mapped_file_for(size)
-        except OSError as e:
-            log.error("cannot create commit log file: %s", e)
-            return self._failed(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
-        now = int(self.reactor.seconds() * 1000)
+        files = self.commit_log.queue.files
+        mf = files[-1] if files else None
+        if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
+            try:  # no room left in the last file (or no file yet): mapped_file_for rolls over
+                mf = self.commit_log.mapped_file_for(size)
+            except OSError as e:
+                log.error("cannot create commit log file: %s", e)
+                return self._failed(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        now = self.now()
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
         pto = msg.prepared_transaction_offset
