@@ -131,8 +131,11 @@ class Member:
         self.name = name
         self.out = env.workdir / f"{name}-{tag}.jsonl"
         self.stop_file = env.workdir / f"{name}-{tag}.stop"
+        # Members share the client host's address, and in containers each JVM is often pid 1 or
+        # the same small pid: the default instance name (the pid) would give both one client id,
+        # and the broker would then see a single member. Real deployments meet this too.
         args = ["consume-push", "-n", env.ns_addr, "-t", topic, "-g", group, "-c", "0", "--timeout-ms", "85000",
-                "--from", "first", "--report-assignment", "--stop-file", str(self.stop_file),
+                "--instance", f"member-{name}-{tag}", "--from", "first", "--report-assignment", "--stop-file", str(self.stop_file),
                 *MEMBER_OPTIONS, *extra]
         self.proc: subprocess.Popen = clients.harness_popen(env.host, version, args, self.out)
 
