@@ -13,6 +13,7 @@ from typing import Callable
 
 from rmqpy.common.properties import (PropertiesError, apply_properties, config_items,
                                      format_properties, load_properties)
+from rmqpy.broker.configfile import write_config
 from rmqpy.store.config import MessageStoreConfig
 
 
@@ -216,14 +217,5 @@ def persist_settings(settings: BrokerSettings) -> str:
             continue
         props[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     text = "".join(f"{key}={value}\n" for key, value in props.items())
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if os.path.exists(path):
-        with open(path, "rb") as src, open(path + ".bak", "wb") as bak:
-            bak.write(src.read())
-    os.replace(tmp, path)
+    write_config(os.path.abspath(path), text)
     return path

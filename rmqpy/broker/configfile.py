@@ -25,7 +25,10 @@ def write_config(path: str, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     if os.path.exists(path):
-        os.replace(path, path + ".bak")
+        # copied, not renamed: the file itself never disappears (a -c file is read without a
+        # .bak fallback), as Java's MixAll.string2File keeps it
+        with open(path, "rb") as src, open(path + ".bak", "wb") as bak:
+            bak.write(src.read())
     os.replace(tmp, path)
 
 
