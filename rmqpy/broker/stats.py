@@ -64,11 +64,14 @@ def _compute(snapshots: list[tuple[int, int, int]]) -> StatsSnapshot:
 
 
 class StatsItem:
+    """One counter: ``value`` and ``times`` grow per call; the timer snapshots them."""
+
+    __slots__ = ("name", "key", "value", "times", "minute", "hour", "day")
+
     def __init__(self, name: str, key: str) -> None:
         self.name, self.key = name, key
         self.value = 0
         self.times = 0
-        self.last_update = 0
         self.minute: list[tuple[int, int, int]] = []
         self.hour: list[tuple[int, int, int]] = []
         self.day: list[tuple[int, int, int]] = []
@@ -147,16 +150,33 @@ class BrokerStatsManager:
             item = table[key] = StatsItem(name, key)
         item.value += int(value)
         item.times += int(times)
-        item.last_update = self.now_ms()
 
     def get(self, name: str, key: str) -> StatsItem | None:
         table = self.tables.get(name)
         return table.get(key) if table is not None else None
 
+    # the per-message calls: plain attribute increments, no clock (the timer snapshots)
     def inc_topic_put(self, topic: str, nums: int, size: int) -> None:
-        self.add(TOPIC_PUT_NUMS, topic, nums, 1)
-        self.add(TOPIC_PUT_SIZE, topic, size, 1)
-        self.add(BROKER_PUT_NUMS, self.cluster_name, nums, 1)
+        tables = self.tables
+        table = tables[TOPIC_PUT_NUMS]
+        item = table.get(topic)
+        if item is None:
+            item = table[topic] = StatsItem(TOPIC_PUT_NUMS, topic)
+        item.value += nums
+        item.times += 1
+        table = tables[TOPIC_PUT_SIZE]
+        item = table.get(topic)
+        if item is None:
+            item = table[topic] = StatsItem(TOPIC_PUT_SIZE, topic)
+        item.value += size
+        item.times += 1
+        key = self.cluster_name
+        table = tables[BROKER_PUT_NUMS]
+        item = table.get(key)
+        if item is None:
+            item = table[key] = StatsItem(BROKER_PUT_NUMS, key)
+        item.value += nums
+        item.times += 1
 
     def inc_group_get(self, group: str, topic: str, nums: int, size: int) -> None:
         key = f"{topic}@{group}"
@@ -201,10 +221,14 @@ def count_messages(body: bytes | None) -> int:
     return n
 
 
-_SEND_OK = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
-            ResponseCode.SLAVE_NOT_AVAILABLE)
+_SEND_OK = frozenset(int(c) for c in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
+                                     ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE))
 _SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 _PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
+_SEND_CODE_SET = frozenset(int(c) for c in _SEND_CODES)
+_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
+_SUCCESS = int(ResponseCode.SUCCESS)
 
 
 class BrokerStatsRecorder:
@@ -230,25 +254,40 @@ class BrokerStatsRecorder:
         self.codes = tuple(self.targets)
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
-        result = self.targets[request.code].process_request(channel, request)
+        code = request.code
+        result = self.targets[code].process_request(channel, request)
         count: Callable[[Any, RemotingCommand], Any] = (
-            self._count_send if request.code in _SEND_CODES else self._count_pull)
+            self._count_send if code in _SEND_CODE_SET else self._count_pull)
+        if isinstance(result, RemotingCommand):  # the usual answer of a send: count it right away
+            return count(result, request)
         if isinstance(result, defer.Deferred):
             return result.addCallback(count, request)
         return count(result, request)
 
     def _count_send(self, response: Any, request: RemotingCommand) -> Any:
         if isinstance(response, RemotingCommand) and response.code in _SEND_OK:
-            ext = request.ext_fields or {}
-            topic = ext.get("topic") if request.code == RequestCode.SEND_MESSAGE else ext.get("b", ext.get("topic"))
+            ext = request.ext_fields
+            if not ext:
+                return response
+            code = request.code
+            if code == _SEND_MESSAGE:
+                topic = ext.get("topic")
+            else:
+                topic = ext.get("b")
+                if topic is None:
+                    topic = ext.get("topic")
             if topic:
-                msg_id = (response.ext_fields or {}).get("msgId") or ""
-                nums = msg_id.count(",") + 1 if request.code == RequestCode.SEND_BATCH_MESSAGE and msg_id else 1
-                self.stats.inc_topic_put(topic, nums, len(request.body or b""))
+                nums = 1
+                if code == _SEND_BATCH_MESSAGE:
+                    msg_id = (response.ext_fields or {}).get("msgId") or ""
+                    if msg_id:
+                        nums = msg_id.count(",") + 1
+                body = request.body
+                self.stats.inc_topic_put(topic, nums, len(body) if body else 0)
         return response
 
     def _count_pull(self, response: Any, request: RemotingCommand) -> Any:
-        if isinstance(response, RemotingCommand) and response.code == ResponseCode.SUCCESS and response.body:
+        if isinstance(response, RemotingCommand) and response.code == _SUCCESS and response.body:
             ext = request.ext_fields or {}
             group, topic = ext.get("consumerGroup"), ext.get("topic")
             nums = count_messages(response.body)

@@ -406,3 +406,23 @@ def test_update_broker_permission_registers_again(broker):
     resp = call(broker, FakeChannel(), req(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4\n"))
     assert resp.code == ResponseCode.SUCCESS and registered == [4]
     assert broker.topic_config_manager.data_version.counter == version + 1
+
+
+def test_stats_count_v1_v2_and_batch_sends_and_skip_failures(broker):
+    from rmqpy.protocol.headers.broker import SendMessageRequestHeader
+    from rmqpy.protocol.message import encode_batch_body, properties_to_string
+    ch = FakeChannel()
+    assert call(broker, ch, send_request("SC", b"abc")).code == ResponseCode.SUCCESS  # V2: topic in "b"
+    v1 = SendMessageRequestHeader(producerGroup="PG", topic="SC", defaultTopic="TBW102", defaultTopicQueueNums=4,
+                                  queueId=0, sysFlag=0, bornTimestamp=T0_MS, flag=0,
+                                  properties=properties_to_string({"WAIT": "true"}))
+    assert call(broker, ch, req(RequestCode.SEND_MESSAGE, v1, b"defgh")).code == ResponseCode.SUCCESS
+    batch = encode_batch_body([(0, f"m{i}".encode(), {"UNIQ_KEY": f"U{i}"}) for i in range(4)])
+    resp = call(broker, ch, send_request("SC", batch, code=RequestCode.SEND_BATCH_MESSAGE))
+    assert resp.code == ResponseCode.SUCCESS
+    # a refused send (queue id out of range) is not counted
+    assert call(broker, ch, send_request("SC", b"x", queue_id=99)).code == ResponseCode.SYSTEM_ERROR
+    broker.clock.advance(10)
+    assert body(stats(broker, "TOPIC_PUT_NUMS", "SC"))["statsMinute"] == {"avgpt": 2.0, "sum": 6, "tps": 0.6}
+    assert body(stats(broker, "TOPIC_PUT_SIZE", "SC"))["statsMinute"]["sum"] == 3 + 5 + len(batch)
+    assert body(stats(broker, "BROKER_PUT_NUMS", "DefaultCluster"))["statsMinute"]["sum"] == 6
