@@ -79,10 +79,13 @@ class TimerMessageService:
 
     def transform(self, msg: MessageExtBrokerInner) -> tuple[int, str] | None:
         """Park a timer message (in place); None when it may be stored, else (code, remark)."""
+        props = msg.get_properties()
+        if (PROPERTY_DELAY_TIME_LEVEL not in props and PROPERTY_TIMER_DELIVER_MS not in props
+                and PROPERTY_TIMER_DELAY_SEC not in props and PROPERTY_TIMER_DELAY_MS not in props):
+            return None  # most messages: neither a delay level nor a timer property, nothing to do
         tran = SF.transaction_value(msg.sys_flag)
         if tran not in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
             return None
-        props = msg.get_properties()
         keys = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
         try:
             level = int(props.get(PROPERTY_DELAY_TIME_LEVEL) or 0)

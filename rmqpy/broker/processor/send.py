@@ -186,13 +186,16 @@ class SendMessageProcessor:
         if error is not None:
             return error
         b = self.broker
-        tc = b.topic_config_manager.select(header.topic)
-        queue_id = self._queue_id(header)
-        msg = MessageExtBrokerInner(topic=header.topic, queue_id=queue_id)
-        sys_flag = header.sysFlag
+        topic = header.topic
+        tc = b.topic_config_manager.select(topic)
+        queue_id = header.queueId
+        if queue_id < 0:
+            queue_id = self._queue_id(header)
+        store_topic, store_queue_id = topic, queue_id
+        properties = header.properties
         # retry topic: group must exist; too many reconsumes go to the DLQ
-        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
             sgc = b.subscription_group_manager.find(group)
             if sgc is None:
                 return self._response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -201,31 +204,27 @@ class SendMessageProcessor:
             if request.version >= MQVersion.V3_4_9 and header.maxReconsumeTimes is not None:
                 max_reconsume = header.maxReconsumeTimes
             if (header.reconsumeTimes or 0) >= max_reconsume:
-                new_topic = dlq_topic(group)
+                store_topic = dlq_topic(group)
                 tc = b.topic_config_manager.create_topic_in_send_message_back_method(
-                    new_topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
-                msg.topic = new_topic
-                msg.queue_id = self.random.randrange(99999999) % DLQ_NUMS_PER_GROUP
-                header.properties = _without(header.properties, PROPERTY_DELAY_TIME_LEVEL)
+                    store_topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+                store_queue_id = self.random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+                header.properties = properties = _without(properties, PROPERTY_DELAY_TIME_LEVEL)
+        sys_flag = header.sysFlag
         if tc is not None and tc.topicFilterType == "MULTI_TAG":
             sys_flag |= SF.MULTI_TAGS_FLAG
-        msg.sys_flag = sys_flag
-        msg.body = request.body or b""
-        msg.flag = header.flag
-        props = string_to_properties(header.properties)
-        msg.born_timestamp = header.bornTimestamp
-        msg.born_host = self._born_host(channel)
-        msg.store_host = b.store_host
-        msg.reconsume_times = header.reconsumeTimes or 0
+        props = string_to_properties(properties)
         props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
         # "WAIT=true" is not stored (saves 9 bytes a message); the store still needs to see it
         wait = props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-        msg.properties_string = properties_to_string(props)
+        properties_string = properties_to_string(props)
         if wait is not None:
             props[PROPERTY_WAIT_STORE_MSG_OK] = wait
-        msg.properties = props
+        msg = MessageExtBrokerInner(store_topic, store_queue_id, request.body or b"", header.flag, props,
+                                    properties_string, sys_flag, header.bornTimestamp, self._born_host(channel),
+                                    b.store_host, header.reconsumeTimes or 0)
 
-        if (props.get(PROPERTY_TRANSACTION_PREPARED) or "").lower() == "true":
+        prepared = props.get(PROPERTY_TRANSACTION_PREPARED)
+        if prepared is not None and prepared.lower() == "true":
             if b.broker_config.rejectTransactionMessage:
                 return self._response(request, ResponseCode.NO_PERMISSION,
                                       f"the broker[{b.broker_config.brokerIP1}] sending transaction message is forbidden")

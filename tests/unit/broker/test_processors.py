@@ -416,3 +416,29 @@ def test_prepared_message_is_parked_in_the_half_topic(broker):
     msg = next(decode_records(resp.body))
     assert msg.properties["REAL_TOPIC"] == "TX" and msg.properties["REAL_QID"] == "0" and msg.sys_flag & 0xC == 0
     assert broker.message_store.get_max_offset_in_queue("TX", 0) == 0
+
+
+def test_send_to_retry_topic_past_max_reconsume_goes_to_the_dlq(broker):
+    from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2
+    from rmqpy.protocol.message import properties_to_string
+    ch = FakeChannel()
+    call(broker, ch, heartbeat("c1", "RG", "T"))  # creates the group and %RETRY%RG
+    props = properties_to_string({"UNIQ_KEY": "U1", "DELAY": "3", "WAIT": "true"})
+
+    def retry_send(reconsume, queue_id=0):
+        h = SendMessageRequestHeaderV2(a="PG", b="%RETRY%RG", c="TBW102", d=4, e=queue_id, f=0,
+                                       g=1_700_000_000_000, h=0, i=props, j=reconsume, k=False, l=2, m=False)
+        return call(broker, ch, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h, b"retry-body"))
+
+    resp = retry_send(2)
+    assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["queueId"] == "0"
+    assert broker.message_store.get_max_offset_in_queue("%DLQ%RG", 0) == 1
+    assert broker.message_store.get_max_offset_in_queue("%RETRY%RG", 0) == 0
+    resp = call(broker, ch, pull_request("%DLQ%RG", "X", sys_flag=0x4))
+    (m,) = list(decode_records(resp.body))
+    assert m.topic == "%DLQ%RG" and m.body == b"retry-body" and m.reconsume_times == 2
+    assert "DELAY" not in m.properties and "WAIT" not in m.properties and m.properties["UNIQ_KEY"] == "U1"
+    # under the limit: stored in the retry topic itself (DELAY 3 parks it in the schedule topic)
+    assert retry_send(1).code == ResponseCode.SUCCESS
+    assert broker.message_store.get_max_offset_in_queue("%DLQ%RG", 0) == 1
+    assert broker.message_store.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 2) == 1
