@@ -241,7 +241,12 @@ class IndexService:
 
     def build_index(self, d) -> None:
         """Index a DispatchInfo (UNIQ_KEY and KEYS), skipping what is already indexed."""
-        if d.sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+        self.build_index_keys(d.topic, d.commit_log_offset, d.store_timestamp, d.uniq_key, d.keys, d.sys_flag)
+
+    def build_index_keys(self, topic: str, phy: int, store_timestamp: int, uniq_key: str | None,
+                         keys: str | None, sys_flag: int) -> None:
+        """:meth:`build_index` from the record's fields (the store's put path has no DispatchInfo)."""
+        if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
         files = self.files
         f = files[-1] if files else None
@@ -249,16 +254,15 @@ class IndexService:
             f = self.get_and_create_last()
             if f is None:
                 return
-        phy = d.commit_log_offset
         if phy < f.end_phy_offset:
             return
         hasher = self._hasher
-        if d.uniq_key:
-            f = self._put(f, hasher(d.topic, d.uniq_key), phy, d.store_timestamp, d.uniq_key)
-        if d.keys:
-            for k in d.keys.split(" "):
+        if uniq_key:
+            f = self._put(f, hasher(topic, uniq_key), phy, store_timestamp, uniq_key)
+        if keys:
+            for k in keys.split(" "):
                 if k:
-                    f = self._put(f, hasher(d.topic, k), phy, d.store_timestamp, k)
+                    f = self._put(f, hasher(topic, k), phy, store_timestamp, k)
 
     def _put(self, f: IndexFile, key_hash: int, phy: int, ts: int, key: str) -> IndexFile:
         for _ in range(3):

@@ -547,12 +547,29 @@ class MessageStore:
                     tags_code = self.compute_deliver_timestamp(lv, now)
             except ValueError:
                 pass
-        self._dispatch(DispatchInfo(size, True, topic, queue_id, phy, tags_code, now, qoff,
-                                    props.get(PROPERTY_KEYS) or "", props.get(PROPERTY_UNIQ_KEY), sys_flag, pto, props))
+        # _dispatch(DispatchInfo(...)) of the new record, inline (the store is not read-only here)
+        if normal:
+            qs = self.consume_queue_table.get(topic)
+            cq = qs.get(queue_id) if qs is not None else None
+            if cq is None:
+                cq = self.find_consume_queue(topic, queue_id)
+            cq.put(phy, size, tags_code, qoff)
+            self._last_logics_ts = now
+        if cfg.messageIndexEnable:
+            self.index_service.build_index_keys(topic, phy, now, props.get(PROPERTY_UNIQ_KEY),
+                                                props.get(PROPERTY_KEYS), sys_flag)
+        if normal and self.arrive_listeners:
+            for cb in self.arrive_listeners:
+                try:
+                    cb(topic, queue_id, qoff + 1, tags_code, now, props)
+                except Exception:  # noqa: BLE001
+                    log.exception("arrive listener failed")
         elapsed = _perf_counter() - t0
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size, self._msg_id_prefix + "%016X" % phy, now,
                                      qoff, int(elapsed * 1000), 1)
         self.stats.put_ok(size, elapsed)
+        if cfg.flushDiskType != "SYNC_FLUSH":  # _flush_result's ASYNC_FLUSH answer
+            return PutMessageResult(PutMessageStatus.PUT_OK, result)
         return self._flush_result(result, props.get(PROPERTY_WAIT_STORE_MSG_OK))
 
     def put_messages(self, batch: MessageExtBatch) -> defer.Deferred:
