@@ -33,61 +33,32 @@ public final class ConsumeLiteCommand implements Command {
     public Action prepare(Args a) {
         final Common.ClientOptions client = Common.ClientOptions.read(a);
         final P p = new P();
-        p.topic = a.required("topic");
-        p.group = a.required("group");
+        p.readShared(a);
         p.mode = a.choice("mode", "subscribe", "subscribe", "assign");
-        p.count = a.integer("count", 0);
-        p.timeoutMs = a.lng("timeout-ms", 30000);
-        p.lingerMs = a.lng("linger-ms", 0);
-        p.tags = a.str("tags", "*");
-        p.sql = a.str("sql", null);
         p.queueIds = a.intList("queue-ids");
         p.brokerName = a.str("broker-name", null);
         p.seek = a.str("seek", null);
-        p.from = a.str("from", "first");
-        Common.consumeFrom(p.from);
-        p.broadcast = a.bool("broadcast", false);
         p.commit = a.choice("commit", "auto", "auto", "sync", "none");
         p.pollTimeoutMs = a.lng("poll-timeout-ms", 1000);
-        p.pullBatch = a.integer("pull-batch", 0);
-        p.maxBodyPrint = a.integer("max-body-print", 1024);
         if (p.mode.equals("subscribe") && (p.queueIds != null || p.seek != null || p.brokerName != null)) {
             throw new Args.UsageException("--queue-ids/--seek/--broker-name need --mode assign");
         }
         return out -> run(client, p, out);
     }
 
-    static final class P {
-        String topic;
-        String group;
+    static final class P extends ConsumeOptions {
         String mode;
-        int count;
-        long timeoutMs;
-        long lingerMs;
-        String tags;
-        String sql;
         List<Integer> queueIds;
         String brokerName;
         String seek;
-        String from;
-        boolean broadcast;
         String commit;
         long pollTimeoutMs;
-        int pullBatch;
-        int maxBodyPrint;
     }
 
     private int run(Common.ClientOptions client, P p, Out out) throws Exception {
         DefaultLitePullConsumer c = new DefaultLitePullConsumer(p.group);
         client.apply(c);
-        c.setConsumeFromWhere(Common.consumeFrom(p.from));
-        String ts = Common.consumeTimestamp(p.from);
-        if (ts != null) {
-            c.setConsumeTimestamp(ts);
-        }
-        if (p.broadcast) {
-            Common.setEnumProperty(c, "setMessageModel", "BROADCASTING");
-        }
+        p.applyStart(c, c::setConsumeFromWhere, c::setConsumeTimestamp);
         c.setAutoCommit(p.commit.equals("auto"));
         c.setPollTimeoutMillis(p.pollTimeoutMs);
         if (p.pullBatch > 0) {

@@ -53,51 +53,29 @@ public final class ConsumePushCommand implements Command {
     public Action prepare(Args a) {
         final Common.ClientOptions client = Common.ClientOptions.read(a);
         final P p = new P();
-        p.topic = a.required("topic");
-        p.group = a.required("group");
-        p.count = a.integer("count", 0);
-        p.timeoutMs = a.lng("timeout-ms", 30000);
-        p.lingerMs = a.lng("linger-ms", 0);
-        p.tags = a.str("tags", "*");
-        p.sql = a.str("sql", null);
+        p.readShared(a);
         p.orderly = a.bool("orderly", false);
-        p.broadcast = a.bool("broadcast", false);
-        p.from = a.str("from", "first");
-        Common.consumeFrom(p.from);
         p.reconsumeLater = a.integer("reconsume-later", 0);
         p.retryDelayLevel = a.has("retry-delay-level") ? a.integer("retry-delay-level", 0) : null;
         p.suspendMs = a.lng("suspend-ms", -1);
         p.maxReconsumeTimes = a.has("max-reconsume-times") ? a.integer("max-reconsume-times", 16) : null;
         p.threads = a.integer("threads", 0);
         p.consumeBatch = a.integer("consume-batch", 0);
-        p.pullBatch = a.integer("pull-batch", 0);
         p.pullIntervalMs = a.lng("pull-interval-ms", -1);
-        p.maxBodyPrint = a.integer("max-body-print", 1024);
         p.stopFile = a.str("stop-file", null);
         p.reportAssignment = a.bool("report-assignment", false);
         return out -> run(client, p, out);
     }
 
-    static final class P {
-        String topic;
-        String group;
-        int count;
-        long timeoutMs;
-        long lingerMs;
-        String tags;
-        String sql;
+    static final class P extends ConsumeOptions {
         boolean orderly;
-        boolean broadcast;
-        String from;
         int reconsumeLater;
         Integer retryDelayLevel;
         long suspendMs;
         Integer maxReconsumeTimes;
         int threads;
         int consumeBatch;
-        int pullBatch;
         long pullIntervalMs;
-        int maxBodyPrint;
         String stopFile;
         boolean reportAssignment;
     }
@@ -105,14 +83,7 @@ public final class ConsumePushCommand implements Command {
     private int run(Common.ClientOptions client, P p, Out out) throws Exception {
         final DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(p.group);
         client.apply(consumer);
-        consumer.setConsumeFromWhere(Common.consumeFrom(p.from));
-        String ts = Common.consumeTimestamp(p.from);
-        if (ts != null) {
-            consumer.setConsumeTimestamp(ts);
-        }
-        if (p.broadcast) {
-            Common.setEnumProperty(consumer, "setMessageModel", "BROADCASTING");
-        }
+        p.applyStart(consumer, consumer::setConsumeFromWhere, consumer::setConsumeTimestamp);
         if (p.maxReconsumeTimes != null) {
             consumer.setMaxReconsumeTimes(p.maxReconsumeTimes);
         }
