@@ -46,24 +46,45 @@ def _abs_hash(h: int) -> int:
     return 0 if h > INT_MAX else h
 
 
+_TAIL = 12  # a UNIQ_KEY's changing part: 4 bytes of time and 2 of counter, in hex, after the fixed 20
+_POW31_TAIL = _POW31[_TAIL]
+
+
 class KeyHasher:
     """``index_key_hash(build_key(topic, key))`` with the hash of ``topic#`` worked out once
-    per topic: hashCode(p + k) = hashCode(p) * 31^len(k) + hashCode(k) (mod 2^32)."""
+    per topic: hashCode(p + k) = hashCode(p) * 31^len(k) + hashCode(k) (mod 2^32).
 
-    def __init__(self, max_topics: int = 4096) -> None:
-        self.prefix: dict[str, int] = {}
+    Keys longer than 16 characters are split the same way once more: the hash of ``topic#``
+    plus all but the last 12 characters is kept per topic (at most ``max_heads`` of them),
+    since a client's UNIQ_KEYs (MessageClientIDSetter) share their first 20 characters
+    (ip, pid, class loader), so that only the last 12 are summed per message."""
+
+    def __init__(self, max_topics: int = 4096, max_heads: int = 1024) -> None:
+        self.prefix: dict[str, tuple[int, dict[str, int]]] = {}
         self.max_topics = max_topics
+        self.max_heads = max_heads
 
     def __call__(self, topic: str, key: str) -> int:
         n = len(key)
         if n > 4096 or not key.isascii():
             return index_key_hash(build_key(topic, key))
-        hp = self.prefix.get(topic)
-        if hp is None:
+        entry = self.prefix.get(topic)
+        if entry is None:
             if len(self.prefix) >= self.max_topics:
                 self.prefix.clear()
-            hp = self.prefix[topic] = java_string_hash(topic + "#") & 0xFFFFFFFF
-        return _abs_hash((hp * _POW31[n] + sum(map(_mul, key.encode("ascii")[::-1], _POW31))) & 0xFFFFFFFF)
+            entry = self.prefix[topic] = (java_string_hash(topic + "#") & 0xFFFFFFFF, {})
+        hp, heads = entry
+        if n <= 16:
+            return _abs_hash((hp * _POW31[n] + sum(map(_mul, key.encode("ascii")[::-1], _POW31))) & 0xFFFFFFFF)
+        head = key[:-_TAIL]
+        hh = heads.get(head)
+        if hh is None:
+            if len(heads) >= self.max_heads:
+                heads.clear()
+            hh = heads[head] = (hp * _POW31[n - _TAIL]
+                                + sum(map(_mul, head.encode("ascii")[::-1], _POW31))) & 0xFFFFFFFF
+        return _abs_hash((hh * _POW31_TAIL + sum(map(_mul, key[-_TAIL:].encode("ascii")[::-1], _POW31)))
+                         & 0xFFFFFFFF)
 
 
 def time_to_file_name(ms: int) -> str:
