@@ -105,6 +105,12 @@ def test_key_hasher_matches_index_key_hash():
         topic = rng.choice(topics)
         assert hasher(topic, key) == index_key_hash(build_key(topic, key)), (topic, key)
     assert hasher("polygenelubricant", "s") == index_key_hash("polygenelubricant#s")
+    # long keys through the per-topic cache of heads (all but the last 12 characters), a tiny one
+    hasher = KeyHasher(max_topics=2, max_heads=2)
+    for i in range(3000):
+        topic = topics[i % 3]
+        key = "7F0000010000%04X0000%012X" % (i % 5, i * 7919) + "x" * (i % 3)
+        assert hasher(topic, key) == index_key_hash(build_key(topic, key)), (topic, key)
 
 
 def test_index_built_on_put_is_what_put_key_writes(tmp_path):
