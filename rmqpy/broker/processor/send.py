@@ -26,8 +26,12 @@ from rmqpy.protocol.message import (PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL,
                                     PROPERTY_WAIT_STORE_MSG_OK, MessageExtBatch, MessageExtBrokerInner,
                                     properties_to_string, string_to_properties)
 
+from rmqpy.store.message_store import PutMessageStatus
+
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
+
+_PUT_OK = PutMessageStatus.PUT_OK
 
 FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
 DLQ_NUMS_PER_GROUP = 1
@@ -44,6 +48,11 @@ def suggest_todo(url: str = FAQ_URL) -> str:
 _OK_CODES = {"PUT_OK": int(ResponseCode.SUCCESS), "FLUSH_DISK_TIMEOUT": int(ResponseCode.FLUSH_DISK_TIMEOUT),
              "FLUSH_SLAVE_TIMEOUT": int(ResponseCode.FLUSH_SLAVE_TIMEOUT),
              "SLAVE_NOT_AVAILABLE": int(ResponseCode.SLAVE_NOT_AVAILABLE)}
+
+
+#: topic names validate_topic has passed (it depends on the name alone), so a send checks a set
+_valid_topics: set[str] = set()
+_VALID_TOPICS_MAX = 65536
 
 
 class _Probe:
@@ -138,15 +147,19 @@ class SendMessageProcessor:
         b = self.broker
         bc = b.broker_config
         start = bc.startAcceptSendRequestTimeStamp
-        if b.now_ms() < start:
+        if start > 0 and b.now_ms() < start:  # (the clock is never before 0)
             return self._response(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start}")
         topic = header.topic
         if not bc.brokerPermission & PERM_WRITE and b.topic_config_manager.is_order_topic(topic):
             return self._response(request, ResponseCode.NO_PERMISSION,
                                   f"the broker[{bc.brokerIP1}] sending message is forbidden")
-        bad = validate_topic(topic)
-        if bad is not None:
-            return self._response(request, ResponseCode.SYSTEM_ERROR, bad)
+        if topic not in _valid_topics:
+            bad = validate_topic(topic)
+            if bad is not None:
+                return self._response(request, ResponseCode.SYSTEM_ERROR, bad)
+            if len(_valid_topics) >= _VALID_TOPICS_MAX:
+                _valid_topics.clear()
+            _valid_topics.add(topic)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             return self._response(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         tcm = b.topic_config_manager
@@ -247,7 +260,8 @@ class SendMessageProcessor:
     def _handle_put_result(self, result: Any, request: RemotingCommand, msg: Any, queue_id: int) -> RemotingCommand:
         if result is None:
             return self._response(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
-        status = result.put_message_status.name
+        ps = result.put_message_status
+        status = "PUT_OK" if ps is _PUT_OK else ps.name
         ar = result.append_message_result
         code = _OK_CODES.get(status)
         if code is not None and ar is not None:
