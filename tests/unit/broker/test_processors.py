@@ -442,3 +442,17 @@ def test_send_to_retry_topic_past_max_reconsume_goes_to_the_dlq(broker):
     assert retry_send(1).code == ResponseCode.SUCCESS
     assert broker.message_store.get_max_offset_in_queue("%DLQ%RG", 0) == 1
     assert broker.message_store.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 2) == 1
+
+
+def test_send_refusals_repeat_and_start_accept_timestamp(broker):
+    ch = FakeChannel()
+    for _ in range(2):  # a name that failed validation fails again; one that passed keeps passing
+        resp = call(broker, ch, send_request("bad topic!"))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "illegal characters" in resp.remark
+        assert call(broker, ch, send_request("GoodTopic")).code == ResponseCode.SUCCESS
+    resp = call(broker, ch, send_request("x" * 128))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark == "The specified topic is longer than topic max length."
+    start = broker.now_ms() + 5000
+    broker.broker_config.startAcceptSendRequestTimeStamp = start
+    resp = call(broker, ch, send_request("GoodTopic"))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark == f"broker unable to service, until {start}"
