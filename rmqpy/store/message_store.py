@@ -38,6 +38,8 @@ from rmqpy.store.stats import StoreStats
 
 log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
+_BORNHOST_V6_FLAG = SF.BORNHOST_V6_FLAG
+_STOREHOST_V6_FLAG = SF.STOREHOSTADDRESS_V6_FLAG
 
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 DISK_SPACE_WARNING_RATIO = 0.90
@@ -486,7 +488,9 @@ class MessageStore:
         sys_flag = msg.sys_flag
         tran = sys_flag & SF.TRANSACTION_MASK
         normal = tran == SF.TRANSACTION_NOT_TYPE or tran == SF.TRANSACTION_COMMIT_TYPE
-        props = msg.get_properties()
+        props = msg.properties
+        if props is None:
+            props = msg.get_properties()
         # delay level (4.9 CommitLog.putMessage): park in SCHEDULE_TOPIC_XXXX, queue level-1
         if normal and topic != SCHEDULE_TOPIC:
             lvl = props.get(PROPERTY_DELAY_TIME_LEVEL)
@@ -505,16 +509,21 @@ class MessageStore:
                     msg.topic = topic = SCHEDULE_TOPIC
                     msg.queue_id = queue_id = level - 1
                     topic_b = topic.encode("utf-8")
-        props_b = msg.get_properties_string().encode("utf-8")
-        if len(props_b) > MAX_PROPERTIES_LENGTH:
+        props_s = msg.properties_string
+        props_b = (props_s if props_s is not None else msg.get_properties_string()).encode("utf-8")
+        plen = len(props_b)
+        if plen > MAX_PROPERTIES_LENGTH:
             return self._failed(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
         born = host_bytes(msg.born_host)
         sh = self._store_host_bytes
-        sys_flag = (sys_flag | SF.BORNHOST_V6_FLAG) if len(born) == 20 else (sys_flag & ~SF.BORNHOST_V6_FLAG)
-        sys_flag = (sys_flag | SF.STOREHOSTADDRESS_V6_FLAG) if len(sh) == 20 else (sys_flag & ~SF.STOREHOSTADDRESS_V6_FLAG)
+        born_len, sh_len = len(born), len(sh)
+        sys_flag = (sys_flag | _BORNHOST_V6_FLAG) if born_len == 20 else (sys_flag & ~_BORNHOST_V6_FLAG)
+        sys_flag = (sys_flag | _STOREHOST_V6_FLAG) if sh_len == 20 else (sys_flag & ~_STOREHOST_V6_FLAG)
         body = msg.body or b""
-        size = record_size(sys_flag, len(body), len(topic_b), len(props_b))
-        if len(body) > cfg.maxMessageSize or size + 8 > cfg.mappedFileSizeCommitLog:
+        blen = len(body)
+        # record_size(sys_flag, blen, len(topic_b), plen): the hosts are 8 or 20 bytes as their flags say
+        size = 75 + born_len + sh_len + blen + len(topic_b) + plen
+        if blen > cfg.maxMessageSize or size + 8 > cfg.mappedFileSizeCommitLog:
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
         key = (topic, queue_id)
         qoff = self.topic_queue_table.get(key, 0) if normal else 0
