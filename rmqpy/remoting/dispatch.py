@@ -1,7 +1,8 @@
 """Request dispatch: a processor per request code, as NettyRemotingServer does it.
 
 A processor is any object with ``process_request(channel, request)`` that returns a
-response :class:`RemotingCommand`, ``None`` (no answer: oneway), or a Deferred of either.
+response :class:`RemotingCommand`, ``None`` (no answer: oneway), or a Deferred of either
+(or anything else ``maybeDeferred`` accepts). Synchronous answers skip the Deferreds.
 Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a processor that raises gets SYSTEM_ERROR
 with the exception text, and the connection stays open.
 """
@@ -66,19 +67,43 @@ class RequestDispatcher:
             except Exception:
                 self.log.failure("channel listener {listener!r} failed", listener=listener)
 
-    def dispatch(self, channel: "RemotingProtocol", request: RemotingCommand) -> defer.Deferred:
+    def dispatch(self, channel: "RemotingProtocol", request: RemotingCommand) -> defer.Deferred | None:
+        """Run the request's processor and send its answer.
+
+        A processor that answers synchronously (a RemotingCommand or None, or raises) is
+        answered right here, without Deferreds: nothing is returned. A processor that
+        returns anything else (a Deferred, a Failure, a coroutine) goes through the
+        Deferred chain as ``maybeDeferred`` would build it, and that Deferred is returned.
+        Either way the answers, error responses and log lines are the same.
+        """
         processor = self._processors.get(request.code, self._default)
         if processor is None:
             self.log.warn("{peer}: request code {code} not supported", peer=channel.remote_address,
                           code=request.code)
-            d = defer.succeed(request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                               f" request type {request.code} not supported"))
+            result = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                      f" request type {request.code} not supported")
         else:
-            d = defer.maybeDeferred(processor.process_request, channel, request)
-            d.addErrback(self._on_error, channel, request)
-        d.addCallback(self._reply, channel, request)
-        d.addErrback(lambda f: self.log.failure("reply to {peer} failed", f, peer=channel.remote_address))
-        return d
+            try:
+                result = processor.process_request(channel, request)
+            except BaseException:  # as maybeDeferred catches
+                result = Failure()
+            else:
+                if result is not None and type(result) is not RemotingCommand:
+                    d = defer.maybeDeferred(_same, result)
+                    d.addErrback(self._on_error, channel, request)
+                    d.addCallback(self._reply, channel, request)
+                    d.addErrback(self._reply_failed, channel)
+                    return d
+        try:
+            if type(result) is Failure:
+                result = self._on_error(result, channel, request)
+            self._reply(result, channel, request)
+        except BaseException:  # as the Deferred chain caught it
+            self._reply_failed(Failure(), channel)
+        return None
+
+    def _reply_failed(self, failure: Failure, channel: "RemotingProtocol") -> None:
+        self.log.failure("reply to {peer} failed", failure, peer=channel.remote_address)
 
     def _on_error(self, failure: Failure, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
         if failure.check(HeaderError):
@@ -97,3 +122,8 @@ class RequestDispatcher:
         response.flag |= RPC_RESPONSE
         response.serialize_type = request.serialize_type
         channel.send_command(response)
+
+
+def _same(result: object) -> object:
+    """What maybeDeferred calls to wrap a result that is already there."""
+    return result
