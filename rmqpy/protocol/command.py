@@ -155,22 +155,23 @@ def encode(cmd: RemotingCommand) -> bytes:
 
 def decode(frame: bytes | memoryview) -> RemotingCommand:
     """Decode one frame *without* its 4-byte length prefix (as the framer hands it over)."""
-    frame = memoryview(frame)
-    if len(frame) < 4:
-        raise FrameError(f"frame of {len(frame)} bytes is shorter than its header-length word")
+    if type(frame) is not memoryview:
+        frame = memoryview(frame)
+    size = len(frame)
+    if size < 4:
+        raise FrameError(f"frame of {size} bytes is shorter than its header-length word")
     (word,) = _U32.unpack_from(frame, 0)
     serialize_type, header_len = word >> 24, word & 0xFFFFFF
-    if header_len > len(frame) - 4:
-        raise FrameError(f"header length {header_len} runs past the frame end ({len(frame) - 4} bytes)")
-    header = frame[4:4 + header_len]
-    body = bytes(frame[4 + header_len:]) or None
-    if serialize_type == SerializeType.JSON:
-        cmd = _decode_json_header(header)
-    elif serialize_type == SerializeType.ROCKETMQ:
-        cmd = _decode_binary_header(header)
+    if header_len > size - 4:
+        raise FrameError(f"header length {header_len} runs past the frame end ({size - 4} bytes)")
+    end = 4 + header_len
+    if serialize_type == 0:  # SerializeType.JSON
+        cmd = _decode_json_header(frame[4:end])
+    elif serialize_type == 1:  # SerializeType.ROCKETMQ
+        cmd = _decode_binary_header(frame[4:end])
     else:
         raise FrameError(f"unknown serialize type {serialize_type}")
-    cmd.body = body
+    cmd.body = bytes(frame[end:]) if end < size else None
     cmd.serialize_type = serialize_type
     return cmd
 
@@ -205,24 +206,31 @@ class _OrderedFields(dict):
 
 #: ``fastjson.loads`` first tries the stdlib C parser with these options; one decoder built
 #: once instead of one per ``json.loads(..., parse_constant=...)`` call.
-_json_decode = _stdjson.JSONDecoder(parse_constant=fastjson._reject_constant).decode
+_json_decoder = _stdjson.JSONDecoder(parse_constant=fastjson._reject_constant)
+_json_decode = _json_decoder.decode
+#: its C scanner: ``_json_decode`` without the two whitespace regex matches, for a text that
+#: starts with ``{`` and ends where the object does (what every client sends)
+_json_scan = _json_decoder.scan_once
 
 
 def _parse_json_header(header: memoryview) -> tuple[Any, bool]:
     """``fastjson.loads(bytes(header))``, with the common case (UTF-8, no BOM, standard JSON)
     handled here the way fastjson.loads handles it, without its per-call setup; and whether
     that common case (the stdlib parser: str keys, plain dicts) made the result."""
-    raw = bytes(header)
     try:
-        text = raw.decode("utf-8")
+        text = str(header, "utf-8")
     except UnicodeDecodeError:
         text = ""
     if text and text[0] != "\ufeff":
         try:
+            if text[0] == "{":
+                doc, end = _json_scan(text, 0)
+                if end == len(text):
+                    return doc, True
             return _json_decode(text), True
-        except ValueError:
+        except (ValueError, StopIteration):
             pass
-    return fastjson.loads(raw), False  # everything else, errors included, exactly as before
+    return fastjson.loads(bytes(header)), False  # everything else, errors included, exactly as before
 
 
 def _str_values(ext: dict) -> bool:
@@ -233,6 +241,10 @@ def _str_values(ext: dict) -> bool:
     return True
 
 
+_JAVA = int(LanguageCode.JAVA)
+_OTHER = int(LanguageCode.OTHER)
+
+
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
         doc, standard = _parse_json_header(header)
@@ -240,10 +252,13 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
         raise FrameError(f"invalid JSON header: {exc}") from None
     if not isinstance(doc, dict) or "code" not in doc:
         raise FrameError("JSON header is not an object with a code")
-    language = doc.get("language", "JAVA")
-    if isinstance(language, str):
-        language = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER)
-    ext = doc.get("extFields")
+    get = doc.get
+    language = get("language", "JAVA")
+    if language == "JAVA":
+        language = _JAVA
+    elif isinstance(language, str):
+        language = _LANGUAGE_BY_NAME.get(language, _OTHER)
+    ext = get("extFields")
     if ext is not None and not isinstance(ext, dict):
         raise FrameError("extFields is not an object")
     try:
@@ -251,10 +266,8 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
         # always exact str, and so are its string values) is already what _ext_str makes
         if ext is not None and not (standard and _str_values(ext)):
             ext = {str(k): _ext_str(v) for k, v in ext.items()}
-        return RemotingCommand(
-            code=int(doc["code"]), language=int(language), version=int(doc.get("version") or 0),
-            opaque=int(doc.get("opaque") or 0), flag=int(doc.get("flag") or 0),
-            remark=doc.get("remark"), ext_fields=ext)
+        return RemotingCommand(int(doc["code"]), int(language), int(get("version") or 0),
+                               int(get("opaque") or 0), int(get("flag") or 0), get("remark"), ext)
     except (TypeError, ValueError) as exc:
         raise FrameError(f"bad field in JSON header: {exc}") from None
 

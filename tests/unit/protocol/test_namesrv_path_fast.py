@@ -1,0 +1,83 @@
+"""The name server request path's fast paths (frame decode, JSON header, response encode)
+give what the general code gives: checked against references kept here or in test_fast_paths."""
+from __future__ import annotations
+
+import pytest
+
+from rmqpy.protocol import command as codec
+from rmqpy.protocol.command import FrameError, RemotingCommand
+from tests.unit.protocol.test_fast_paths import _outcome, _reference_json_header
+
+MORE_JSON_HEADERS = [
+    b'{"code":105,"extFields":{"topic":"BenchTopic"},"flag":0,"language":"JAVA","opaque":17,'
+    b'"serializeTypeCurrentRPC":"JSON","version":409}',                    # a 4.9.8 route lookup
+    b' {"code":105,"opaque":1}',                                           # leading whitespace
+    b'{"code":105,"opaque":1} \r\n',                                       # trailing whitespace
+    b'{"code":105,"opaque":1}{"code":1}',                                  # extra data
+    b'{"code":105,"opaque":1',                                             # unterminated
+    b'{"code":105,"language":3}',                                          # language as a number
+    b'{"code":105,"language":"CPP"}', b'{"code":105,"language":null}',
+    b'{"code":105.0,"opaque":2.5,"version":true}',                         # odd number types
+    b'{"code":105,"remark":null,"extFields":null}',
+    b'{"opaque":1}', b'{}', b'{"code":1,"code":2}',                         # no code; duplicate key
+    b'{"code":105,"extFields":{"topic":"T","n":1}}',                       # one non-str value
+    b'{"code":1,"remark":"\\ud800"}',                                      # lone surrogate escape
+    b'\xef\xbb\xbf{"code":11}',                                            # UTF-8 BOM
+    b'{\xff}',                                                             # not UTF-8
+]
+
+
+@pytest.mark.parametrize("header", MORE_JSON_HEADERS)
+def test_json_header_scanner_path_matches_fastjson(header: bytes) -> None:
+    assert _outcome(codec._decode_json_header, header) == _outcome(_reference_json_header, header)
+
+
+def test_unknown_language_name_is_other() -> None:
+    # (test_fast_paths' reference maps it to 8, HTTP; the code has always given OTHER, 7)
+    assert codec._decode_json_header(memoryview(b'{"code":105,"language":"NOPE"}')).language == 7
+
+
+def _reference_decode(frame: bytes) -> RemotingCommand:
+    """command.decode before its fast path."""
+    frame = memoryview(frame)
+    if len(frame) < 4:
+        raise FrameError(f"frame of {len(frame)} bytes is shorter than its header-length word")
+    word = int.from_bytes(frame[:4], "big")
+    serialize_type, header_len = word >> 24, word & 0xFFFFFF
+    if header_len > len(frame) - 4:
+        raise FrameError(f"header length {header_len} runs past the frame end ({len(frame) - 4} bytes)")
+    header = frame[4:4 + header_len]
+    body = bytes(frame[4 + header_len:]) or None
+    if serialize_type == 0:
+        cmd = codec._decode_json_header(header)
+    elif serialize_type == 1:
+        cmd = codec._decode_binary_header(header)
+    else:
+        raise FrameError(f"unknown serialize type {serialize_type}")
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd
+
+
+def _frame_outcome(fn, frame):
+    try:
+        cmd = fn(frame)
+    except FrameError as exc:
+        return ("error", str(exc))
+    return ("ok", repr(cmd), cmd.body, cmd.serialize_type, cmd.language, cmd.version)
+
+
+FRAMES = [
+    codec.encode(RemotingCommand(code=105, opaque=3, ext_fields={"topic": "T"}))[4:],
+    codec.encode(RemotingCommand(code=105, opaque=3, ext_fields={"topic": "T"}, body=b"xyz"))[4:],
+    codec.encode(RemotingCommand(code=105, opaque=3, remark="r", serialize_type=1, body=b"b"))[4:],
+    codec.encode(RemotingCommand(code=105, serialize_type=1))[4:],
+    b"\x00\x00\x00", b"\x00\x00\x00\x00", b"\x00\x00\x00\x05{}", b"\x05\x00\x00\x00", b"\x00\x00\x00\x0b{\"code\":1}",
+    b"\x00\x00\x00\x0a{\"code\":1}body",
+]
+
+
+@pytest.mark.parametrize("frame", FRAMES)
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_decode_matches_reference(frame: bytes, kind) -> None:
+    assert _frame_outcome(codec.decode, kind(frame)) == _frame_outcome(_reference_decode, kind(frame))
