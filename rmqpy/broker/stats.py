@@ -256,10 +256,22 @@ class BrokerStatsRecorder:
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         code = request.code
         result = self.targets[code].process_request(channel, request)
-        count: Callable[[Any, RemotingCommand], Any] = (
-            self._count_send if code in _SEND_CODE_SET else self._count_pull)
-        if isinstance(result, RemotingCommand):  # the usual answer of a send: count it right away
-            return count(result, request)
+        if code in _SEND_CODE_SET:
+            if isinstance(result, RemotingCommand):  # the usual answer of a send: count it right away
+                if result.code == _SUCCESS and code != _SEND_BATCH_MESSAGE:  # _count_send, inline
+                    ext = request.ext_fields
+                    if ext:
+                        topic = ext.get("topic") if code == _SEND_MESSAGE else ext.get("b")
+                        if topic is None and code != _SEND_MESSAGE:
+                            topic = ext.get("topic")
+                        if topic:
+                            body = request.body
+                            self.stats.inc_topic_put(topic, 1, len(body) if body else 0)
+                    return result
+                return self._count_send(result, request)
+            count: Callable[[Any, RemotingCommand], Any] = self._count_send
+        else:
+            count = self._count_pull
         if isinstance(result, defer.Deferred):
             return result.addCallback(count, request)
         return count(result, request)

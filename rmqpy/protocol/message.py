@@ -207,7 +207,7 @@ def properties_to_string(props: dict | None) -> str:
     """``MessageDecoder.messageProperties2String``: name\\x01value\\x02 ... (trailing \\x02)."""
     if not props:
         return ""
-    return "".join(f"{k}\u0001{v}\u0002" for k, v in props.items() if v is not None)
+    return "".join([f"{k}\u0001{v}\u0002" for k, v in props.items() if v is not None])
 
 
 def string_to_properties(s: str | bytes | None) -> dict[str, str]:

@@ -278,15 +278,17 @@ class IndexService:
         if phy < f.end_phy_offset:
             return
         hasher = self._hasher
-        if uniq_key:
-            f = self._put(f, hasher(topic, uniq_key), phy, store_timestamp, uniq_key)
+        if uniq_key:  # _put's first try, inline
+            key_hash = hasher(topic, uniq_key)
+            if not f.put_key_hash(key_hash, phy, store_timestamp):
+                f = self._put(self.get_and_create_last(), key_hash, phy, store_timestamp, uniq_key, 1)
         if keys:
             for k in keys.split(" "):
                 if k:
                     f = self._put(f, hasher(topic, k), phy, store_timestamp, k)
 
-    def _put(self, f: IndexFile, key_hash: int, phy: int, ts: int, key: str) -> IndexFile:
-        for _ in range(3):
+    def _put(self, f: IndexFile, key_hash: int, phy: int, ts: int, key: str, tried: int = 0) -> IndexFile:
+        for _ in range(tried, 3):
             if f.put_key_hash(key_hash, phy, ts):
                 return f
             f = self.get_and_create_last()

@@ -233,7 +233,9 @@ class SendMessageProcessor:
         if wait is not None:
             props[PROPERTY_WAIT_STORE_MSG_OK] = wait
         msg = MessageExtBrokerInner(store_topic, store_queue_id, request.body or b"", header.flag, props,
-                                    properties_string, sys_flag, header.bornTimestamp, self._born_host(channel),
+                                    properties_string, sys_flag, header.bornTimestamp,
+                                    (getattr(channel, "remote_host", "") or "127.0.0.1",  # _born_host, inline
+                                     int(getattr(channel, "remote_port", 0) or 0)),
                                     b.store_host, header.reconsumeTimes or 0)
 
         prepared = props.get(PROPERTY_TRANSACTION_PREPARED)
