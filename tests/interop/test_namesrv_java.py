@@ -7,7 +7,6 @@ ours is compared with the Java name server's answer to the same question.
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from rmqpy.protocol import fastjson
 from tests.interop import clients, jvm, servers
 from tests.interop.conftest import VERSIONS
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -54,20 +54,12 @@ def cluster(request, java_built, client_host, tmp_path_factory):
     try:
         out = c.admin(c.ours_addr, "updateTopic", "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4")
         assert "success" in out.lower(), out
-        _wait(lambda: TOPIC in c.admin(c.java_addr, "topicList") and TOPIC in c.admin(c.ours_addr, "topicList"))
+        wait_until(lambda: TOPIC in c.admin(c.java_addr, "topicList") and TOPIC in c.admin(c.ours_addr, "topicList"),
+                   40, 1.0, what="condition")
         yield c
     finally:
         c.close()
         print(c.ours.log_tail(2000))
-
-
-def _wait(cond, timeout: float = 40, step: float = 1.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(step)
-    raise AssertionError("condition not met in time")
 
 
 def _cluster_rows(text: str) -> set[tuple[str, ...]]:
@@ -158,6 +150,6 @@ def test_java_producer_and_consumer_use_our_routes(cluster: Cluster) -> None:
 
 def test_routes_disappear_when_the_java_broker_dies(cluster: Cluster) -> None:
     cluster.broker.kill9()
-    _wait(lambda: not _cluster_rows(cluster.admin(cluster.ours_addr, "clusterList")), timeout=20)
+    wait_until(lambda: not _cluster_rows(cluster.admin(cluster.ours_addr, "clusterList")), 20, 1.0, what="condition")
     out = clients.mqadmin(cluster.host, cluster.version, ["topicRoute", "-t", TOPIC], cluster.ours_addr)
     assert TOPIC not in out or "No topic route info" in out
