@@ -147,10 +147,13 @@ def encode_header(cmd: RemotingCommand) -> bytes:
 
 def encode(cmd: RemotingCommand) -> bytes:
     """The whole frame, length prefix included."""
-    header = encode_header(cmd)
-    body = cmd.body or b""
-    return _FRAME_PREFIX.pack(4 + len(header) + len(body),
-                              (int(cmd.serialize_type) << 24) | len(header)) + header + body
+    serialize_type = cmd.serialize_type
+    header = _encode_binary_header(cmd) if serialize_type == 1 else _encode_json_header(cmd)
+    body = cmd.body
+    n = len(header)
+    if body:
+        return _FRAME_PREFIX.pack(4 + n + len(body), (int(serialize_type) << 24) | n) + header + body
+    return _FRAME_PREFIX.pack(4 + n, (int(serialize_type) << 24) | n) + header
 
 
 def decode(frame: bytes | memoryview) -> RemotingCommand:
@@ -183,19 +186,31 @@ _escape = fastjson._escape
 _encode_utf = fastjson._encode_utf  # what _escape(s, False) calls
 
 
+_LANGUAGE_BYTES = {code: name.encode("ascii") for code, name in _LANGUAGE_NAMES.items()}
+_JSON_HEADER = (b'{"code":%d%s,"flag":%d,"language":"%s","opaque":%d%s,'
+                b'"serializeTypeCurrentRPC":"JSON","version":%d}')
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     """The header as fastjson writes RemotingCommand: keys sorted, nulls left out, the
     extFields in their own order (Java writes its HashMap's order and reads any)."""
     ext = cmd.ext_fields
     if ext is None:
-        ext_part = ""
+        ext_part = b""
     else:
-        ext_part = ',"extFields":{' + ",".join([f"{_encode_utf(k)}:{_encode_utf(str(v))}"
-                                                for k, v in ext.items() if v is not None]) + "}"
+        ext_part = (',"extFields":{' + ",".join([f"{_encode_utf(k)}:{_encode_utf(str(v))}"
+                                                 for k, v in ext.items() if v is not None]) + "}").encode("utf-8")
     remark = cmd.remark
-    return ('{"code":%d%s,"flag":%d,"language":"%s","opaque":%d%s,"serializeTypeCurrentRPC":"JSON","version":%d}' % (
-        int(cmd.code), ext_part, int(cmd.flag), _LANGUAGE_NAMES.get(int(cmd.language), "OTHER"), int(cmd.opaque),
-        "" if remark is None else ',"remark":' + _encode_utf(remark), int(cmd.version))).encode("utf-8")
+    remark_part = b"" if remark is None else (',"remark":' + _encode_utf(remark)).encode("utf-8")
+    language = cmd.language
+    name = _LANGUAGE_BYTES.get(language)
+    if name is None:
+        name = _LANGUAGE_BYTES.get(int(language), b"OTHER")
+    try:  # ints and IntEnums as they are; anything else through int(), as always
+        return _JSON_HEADER % (cmd.code, ext_part, cmd.flag, name, cmd.opaque, remark_part, cmd.version)
+    except TypeError:
+        return _JSON_HEADER % (int(cmd.code), ext_part, int(cmd.flag), name, int(cmd.opaque), remark_part,
+                               int(cmd.version))
 
 
 class _OrderedFields(dict):
