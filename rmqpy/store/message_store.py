@@ -80,7 +80,7 @@ class GetMessageStatus(enum.Enum):
     NO_MESSAGE_IN_QUEUE = 8
 
 
-@dataclass
+@dataclass(slots=True)
 class AppendMessageResult:
     status: AppendMessageStatus
     wrote_offset: int = 0
@@ -92,7 +92,7 @@ class AppendMessageResult:
     msg_num: int = 1
 
 
-@dataclass
+@dataclass(slots=True)
 class PutMessageResult:
     put_message_status: PutMessageStatus
     append_message_result: AppendMessageResult | None = None
@@ -157,6 +157,14 @@ def disk_used_ratio(path: str) -> float:
     free = st.f_bfree * st.f_frsize
     used = total - free
     return used / total
+
+
+# bound once: enum members and module attributes cost a lookup each on the put path
+_PUT_OK = PutMessageStatus.PUT_OK
+_APPEND_PUT_OK = AppendMessageStatus.PUT_OK
+_TRANSACTION_MASK = SF.TRANSACTION_MASK
+_TRANSACTION_NOT_TYPE = SF.TRANSACTION_NOT_TYPE
+_TRANSACTION_COMMIT_TYPE = SF.TRANSACTION_COMMIT_TYPE
 
 
 class MessageStore:
@@ -486,8 +494,8 @@ class MessageStore:
         if len(topic_b) > MAX_TOPIC_LENGTH_V1:
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
         sys_flag = msg.sys_flag
-        tran = sys_flag & SF.TRANSACTION_MASK
-        normal = tran == SF.TRANSACTION_NOT_TYPE or tran == SF.TRANSACTION_COMMIT_TYPE
+        tran = sys_flag & _TRANSACTION_MASK
+        normal = tran == _TRANSACTION_NOT_TYPE or tran == _TRANSACTION_COMMIT_TYPE
         props = msg.properties
         if props is None:
             props = msg.get_properties()
@@ -574,11 +582,11 @@ class MessageStore:
                 except Exception:  # noqa: BLE001
                     log.exception("arrive listener failed")
         elapsed = _perf_counter() - t0
-        result = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size, self._msg_id_prefix + "%016X" % phy, now,
+        result = AppendMessageResult(_APPEND_PUT_OK, phy, size, self._msg_id_prefix + "%016X" % phy, now,
                                      qoff, int(elapsed * 1000), 1)
         self.stats.put_ok(size, elapsed)
         if cfg.flushDiskType != "SYNC_FLUSH":  # _flush_result's ASYNC_FLUSH answer
-            return PutMessageResult(PutMessageStatus.PUT_OK, result)
+            return PutMessageResult(_PUT_OK, result)
         return self._flush_result(result, props.get(PROPERTY_WAIT_STORE_MSG_OK))
 
     def put_messages(self, batch: MessageExtBatch) -> defer.Deferred:
