@@ -11,7 +11,7 @@ from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.route import QueueData, TopicRouteData, kv_table
 from rmqpy.protocol.bodies.topic import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
-from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.command import RPC_RESPONSE, RemotingCommand
 from rmqpy.protocol.headers import namesrv as h
 from rmqpy.namesrv.routeinfo import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 FAQ_TIP = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+_V4_9_4 = int(MQVersion.V4_9_4)  # from here on clients read standard JSON (quoted broker ids)
 
 Handler = Callable[["RemotingProtocol", RemotingCommand], RemotingCommand]
 
@@ -147,18 +148,29 @@ class NamesrvRequestProcessor:
 
     # ------------------------------------------------------------------ routes and topics
     def get_route_info(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
-        hdr = request.decode_header(h.GetRouteInfoRequestHeader)
-        standard = request.version >= MQVersion.V4_9_4 or bool(hdr.acceptStandardJsonOnly)
-        order_conf = (self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, hdr.topic)
+        # GetRouteInfoRequestHeader read straight from extFields (what decode_header does for
+        # its two fields); decode_header only to raise its HeaderError when topic is missing
+        ext = request.ext_fields
+        topic = ext.get("topic") if ext else None
+        if topic is None:
+            topic = request.decode_header(h.GetRouteInfoRequestHeader).topic
+        if request.version >= _V4_9_4:
+            standard = True
+        else:
+            accept = ext.get("acceptStandardJsonOnly")
+            standard = accept is not None and accept.strip().lower() == "true"
+        order_conf = (self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
                       if self.controller.config.orderMessageEnable else None)
-        key = (hdr.topic, standard)
+        key = (topic, standard)
         cached = self._route_cache.get(key)
         if cached is not None and cached[0] == self.routes.generation and cached[1] == order_conf:
-            return request.response(body=cached[2])
-        route = self.routes.route_of(hdr.topic)
+            # request.response(body=...) without its header and ext_fields work
+            return RemotingCommand(0, opaque=request.opaque, flag=RPC_RESPONSE, body=cached[2],
+                                   serialize_type=request.serialize_type)
+        route = self.routes.route_of(topic)
         if route is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
-                                    f"No topic route info in name server for the topic: {hdr.topic}{FAQ_TIP}")
+                                    f"No topic route info in name server for the topic: {topic}{FAQ_TIP}")
         route.orderTopicConf = order_conf
         body = route.encode(standard_json=standard)
         if len(self._route_cache) > 100_000:
