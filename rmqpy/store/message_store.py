@@ -859,6 +859,28 @@ class MessageStore:
                 memory = TOTAL_PHYSICAL_MEMORY_SIZE * self.config.accessMessageInMemoryMaxRatio / 100.0
                 max_phy_pulling = 0
                 i = 0
+                # the filter's per-message checks, skipped when it says it takes everything
+                cq_match = cl_match = None
+                if message_filter is not None:
+                    takes_all = getattr(message_filter, "takes_all", None)
+                    cq_all, cl_all = takes_all() if takes_all is not None else (False, False)
+                    if not cq_all:
+                        cq_match = message_filter.is_matched_by_consume_queue
+                    if not cl_all:
+                        cl_match = message_filter.is_matched_by_commit_log
+                # _is_the_batch_full's limits
+                c = self.config
+                disk_bytes, disk_count = c.maxTransferBytesOnMessageInDisk, c.maxTransferCountOnMessageInDisk - 1
+                mem_bytes, mem_count = c.maxTransferBytesOnMessageInMemory, c.maxTransferCountOnMessageInMemory - 1
+                # commit_log.get_data, with the mapped file of the last record kept (nothing is
+                # written while this runs, so its readable end holds too)
+                find_file = self.commit_log.queue.find_mapped_file_by_offset
+                mf = None
+                mf_start = mf_end = mf_readable = 0
+                mm = None
+                message_list = res.message_list
+                queue_offsets = res.message_queue_offsets
+                buffer_total = 0
                 for off_py, size_py, tags_code in units:
                     if i >= max_filter:
                         break
@@ -866,33 +888,48 @@ class MessageStore:
                     if next_phy_file_start is not None and off_py < next_phy_file_start:
                         i += 1
                         continue
-                    in_disk = (max_offset_py - off_py) > memory
-                    if self._is_the_batch_full(size_py, max_msg_nums, res.buffer_total_size, len(res.message_list),
-                                               in_disk):
-                        break
-                    if max_total_bytes is not None and res.message_list and \
-                            res.buffer_total_size + size_py > max_total_bytes:
-                        break
+                    n = len(message_list)
+                    if n:
+                        if buffer_total:  # _is_the_batch_full, inline
+                            if max_msg_nums <= n:
+                                break
+                            if (max_offset_py - off_py) > memory:  # in disk
+                                if buffer_total + size_py > disk_bytes or n > disk_count:
+                                    break
+                            elif buffer_total + size_py > mem_bytes or n > mem_count:
+                                break
+                        if max_total_bytes is not None and buffer_total + size_py > max_total_bytes:
+                            break
                     i += 1
                     if off_py == 0 and size_py == INT_MAX:  # blank pre-fill unit
                         continue
-                    if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+                    if cq_match is not None and not cq_match(tags_code):
                         continue
-                    data = self.commit_log.get_data(off_py, size_py)
-                    if data is None:
-                        if res.buffer_total_size == 0:
+                    if mf is None or not mf_start <= off_py < mf_end:
+                        mf = find_file(off_py)
+                        if mf is not None:
+                            mf_start = mf.file_from_offset
+                            mf_end = mf_start + mf.file_size
+                            mf_readable = mf.readable_position()
+                            mm = mf.mm
+                    pos = off_py - mf_start
+                    if mf is None or mm is None or size_py < 0 or pos + size_py > mf_readable:
+                        mf = None
+                        if buffer_total == 0:
                             status = GetMessageStatus.MESSAGE_WAS_REMOVING
                         next_phy_file_start = self.commit_log.roll_next_file(off_py)
                         continue
-                    if message_filter is not None and not message_filter.is_matched_by_commit_log(data, None):
-                        if res.buffer_total_size == 0:
+                    data = mm[pos:pos + size_py]
+                    if cl_match is not None and not cl_match(data, None):
+                        if buffer_total == 0:
                             status = GetMessageStatus.NO_MATCHED_MESSAGE
                         continue
-                    res.message_list.append(data)
-                    res.message_queue_offsets.append(offset + i - 1)
-                    res.buffer_total_size += size_py
+                    message_list.append(data)
+                    queue_offsets.append(offset + i - 1)
+                    buffer_total += size_py
                     status = GetMessageStatus.FOUND
                     next_phy_file_start = None
+                res.buffer_total_size = buffer_total
                 res.status = status
                 res.next_begin_offset = offset + i
                 res.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > memory

@@ -31,6 +31,16 @@ class ExpressionMessageFilter:
         self.filter_data = filter_data
         self._codes = {_int32(c) for c in (subscription.codeSet if subscription else [])}
 
+    def takes_all(self) -> tuple[bool, bool]:
+        """Whether :meth:`is_matched_by_consume_queue` and :meth:`is_matched_by_commit_log`
+        answer True for any message, as they stand now (the store then skips the calls)."""
+        sub = self.subscription
+        if sub is None:
+            return True, True
+        is_tag = sub.is_tag
+        return (sub.classFilterMode or not is_tag or sub.subString == SUB_ALL,
+                is_tag or self.filter_data is None)
+
     def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: Any = None) -> bool:
         sub = self.subscription
         if sub is None or sub.classFilterMode:
