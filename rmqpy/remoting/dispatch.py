@@ -15,7 +15,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode, code_name
-from rmqpy.protocol.command import RPC_RESPONSE, HeaderError, RemotingCommand
+from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, HeaderError, RemotingCommand
 
 if TYPE_CHECKING:
     from rmqpy.remoting.protocol import RemotingProtocol
@@ -116,7 +116,7 @@ class RequestDispatcher:
 
     @staticmethod
     def _reply(response: RemotingCommand | None, channel: "RemotingProtocol", request: RemotingCommand) -> None:
-        if response is None or request.is_oneway:
+        if response is None or request.flag & RPC_ONEWAY:
             return
         response.opaque = request.opaque
         response.flag |= RPC_RESPONSE

@@ -17,7 +17,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from rmqpy.protocol import command as codec
-from rmqpy.protocol.command import RPC_ONEWAY, FrameError, RemotingCommand
+from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, FrameError, RemotingCommand
 
 if TYPE_CHECKING:
     from rmqpy.remoting.dispatch import RequestDispatcher
@@ -80,7 +80,20 @@ class RemotingProtocol(protocol.Protocol):
 
     def dataReceived(self, data: bytes) -> None:
         buf = self._buffer
-        if buf:
+        if not buf:
+            # the usual chunk: exactly one whole frame (a client with one request in flight)
+            n = len(data)
+            if n >= 8 and self.connected_:
+                (length,) = _LENGTH.unpack_from(data, 0)
+                if length + 4 == n and n <= self.max_frame:  # so 4 <= length: n >= 8
+                    try:
+                        cmd = codec.decode(memoryview(data)[4:])
+                    except FrameError as exc:
+                        self._drop(str(exc))
+                        return
+                    self._command_received(cmd)
+                    return
+        else:
             buf += data
             if len(buf) < 4:
                 return
@@ -121,7 +134,7 @@ class RemotingProtocol(protocol.Protocol):
         self.transport.loseConnection()
 
     def _command_received(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
+        if cmd.flag & RPC_RESPONSE:
             entry = self._pending.pop(cmd.opaque, None)
             if entry is None:
                 self.log.warn("{peer}: response for unknown opaque {opaque}", peer=self.remote_address,
