@@ -171,3 +171,35 @@ def test_a_failing_reply_is_logged_not_raised(logged) -> None:
     logged.clear()
     proto.dataReceived(request())  # a synchronous answer that cannot be sent: logged the same way
     assert any(e.get("log_format", "").startswith("reply to") for e in logged)
+
+
+# ---------------------------------------------------------------- one whole frame per chunk
+
+def _echo_conn(max_frame: int):
+    dispatcher = RequestDispatcher()
+    dispatcher.register(CODE, Processor(lambda ch, req: req.response(body=req.body)))
+    proto = RemotingServerFactory(dispatcher, task.Clock(), max_frame).buildProtocol(None)
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    return proto, transport
+
+
+def test_single_frame_chunk_at_the_frame_limit() -> None:
+    frame = request()
+    proto, transport = _echo_conn(max_frame=len(frame))
+    proto.dataReceived(frame)  # exactly max_frame bytes, prefix included: served
+    assert len(answers(transport)) == 1 and not transport.disconnecting
+    proto, transport = _echo_conn(max_frame=len(frame) - 1)
+    proto.dataReceived(frame)  # one byte more than allowed: closed, no answer
+    assert transport.disconnecting and transport.value() == b""
+
+
+def test_single_frame_chunk_after_a_partial_one_and_a_bare_length_word() -> None:
+    proto, transport = _echo_conn(max_frame=1 << 20)
+    a, b = request(opaque=1), request(opaque=2)
+    proto.dataReceived(a[:5])
+    proto.dataReceived(a[5:])
+    proto.dataReceived(b)
+    assert [r.opaque for r in answers(transport)] == [1, 2]
+    proto.dataReceived(b"\x00\x00\x00\x04\x00\x00\x00\x00")  # a frame of only its header-length word
+    assert transport.disconnecting  # an empty JSON header is no command: closed as before
