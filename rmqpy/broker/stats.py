@@ -207,13 +207,17 @@ def stats_manager(broker: Any) -> BrokerStatsManager:
     return manager
 
 
+_SIZE = struct.Struct(">i")
+
+
 def count_messages(body: bytes | None) -> int:
     """How many stored message records a pull response body holds (each starts with its size)."""
     if not body:
         return 0
     n, pos, end = 0, 0, len(body)
+    unpack_from = _SIZE.unpack_from
     while pos + 4 <= end:
-        (size,) = struct.unpack_from(">i", body, pos)
+        (size,) = unpack_from(body, pos)
         if size <= 0:
             break
         pos += size
