@@ -122,3 +122,30 @@ def start_broker(workdir: Path, namesrv_addr: str, props: dict[str, object] | No
         "storePathRootDir": workdir / "store", "mappedFileSizeCommitLog": 4 * 1024 * 1024,
         "autoCreateTopicEnable": True, **(props or {})})
     return ServerProcess("rmq-broker", ["-c", str(conf)], workdir, port, host).start(timeout)
+
+
+class Cluster:
+    """rmqpy's name server and one broker on ``host`` (an IP address), started and stopped together.
+
+    As a context manager it closes both on exit and prints the end of the broker's log.
+    """
+
+    def __init__(self, tmp: Path, host: str, broker_props: dict[str, object] | None = None) -> None:
+        self.ns = start_namesrv(tmp / "ns", host=host)
+        try:
+            self.broker = start_broker(tmp / "broker", self.ns.addr, host=host, props=broker_props)
+        except BaseException:
+            self.ns.stop()
+            raise
+        self.ns_addr, self.broker_addr = self.ns.addr, self.broker.addr
+
+    def close(self) -> None:
+        self.broker.stop()
+        self.ns.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+        print(self.broker.log_tail(3000))

@@ -9,12 +9,12 @@ differs: addresses, dates and timestamps, message ids, commit-log positions, rat
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.interop import clients, jvm, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -43,57 +43,24 @@ class Side:
 
 
 def _ours(version: str, host, tmp: Path) -> Side:
-    ip = host.host_ip
-    ns = servers.start_namesrv(tmp / "ns", host=ip)
-    try:
-        broker = servers.start_broker(tmp / "broker", ns.addr, host=ip, props={"brokerName": BROKER})
-    except BaseException:
-        ns.stop()
-        raise
-
-    def stop() -> None:
-        broker.stop()
-        ns.stop()
-
-    side = Side("rmqpy", version, host, ns.addr, broker.addr, stop)
-    side.server = broker  # type: ignore[attr-defined]
+    c = servers.Cluster(tmp, host.host_ip, {"brokerName": BROKER})
+    side = Side("rmqpy", version, host, c.ns_addr, c.broker_addr, c.close)
+    side.server = c.broker  # type: ignore[attr-defined]
     return side
 
 
 def _java(version: str, host, tmp: Path) -> Side:
-    ip = host.host_ip
-    ns = jvm.start_java_namesrv(version, workdir=tmp / "java-ns", props={"bindAddress": "0.0.0.0"})
-    ns_addr = f"{ip}:{ns.port}"
-    try:
-        broker = jvm.start_java_broker(version, tmp / "java-broker", ns_addr,
-                                       {"brokerName": BROKER, "bindAddress": "0.0.0.0"}, broker_ip=ip)
-    except BaseException:
-        ns.stop(5)
-        raise
-
-    def stop() -> None:
-        broker.stop(10)
-        ns.stop(5)
-
-    side = Side("java", version, host, ns_addr, f"{ip}:{broker.port}", stop)
-    side.server = broker  # type: ignore[attr-defined]
+    c = jvm.JavaCluster(version, tmp, host.host_ip, {"brokerName": BROKER})
+    side = Side("java", version, host, c.ns_addr, c.broker_addr, c.close)
+    side.server = c.broker  # type: ignore[attr-defined]
     return side
-
-
-def _wait(pred, timeout: float = 30.0, step: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)
 
 
 def _setup(side: Side) -> dict:
     out = {}
     out["updateTopic"] = side.admin("updateTopic", "-b", side.broker_addr, "-t", TOPIC, "-r", "2", "-w", "2")
     out["updateSubGroup"] = side.admin("updateSubGroup", "-b", side.broker_addr, "-g", GROUP)
-    assert _wait(lambda: TOPIC in side.admin("topicList")), f"{side.name}: topic not routed"
+    assert wait_until(lambda: TOPIC in side.admin("topicList"), 30.0, 1.0), f"{side.name}: topic not routed"
     sent = side.harness("produce", "--topic", TOPIC, "--count", str(N_MSGS), "--keys", "key{i}",
                         "--queue-mod", "2", "--body", "b{i}")
     assert len(sent.of("sent")) == N_MSGS, sent
@@ -101,7 +68,7 @@ def _setup(side: Side) -> dict:
                        "--from", "first", "--linger-ms", "3000", "--timeout-ms", "40000", timeout=120)
     assert len(got.of("received")) >= N_MSGS, got
     # the consumer has exited: its offsets are persisted once the broker has them
-    assert _wait(lambda: re.search(r"Diff Total:\s*0\b", side.admin("consumerProgress", "-g", GROUP)), 60), \
+    assert wait_until(lambda: re.search(r"Diff Total:\s*0\b", side.admin("consumerProgress", "-g", GROUP)), 60, 1.0), \
         side.admin("consumerProgress", "-g", GROUP)
     return out
 
