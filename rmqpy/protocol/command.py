@@ -261,6 +261,25 @@ _OTHER = int(LanguageCode.OTHER)
 
 
 def _decode_json_header(header: memoryview) -> RemotingCommand:
+    """A JSON header: what a Java client sends (UTF-8, one object and nothing around it,
+    language JAVA, extFields of strings) read at once; everything else, errors included,
+    by :func:`_decode_json_header_general`, which gives the same command for this case."""
+    try:
+        text = str(header, "utf-8")
+        if text[0] == "{":
+            doc, end = _json_scan(text, 0)
+            if end == len(text):
+                get = doc.get
+                ext = get("extFields")
+                if get("language", "JAVA") == "JAVA" and (ext is None or type(ext) is dict and _str_values(ext)):
+                    return RemotingCommand(int(doc["code"]), _JAVA, int(get("version") or 0),
+                                           int(get("opaque") or 0), int(get("flag") or 0), get("remark"), ext)
+    except (ValueError, TypeError, LookupError, StopIteration):  # UnicodeDecodeError is a ValueError
+        pass
+    return _decode_json_header_general(header)
+
+
+def _decode_json_header_general(header: memoryview) -> RemotingCommand:
     try:
         doc, standard = _parse_json_header(header)
     except ValueError as exc:

@@ -24,6 +24,12 @@ MORE_JSON_HEADERS = [
     b'{"code":1,"remark":"\\ud800"}',                                      # lone surrogate escape
     b'\xef\xbb\xbf{"code":11}',                                            # UTF-8 BOM
     b'{\xff}',                                                             # not UTF-8
+    # what the JAVA fast path hands to the general code, or takes itself
+    b'{"code":null,"language":"JAVA"}', b'{"code":"x","language":"JAVA"}', b'{"language":"JAVA"}',
+    b'{"code":1,"language":"JAVA","extFields":{"a":1}}', b'{"code":1,"language":"JAVA","extFields":[]}',
+    b'{"code":1,"language":"JAVA","extFields":"s"}', b'{"code":1,"language":"JAVA","opaque":null}',
+    b'{"code":1,"language":"JAVA","remark":5}', b'{"code":1,"language":"JAVA","version":"409"}',
+    b'{"code":[1],"language":"JAVA"}', b'{"code":1e3,"flag":-1}',
 ]
 
 
