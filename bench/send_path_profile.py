@@ -1,7 +1,7 @@
 """CPU per sent message on the broker's send path, in-process and deterministic (issue 4).
 
     python bench/send_path_profile.py [-n 50000] [--sizes 128,1024] [--repeat 3] [--top 25]
-                                      [--no-profile] [--index/--no-index] [--dir DIR]
+                                      [--no-profile] [--index/--no-index] [--dir DIR] [--pull]
 
 Not a test. Each measured message goes the way a SEND_MESSAGE_V2 request from a Java
 4.9.8 producer goes through ``twistd rmq-broker``, minus the socket:
@@ -17,6 +17,10 @@ so only the broker's work is counted. The broker runs on a ``task.Clock`` that n
 advances, with the store settings of ``broker_bench.py`` (ASYNC_FLUSH, index on,
 128 MiB commit log files): no timer (flush, stats, name-server registration) runs, so
 the numbers are the per-message work alone and repeat from run to run.
+
+With ``--pull`` it measures PULL_MESSAGE instead: the ``n`` messages are sent first (not
+counted), then read back by pulls of 32 (the header a 4.9.8 push consumer sends, subscription
+``*``) through the same path; the figure is CPU per pulled message.
 
 CPU time is ``time.process_time()`` (user + system of this process), so other load on a
 shared machine changes it little; each size is measured ``--repeat`` times on a fresh
@@ -45,7 +49,7 @@ from rmqpy.broker.controller import BrokerController  # noqa: E402
 from rmqpy.protocol import command as codec  # noqa: E402
 from rmqpy.protocol.codes import RequestCode, ResponseCode  # noqa: E402
 from rmqpy.protocol.command import RemotingCommand  # noqa: E402
-from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2  # noqa: E402
+from rmqpy.protocol.headers.broker import PullMessageRequestHeader, SendMessageRequestHeaderV2  # noqa: E402
 from rmqpy.remoting.protocol import RemotingProtocol  # noqa: E402
 
 TOPIC = "BenchTopic"
@@ -134,6 +138,61 @@ def build_frames(n: int, body_size: int, start: int = 0) -> list[bytes]:
     return out
 
 
+PULL_BATCH = 32
+
+
+def build_pull_frames(n: int, queues: int = 4, start: int = 20_000_000) -> list[bytes]:
+    """PULL_MESSAGE frames reading ``n`` messages spread over ``queues`` queues, 32 at a time."""
+    out = []
+    for q in range(queues):
+        for off in range(0, (n + queues - 1 - q) // queues, PULL_BATCH):
+            h = PullMessageRequestHeader(consumerGroup="bench_consumer", topic=TOPIC, queueId=q, queueOffset=off,
+                                         maxMsgNums=PULL_BATCH, sysFlag=0x2 | 0x4, commitOffset=off,
+                                         suspendTimeoutMillis=15000, subscription="*", subVersion=0,
+                                         expressionType="TAG")
+            cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, h)
+            cmd.opaque = start + len(out)
+            cmd.language = 0
+            cmd.version = 409
+            out.append(codec.encode(cmd))
+    return out
+
+
+def run_pull_once(body_size: int, n: int, index: bool, base: str, profile: cProfile.Profile | None = None
+                  ) -> tuple[float, float, int]:
+    """(CPU seconds, wall seconds, response bytes) for pulling back ``n`` sent messages."""
+    root = tempfile.mkdtemp(prefix="store-", dir=base)
+    broker, _clock = make_broker(root, index)
+    try:
+        transport = NullTransport()
+        proto = RemotingProtocol(broker.dispatcher, broker.reactor)
+        proto.makeConnection(transport)
+        feed = proto.dataReceived
+        for frame in build_frames(n, body_size):
+            feed(frame)
+        assert transport.frames == n, transport.frames
+        for frame in build_pull_frames(min(n, 4 * PULL_BATCH), start=30_000_000):  # warm-up
+            feed(frame)
+        frames = build_pull_frames(n)
+        transport.frames = 0
+        transport.written = 0
+        c0, w0 = time.process_time(), time.perf_counter()
+        if profile is not None:
+            profile.enable()
+        for frame in frames:
+            feed(frame)
+        if profile is not None:
+            profile.disable()
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        assert transport.frames == len(frames), f"{transport.frames} responses for {len(frames)} pulls"
+        last = codec.decode(transport.last[4:])
+        assert last.code == ResponseCode.SUCCESS and last.body, last
+        return cpu, wall, transport.written
+    finally:
+        broker.message_store.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def run_once(body_size: int, n: int, index: bool, base: str, profile: cProfile.Profile | None = None
              ) -> tuple[float, float, int]:
     """(CPU seconds, wall seconds, response bytes) for ``n`` sends on a fresh broker."""
@@ -178,15 +237,19 @@ def main() -> None:
     ap.add_argument("--index", action=argparse.BooleanOptionalAction, default=True,
                     help="messageIndexEnable (default on, as broker_bench)")
     ap.add_argument("--dir", default=None, help="where the temporary stores go (default: tmp)")
+    ap.add_argument("--pull", action="store_true",
+                    help="measure PULL_MESSAGE (32 a pull) of the n sent messages instead of the sends")
     args = ap.parse_args()
+    run = run_pull_once if args.pull else run_once
     sizes = [int(s) for s in args.sizes.split(",") if s]
     base = tempfile.mkdtemp(prefix="rmqpy-sendprof-", dir=args.dir)
     results = {}
     try:
         print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}, "
-              f"n={args.n}, repeat={args.repeat}, index={'on' if args.index else 'off'}")
+              f"n={args.n}, repeat={args.repeat}, index={'on' if args.index else 'off'}"
+              + (f", PULL_MESSAGE of {PULL_BATCH}: CPU per pulled message" if args.pull else ""))
         for size in sizes:
-            runs = [run_once(size, args.n, args.index, base) for _ in range(args.repeat)]
+            runs = [run(size, args.n, args.index, base) for _ in range(args.repeat)]
             cpus = [r[0] for r in runs]
             best = min(cpus)
             results[size] = best
@@ -196,7 +259,7 @@ def main() -> None:
                   f"{args.n / best:,.0f} msg/s per CPU", flush=True)
             if not args.no_profile:
                 prof = cProfile.Profile()
-                run_once(size, args.n, args.index, base, prof)
+                run(size, args.n, args.index, base, prof)
                 out = io.StringIO()
                 st = pstats.Stats(prof, stream=out)
                 st.sort_stats("tottime").print_stats(args.top)
