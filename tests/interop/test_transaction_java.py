@@ -43,17 +43,16 @@ class _Harness:
                                timeout=timeout, check=check)
 
 
-class Env(_Harness):
+#: half messages are checked every second once they are 3 s old
+TX_CHECK = {"transactionCheckInterval": 1000, "transactionTimeOut": 3000}
+
+
+class Env(_Harness, servers.Cluster):
     """rmqpy's name server and broker."""
 
     def __init__(self, version: str, host, tmp: Path) -> None:
         self.version, self.host = version, host
-        ip = host.host_ip
-        self.ns = servers.start_namesrv(tmp / "ns", host=ip)
-        self.ns_addr = self.ns.addr
-        self.broker = servers.start_broker(tmp / "broker", self.ns.addr, host=ip, props={
-            "brokerName": "broker-py", "transactionCheckInterval": 1000, "transactionTimeOut": 3000})
-        self.broker_addr = self.broker.addr
+        super().__init__(tmp, host.host_ip, {"brokerName": "broker-py", **TX_CHECK})
         self.tag = version.replace(".", "")
         self.runs: dict[str, object] = {}
 
@@ -68,46 +67,24 @@ class Env(_Harness):
         self.broker.stop()
         self.broker.start()
 
-    def close(self) -> None:
-        self.broker.stop()
-        self.ns.stop()
 
-
-class JavaEnv(_Harness):
+class JavaEnv(_Harness, jvm.JavaCluster):
     """The real Java 5.3.3 name server and broker, for the same scenarios with the 5.3.3 client."""
-
-    version = "5.3.3"
 
     def __init__(self, host, tmp: Path) -> None:
         self.host = host
-        ip = host.host_ip
-        port = servers.free_port()
-        self.ns = jvm.start_java_namesrv(self.version, port, tmp / "ns", {"bindAddress": "0.0.0.0"})
-        self.ns_addr = f"{ip}:{port}"
-        try:
-            self.broker = jvm.start_java_broker(self.version, tmp / "broker", self.ns_addr, {
-                "brokerName": "broker-j", "bindAddress": "0.0.0.0", "transactionCheckInterval": 1000,
-                "transactionTimeOut": 3000}, broker_ip=ip)
-        except BaseException:
-            self.ns.kill9()
-            raise
-        self.broker_addr = f"{ip}:{self.broker.port}"
+        super().__init__("5.3.3", tmp, host.host_ip, {"brokerName": "broker-j", **TX_CHECK})
         self.tag = "533"
         self.runs: dict[str, object] = {}
 
     def close(self) -> None:
-        self.broker.kill9()  # a clean 5.3.3 shutdown takes ~18 s; the store does not matter
-        self.ns.kill9()
+        super().close(clean=False)  # the store does not matter
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def env(request, java_built, client_host, tmp_path_factory):
-    e = Env(request.param, client_host, tmp_path_factory.mktemp(f"tx-{request.param}"))
-    try:
+    with Env(request.param, client_host, tmp_path_factory.mktemp(f"tx-{request.param}")) as e:
         yield e
-    finally:
-        e.close()
-        print(e.broker.log_tail(3000))
 
 
 @pytest.fixture(scope="module")
