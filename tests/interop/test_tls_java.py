@@ -15,6 +15,7 @@ with raw sockets to the real ``twistd`` process.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
@@ -22,12 +23,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from rmqpy.remoting.tls_testcerts import issue, make_ca
 from tests.interop import clients, servers
 from tests.interop.conftest import VERSIONS
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -58,10 +61,24 @@ def pki(tmp_path_factory, client_host) -> dict[str, Path]:
     return out
 
 
+def server_tls(pki, tmp: Path, **tls_props: object) -> dict[str, object]:
+    """A server's tls.* keys: the test CA's server certificate and its encrypted key, plus ``tls_props``."""
+    return {"tls.server.certPath": pki["server_cert"], "tls.server.keyPath": pki["server_key"],
+            "tls.server.keyPassword": PASSWORD, "tls.config.file": tmp / "no-tls.properties", **tls_props}
+
+
 def start(tmp: Path, pki, host, **tls_props: str) -> servers.ServerProcess:
-    props = {"tls.server.certPath": pki["server_cert"], "tls.server.keyPath": pki["server_key"],
-             "tls.server.keyPassword": PASSWORD, "tls.config.file": tmp / "no-tls.properties", **tls_props}
-    return servers.start_namesrv(tmp, props=props, host=host.host_ip)
+    return servers.start_namesrv(tmp, props=server_tls(pki, tmp, **tls_props), host=host.host_ip)
+
+
+@contextlib.contextmanager
+def namesrv(tmp: Path, pki, host, **tls_props: str) -> Iterator[servers.ServerProcess]:
+    """``start``, stopped at the end of the block."""
+    ns = start(tmp, pki, host, **tls_props)
+    try:
+        yield ns
+    finally:
+        ns.stop()
 
 
 def tls_sysprops(pki, cert: str | None = None) -> dict[str, str]:
@@ -81,49 +98,45 @@ def cluster(host, version: str, ns, sysprops: dict[str, str] | None):
     return ok, ev
 
 
+def _why(ev, ns=None, stderr: int = 2000) -> str:
+    """What went wrong in a harness run: its errors, the end of its stderr and of the server's log."""
+    return f"{ev.errors}\n{ev.stderr[-stderr:]}" + (f"\n{ns.log_tail()}" if ns is not None else "")
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_enforcing(version, java_built, client_host, pki, tmp_path):
-    ns = start(tmp_path, pki, client_host, **{"tls.server.mode": "enforcing"})
-    try:
+    with namesrv(tmp_path, pki, client_host, **{"tls.server.mode": "enforcing"}) as ns:
         ok, ev = cluster(client_host, version, ns, tls_sysprops(pki))
-        assert ok, f"TLS client refused: {ev.errors}\n{ev.stderr[-2000:]}\n{ns.log_tail()}"
+        assert ok, f"TLS client refused: {_why(ev, ns)}"
         out = clients.mqadmin(client_host, version, ["getNamesrvConfig"], ns.addr, sysprops=tls_sysprops(pki))
         assert "listenPort" in out and str(ns.port) in out, out
         ok, ev = cluster(client_host, version, ns, None)  # plaintext Java client
         assert not ok, ev
         log = ns.log_tail(20000)
         assert "closing plaintext connection" in log and "enforcing" in log, log
-    finally:
-        ns.stop()
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_permissive_serves_both(version, java_built, client_host, pki, tmp_path):
-    ns = start(tmp_path, pki, client_host, **{"tls.server.mode": "permissive"})
-    try:
+    with namesrv(tmp_path, pki, client_host, **{"tls.server.mode": "permissive"}) as ns:
         ok, ev = cluster(client_host, version, ns, tls_sysprops(pki))
-        assert ok, f"{ev.errors}\n{ev.stderr[-2000:]}"
+        assert ok, _why(ev)
         ok, ev = cluster(client_host, version, ns, None)
-        assert ok, f"{ev.errors}\n{ev.stderr[-2000:]}"
-    finally:
-        ns.stop()
+        assert ok, _why(ev)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_mutual_tls_require(version, java_built, client_host, pki, tmp_path):
-    ns = start(tmp_path, pki, client_host, **{"tls.server.mode": "enforcing",
-                                               "tls.server.need.client.auth": "require",
-                                               "tls.server.authClient": "true",
-                                               "tls.server.trustCertPath": pki["ca"]})
-    try:
+    with namesrv(tmp_path, pki, client_host, **{"tls.server.mode": "enforcing",
+                                                 "tls.server.need.client.auth": "require",
+                                                 "tls.server.authClient": "true",
+                                                 "tls.server.trustCertPath": pki["ca"]}) as ns:
         ok, ev = cluster(client_host, version, ns, tls_sysprops(pki))
         assert not ok, "a client without a certificate was served"
         ok, ev = cluster(client_host, version, ns, tls_sysprops(pki, "bad"))
         assert not ok, "a client certificate from another CA was accepted"
         ok, ev = cluster(client_host, version, ns, tls_sysprops(pki, "good"))
-        assert ok, f"{ev.errors}\n{ev.stderr[-2000:]}\n{ns.log_tail()}"
-    finally:
-        ns.stop()
+        assert ok, _why(ev, ns)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -131,17 +144,14 @@ def test_mutual_tls_encrypted_client_key(version, java_built, client_host, pki, 
     """The Java client's key is an encrypted PKCS#8 PEM (``-Dtls.client.keyPassword``), the server
     requires a client certificate and its own key is encrypted too (tls.server.keyPassword):
     the right password works, a wrong one gets no service."""
-    ns = start(tmp_path, pki, client_host, **{"tls.server.mode": "enforcing",
-                                               "tls.server.need.client.auth": "require",
-                                               "tls.server.trustCertPath": pki["ca"]})
-    try:
+    with namesrv(tmp_path, pki, client_host, **{"tls.server.mode": "enforcing",
+                                                 "tls.server.need.client.auth": "require",
+                                                 "tls.server.trustCertPath": pki["ca"]}) as ns:
         props = tls_sysprops(pki, "locked-pbes1" if version.startswith("4.") else "locked")
         ok, ev = cluster(client_host, version, ns, {**props, "tls.client.keyPassword": CLIENT_PASSWORD})
-        assert ok, f"{ev.errors}\n{ev.stderr[-3000:]}\n{ns.log_tail()}"
+        assert ok, _why(ev, ns, stderr=3000)
         ok, ev = cluster(client_host, version, ns, {**props, "tls.client.keyPassword": "wrong"})
         assert not ok, "a client whose key could not be decrypted was served"
-    finally:
-        ns.stop()
 
 
 def _broker_has_tls() -> bool:
@@ -156,10 +166,8 @@ def test_broker_produce_consume_over_tls(version, java_built, client_host, pki, 
     if not _broker_has_tls():
         pytest.skip("rmqpy/broker/tap.py does not call rmqpy.remoting.tls_hook yet")
     ns = start(tmp_path / "ns", pki, client_host, **{"tls.server.mode": "enforcing"})
-    broker_tls = {"tls.server.mode": "enforcing", "tls.server.certPath": pki["server_cert"],
-                  "tls.server.keyPath": pki["server_key"], "tls.server.keyPassword": PASSWORD,
-                  "tls.enable": "true", "tls.client.trustCertPath": pki["ca"],
-                  "tls.config.file": tmp_path / "no-tls.properties"}
+    broker_tls = server_tls(pki, tmp_path, **{"tls.server.mode": "enforcing", "tls.enable": "true",
+                                              "tls.client.trustCertPath": pki["ca"]})
     broker = None
     try:
         broker = servers.start_broker(tmp_path / "broker", ns.addr, host=client_host.host_ip, props=broker_tls)
@@ -221,12 +229,14 @@ class CertProbe:
 
     def wait_for(self, addrs: list[str], expected: str, within: float) -> dict[str, str]:
         """Polls every address until each presents ``expected``; returns the last answers."""
-        deadline = time.monotonic() + within
-        while True:
-            seen = {a: self.fingerprint(a) for a in addrs}
-            if all(v == expected for v in seen.values()) or time.monotonic() > deadline:
-                return seen
-            time.sleep(0.05)
+        seen: dict[str, str] = {}
+
+        def all_expected() -> bool:
+            seen.update((a, self.fingerprint(a)) for a in addrs)
+            return all(v == expected for v in seen.values())
+
+        wait_until(all_expected, within, 0.05)
+        return seen
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -259,11 +269,13 @@ def _received(path: Path) -> list[str]:
 
 
 def _wait_received(path: Path, bodies: list[str], proc, timeout: float = 40) -> None:
-    deadline = time.monotonic() + timeout
-    while not set(bodies) <= set(_received(path)):
+    def got_all() -> bool:
+        if set(bodies) <= set(_received(path)):
+            return True
         assert proc.poll() is None, f"consumer exited {proc.returncode}: {path.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"consumer did not get {bodies}: {_received(path)}"
-        time.sleep(0.2)
+        return False
+
+    wait_until(got_all, timeout, 0.2, what=f"consumer getting {bodies}", diag=lambda: f"got {_received(path)}")
 
 
 def _produce(host, version: str, ns, topic: str, prefix: str, pki, count: int = 5) -> None:
@@ -339,11 +351,9 @@ def test_reload_under_java_consumer(version, java_built, client_host, pki, tmp_p
         ns_mark, broker_mark = len(ns.log.read_bytes()), len(broker.log.read_bytes())
         broken = issue(ca, "rmqpy reload 4", hosts=(client_host.host_ip, "127.0.0.1"))
         cert.write_bytes(broken.cert_pem[: len(broken.cert_pem) // 2])
-        deadline = time.monotonic() + 5
-        while not (RELOAD_ERROR in ns.log.read_bytes()[ns_mark:].decode(errors="replace")
-                   and RELOAD_ERROR in broker.log.read_bytes()[broker_mark:].decode(errors="replace")):
-            assert time.monotonic() < deadline, f"no reload error logged:\n{broker.log_tail()}\n{ns.log_tail()}"
-            time.sleep(0.1)
+        wait_until(lambda: RELOAD_ERROR in ns.log.read_bytes()[ns_mark:].decode(errors="replace")
+                   and RELOAD_ERROR in broker.log.read_bytes()[broker_mark:].decode(errors="replace"), 5, 0.1,
+                   what="a reload error in both logs", diag=lambda: f"{broker.log_tail()}\n{ns.log_tail()}")
         for server in (ns, broker):
             line = next(x for x in server.log.read_bytes()[ns_mark if server is ns else broker_mark:]
                         .decode(errors="replace").splitlines() if RELOAD_ERROR in x)
