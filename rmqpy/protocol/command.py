@@ -262,20 +262,29 @@ _OTHER = int(LanguageCode.OTHER)
 
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     """A JSON header: what a Java client sends (UTF-8, one object and nothing around it,
-    language JAVA, extFields of strings) read at once; everything else, errors included,
-    by :func:`_decode_json_header_general`, which gives the same command for this case."""
+    language JAVA, extFields of strings) read at once; every other parsed object by
+    :func:`_command_from_doc`, and what the C scanner cannot take (other whitespace, BOM,
+    fastjson syntax, errors) by :func:`_decode_json_header_general`: the same commands
+    and errors as the general code alone gives."""
     try:
         text = str(header, "utf-8")
-        if text[0] == "{":
+    except UnicodeDecodeError:
+        return _decode_json_header_general(header)
+    if text and text[0] == "{":
+        try:
             doc, end = _json_scan(text, 0)
-            if end == len(text):
-                get = doc.get
-                ext = get("extFields")
-                if get("language", "JAVA") == "JAVA" and (ext is None or type(ext) is dict and _str_values(ext)):
+        except (ValueError, StopIteration):
+            return _decode_json_header_general(header)
+        if end == len(text):  # what _parse_json_header returns as (doc, True)
+            get = doc.get
+            ext = get("extFields")
+            if get("language", "JAVA") == "JAVA" and (ext is None or type(ext) is dict and _str_values(ext)):
+                try:
                     return RemotingCommand(int(doc["code"]), _JAVA, int(get("version") or 0),
                                            int(get("opaque") or 0), int(get("flag") or 0), get("remark"), ext)
-    except (ValueError, TypeError, LookupError, StopIteration):  # UnicodeDecodeError is a ValueError
-        pass
+                except (TypeError, ValueError, KeyError):
+                    pass  # _command_from_doc raises the FrameError
+            return _command_from_doc(doc, True)
     return _decode_json_header_general(header)
 
 
@@ -284,6 +293,11 @@ def _decode_json_header_general(header: memoryview) -> RemotingCommand:
         doc, standard = _parse_json_header(header)
     except ValueError as exc:
         raise FrameError(f"invalid JSON header: {exc}") from None
+    return _command_from_doc(doc, standard)
+
+
+def _command_from_doc(doc: Any, standard: bool) -> RemotingCommand:
+    """The command of a parsed JSON header; ``standard``: the stdlib parser made ``doc``."""
     if not isinstance(doc, dict) or "code" not in doc:
         raise FrameError("JSON header is not an object with a code")
     get = doc.get
