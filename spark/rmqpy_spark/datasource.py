@@ -101,8 +101,8 @@ class _Opts:
         self.units_per_split = int(_get(options, "unitsPerSplit", 200_000))
         self.check_crc = _bool(_get(options, "checkCRC"), True)
         self.decompress = _bool(_get(options, "decompressBody"), True)
-        self.batch_rows = int(_get(options, "batchRows", 8192))
-        self.batch_bytes = int(_get(options, "batchBytes", 4 << 20))
+        self.batch_rows = int(_get(options, "batchRows", 65536))
+        self.batch_bytes = int(_get(options, "batchBytes", 32 << 20))
         self.starting = _get(options, "startingOffsets", "earliest")
         mm = _get(options, "maxMessagesPerTrigger")
         self.max_per_trigger = int(mm) if mm not in (None, "") else None
