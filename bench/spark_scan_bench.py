@@ -6,9 +6,12 @@ consume queues), then in the same run measures
 * raw: reading the commit log files sequentially (8 MiB reads, page cache warm, as the scans);
 * reader: the scanner alone in this process (no Spark), one core;
 * spark commitlog / consumequeue: ``spark.read.format("rocketmq")`` on local[N] written to the
-  ``noop`` sink (every column materialised),
+  ``noop`` sink (every column materialised), with Spark's default settings;
+* spark commitlog, tuned: the same scan in a second SparkSession with ``--tuned-conf``
+  (default ``spark.buffer.size=1m``: the socket buffers between the Python worker and the JVM)
+  and optionally the reader options ``batchRows``/``batchBytes`` of ``--tuned-batch``,
 
-and prints rows/s, MB/s and the ratio to the raw bandwidth.  Not a test.
+and prints rows/s, MB/s and the ratios to both raw bandwidths (page cache and O_DIRECT).  Not a test.
 
     python3 bench/spark_scan_bench.py [--gb 1] [--body-size 1024] [--dir /tmp/rmqpy-spark-bench] [--keep]
 """
@@ -92,14 +95,39 @@ def direct_read(root: Path) -> tuple[float, int] | None:
     return time.perf_counter() - t0, n
 
 
-def reader_scan(root: Path) -> tuple[float, int]:
+def reader_scan(root: Path) -> tuple[float, float, int]:
+    """(wall s, CPU s, rows) of the scanner alone (planning excluded)."""
     from rmqpy_spark import reader as R
     rows = 0
-    t0 = time.perf_counter()
-    for sp in R.plan_commitlog(str(root)):
+    splits = R.plan_commitlog(str(root))
+    t0, c0 = time.perf_counter(), time.process_time()
+    for sp in splits:
         for b in R.scan_commitlog_file(sp.path, sp.base, sp.start, sp.end):
             rows += b.num_rows
-    return time.perf_counter() - t0, rows
+    return time.perf_counter() - t0, time.process_time() - c0, rows
+
+
+def spark_session(cores: int, conf: dict):
+    from pyspark.sql import SparkSession
+    b = (SparkSession.builder.master(f"local[{cores}]").config("spark.driver.memory", "4g")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+    for k, v in conf.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    from rmqpy_spark import register
+    register(spark)
+    return spark
+
+
+def spark_scan(spark, root: Path, mode: str, opts: dict) -> tuple[float, int]:
+    """(seconds, partitions) of writing every column of the scan to the noop sink."""
+    df = spark.read.format("rocketmq").option("partitioning", mode).options(**opts).load(str(root))
+    df.limit(1).collect()  # start the Python workers
+    t0 = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - t0, df.rdd.getNumPartitions()
 
 
 def main() -> None:
@@ -111,6 +139,9 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--keep", action="store_true", help="keep the generated store")
     ap.add_argument("--skip-cq", action="store_true", help="skip the consumequeue partitioning run")
+    ap.add_argument("--tuned-conf", default="spark.buffer.size=1048576",
+                    help="comma list k=v for the tuned SparkSession ('' = skip the tuned run)")
+    ap.add_argument("--tuned-batch", default="", help="batchRows,batchBytes of the tuned run (default: the reader's)")
     a = ap.parse_args()
     root = Path(a.dir) / f"b{a.body_size}-g{a.gb}"
     nmsg, nbytes = generate(root, a.gb, a.body_size, a.file_size)
@@ -119,47 +150,54 @@ def main() -> None:
     raw_s, raw_n = raw_read(root)
     raw_mbs = raw_n / raw_s / 1e6
     direct = direct_read(root)
-    rd_s, rd_rows = reader_scan(root)
+    d_mbs = direct[1] / direct[0] / 1e6 if direct else None
+    rd_s, rd_cpu, rd_rows = reader_scan(root)
 
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "spark")])
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
     import pyarrow
     import pyspark
-    spark = (SparkSession.builder.master(f"local[{a.cores}]").config("spark.driver.memory", "4g")
-             .config("spark.ui.enabled", "false").config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    from rmqpy_spark import register
-    register(spark)
-    results = []
+    print(f"pyspark {pyspark.__version__}, pyarrow {pyarrow.__version__}, python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} cores, local[{a.cores}], load average {os.getloadavg()[0]:.1f} before Spark", flush=True)
+    print(f"store: {nmsg} messages, body {a.body_size} B, {nbytes / 1e6:.0f} MB of "
+          f"records in {len(list((root / 'commitlog').iterdir()))} commit log file(s) ({file_bytes / 1e6:.0f} MB on disk)")
+    print(f"raw sequential read (page cache): {raw_mbs:8.0f} MB/s ({raw_n / 1e6:.0f} MB in {raw_s:.2f}s)")
+    if direct:
+        print(f"raw O_DIRECT read (the device):   {d_mbs:8.0f} MB/s")
+    print("MB/s below = MB of records (the store's written bytes) / seconds; ratios to the two raw reads above")
+
+    def ratios(mbs: float) -> str:
+        return f"ratio to page cache {mbs / raw_mbs:5.1%}" + (f", to O_DIRECT {mbs / d_mbs:5.1%}" if direct else "")
+
+    print(f"reader only (1 core, no Spark): {rd_rows / rd_s:9.0f} rows/s {nbytes / rd_s / 1e6:6.0f} MB/s "
+          f"(per CPU second: {rd_rows / rd_cpu:.0f} rows/s, {nbytes / rd_cpu / 1e6:.0f} MB/s)  {ratios(nbytes / rd_s / 1e6)}")
+
+    def report(name: str, dt: float, parts: int) -> None:
+        mbs = nbytes / dt / 1e6
+        print(f"spark {name} ({parts} partitions): {nmsg / dt:9.0f} rows/s {mbs:6.0f} MB/s {dt:6.2f}s  {ratios(mbs)}",
+              flush=True)
+
+    spark = spark_session(a.cores, {})
     modes = ["commitlog"] + ([] if a.skip_cq else ["consumequeue"])
     for mode in modes:
-        df = spark.read.format("rocketmq").option("partitioning", mode).load(str(root))
-        df.limit(1).collect()  # start the Python workers
-        t0 = time.perf_counter()
-        df.write.format("noop").mode("overwrite").save()
-        dt = time.perf_counter() - t0
-        rows = spark.read.format("rocketmq").option("partitioning", mode).load(str(root)).count() if mode == modes[0] else nmsg
-        results.append((mode, dt, rows, df.rdd.getNumPartitions()))
+        dt, parts = spark_scan(spark, root, mode, {})
+        report(f"{mode}, defaults", dt, parts)
+    t0 = time.perf_counter()
+    rows = spark.read.format("rocketmq").load(str(root)).count()
+    count_s = time.perf_counter() - t0
     spark.stop()
+    print(f"rows read: {rows} (count()); for comparison, not a full scan: count() with defaults makes and sends "
+          f"every batch but turns no column into rows: {rows / count_s:.0f} rows/s, {nbytes / count_s / 1e6:.0f} MB/s",
+          flush=True)
+    tuned = dict(kv.split("=", 1) for kv in a.tuned_conf.split(",") if kv)
+    if a.tuned_conf:
+        bopts = dict(zip(("batchRows", "batchBytes"), a.tuned_batch.split(","))) if a.tuned_batch else {}
+        spark = spark_session(a.cores, tuned)
+        dt, parts = spark_scan(spark, root, "commitlog", bopts)
+        report(", ".join(["commitlog", a.tuned_conf] + [f"{k}={v}" for k, v in bopts.items()]), dt, parts)
+        spark.stop()
 
-    print(f"pyspark {pyspark.__version__}, pyarrow {pyarrow.__version__}, python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} cores, local[{a.cores}]")
-    print(f"store: {nmsg} messages, body {a.body_size} B, {nbytes / 1e6:.0f} MB of records "
-          f"in {len(list((root / 'commitlog').iterdir()))} commit log file(s) ({file_bytes / 1e6:.0f} MB on disk)")
-    print(f"raw sequential read:  {raw_mbs:8.0f} MB/s ({raw_n / 1e6:.0f} MB in {raw_s:.2f}s)")
-    if direct:
-        d_mbs = direct[1] / direct[0] / 1e6
-        print(f"raw O_DIRECT read:    {d_mbs:8.0f} MB/s (the device, no page cache)")
-    print(f"reader only (1 core): {rd_rows / rd_s:10.0f} rows/s  {nbytes / rd_s / 1e6:6.0f} MB/s  "
-          f"ratio {nbytes / rd_s / 1e6 / raw_mbs:5.1%}")
-    for mode, dt, rows, parts in results:
-        mbs = nbytes / dt / 1e6
-        print(f"spark {mode:<13} ({parts:3d} partitions): {rows / dt:10.0f} rows/s  {mbs:6.0f} MB/s  "
-              f"{dt:6.2f}s  ratio to raw {mbs / raw_mbs:5.1%}"
-              + (f", to O_DIRECT {mbs / (direct[1] / direct[0] / 1e6):5.1%}" if direct else ""))
     if not a.keep:
         shutil.rmtree(root, ignore_errors=True)
 
