@@ -18,6 +18,7 @@ def session(app: str):
 
     spark = (SparkSession.builder.appName(app).master(os.environ.get("SPARK_MASTER", "local[*]"))
              .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+             .config("spark.buffer.size", "1048576")  # Python worker <-> JVM socket buffers (spark/README.md)
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     from rmqpy_spark import register
