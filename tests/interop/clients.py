@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tests.interop import jvm
+from tests.interop.waiting import wait_until
 
 
 def mqadmin(host, version: str, args: Sequence[str], namesrv_addr: str, timeout: float = 90,
@@ -48,3 +49,51 @@ def harness_popen(host, version: str, args: Sequence[str], out: Path,
 
 def read_events(path: Path) -> jvm.Events:
     return jvm.Events(jvm._parse_lines(path.read_text()))
+
+
+class BackgroundHarness:
+    """A long-running harness (a consumer) in ``host``; its events go to the file ``out``."""
+
+    def __init__(self, host, version: str, args: Sequence[str], out: Path) -> None:
+        self.out = out
+        self.proc = harness_popen(host, version, args, out)
+
+    def events(self) -> jvm.Events:
+        return read_events(self.out)
+
+    def wait_for(self, name: str, timeout: float) -> dict:
+        """The first ``name`` event; fails if none came within ``timeout`` s or the harness exited."""
+        def found() -> list[dict]:
+            events = self.events().of(name)
+            if not events and self.proc.poll() is not None:
+                raise AssertionError(self._no_event(name, timeout))
+            return events
+
+        events = wait_until(found, timeout, 0.1)
+        if not events:
+            raise AssertionError(self._no_event(name, timeout))
+        return events[0]
+
+    def _no_event(self, name: str, timeout: float) -> str:
+        return f"no {name!r} event within {timeout}s (exit {self.proc.poll()}): {self.events()[-5:]}"
+
+    def collect(self, timeout: float) -> jvm.Events:
+        """All its events once it exits (killed after ``timeout`` s), with its exit code."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+        ev = self.events()
+        ev.returncode = self.proc.returncode
+        return ev
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self) -> "BackgroundHarness":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

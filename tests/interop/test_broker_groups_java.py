@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import collections
 import shutil
-import subprocess
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from tests.interop import clients, jvm, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -52,27 +51,11 @@ class Env:
 
     def __init__(self, server: str, version: str, host, workdir: Path) -> None:
         self.server, self.version, self.host, self.workdir = server, version, host, workdir
-        ip = host.host_ip
-        self.ns = self.broker = None
-        try:
-            self._start(ip)
-        except BaseException:
-            self.close()
-            raise
-
-    def _start(self, ip: str) -> None:
-        server, version, workdir = self.server, self.version, self.workdir
         if server == "rmqpy":
-            self.ns = servers.start_namesrv(workdir / "ns", host=ip)
-            self.ns_addr = self.ns.addr
-            self.broker = servers.start_broker(workdir / "broker", self.ns_addr, host=ip,
-                                               props={"brokerName": "broker-py"})
+            self.cluster = servers.Cluster(workdir, host.host_ip, {"brokerName": "broker-py"})
         else:
-            self.ns = jvm.start_java_namesrv(version, workdir=workdir / "java-ns", props={"bindAddress": "0.0.0.0"})
-            self.ns_addr = f"{ip}:{self.ns.port}"
-            self.broker = jvm.start_java_broker(version, workdir / "java-broker", self.ns_addr,
-                                                {"brokerName": "broker-java", "bindAddress": "0.0.0.0"},
-                                                broker_ip=ip)
+            self.cluster = jvm.JavaCluster(version, workdir, host.host_ip, {"brokerName": "broker-java"})
+        self.ns, self.broker, self.ns_addr = self.cluster.ns, self.cluster.broker, self.cluster.ns_addr
 
     def diag(self) -> str:
         if self.server == "rmqpy":
@@ -80,13 +63,10 @@ class Env:
         return f"java broker:\n{self.broker.log_tail(40)}"
 
     def close(self) -> None:
-        for proc in (self.broker, self.ns):
-            if proc is None:
-                pass
-            elif self.server == "rmqpy":
-                proc.stop()
-            else:
-                proc.stop(timeout=5)  # the store is thrown away: no need to wait for a clean shutdown
+        if self.server == "rmqpy":
+            self.cluster.close()
+        else:
+            self.cluster.close(clean=False)  # the store is thrown away: no need to wait for a clean shutdown
 
 
 #: (server, client version); the Java servers are the reference the rmqpy ones must match
@@ -112,24 +92,12 @@ def uniq(prefix: str, version: str) -> str:
     return f"{prefix}_{version.replace('.', '')}_{uuid.uuid4().hex[:6]}"
 
 
-def wait_until(pred: Callable[[], object], timeout: float, what: str, diag: Callable[[], str]) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not within {timeout} s\n{diag()}")
-        time.sleep(0.2)
-
-
-class Member:
+class Member(clients.BackgroundHarness):
     """One consume-push JVM of a group, running in the background on the client host."""
 
     def __init__(self, env: Env, version: str, name: str, topic: str, group: str, *extra: str) -> None:
         tag = uuid.uuid4().hex[:6]
         self.name = name
-        self.out = env.workdir / f"{name}-{tag}.jsonl"
         self.stop_file = env.workdir / f"{name}-{tag}.stop"
         # Members share the client host's address, and in containers each JVM is often pid 1 or
         # the same small pid: the default instance name (the pid) would give both one client id,
@@ -137,10 +105,7 @@ class Member:
         args = ["consume-push", "-n", env.ns_addr, "-t", topic, "-g", group, "-c", "0", "--timeout-ms", "85000",
                 "--instance", f"member-{name}-{tag}", "--from", "first", "--report-assignment", "--stop-file", str(self.stop_file),
                 *MEMBER_OPTIONS, *extra]
-        self.proc: subprocess.Popen = clients.harness_popen(env.host, version, args, self.out)
-
-    def events(self) -> jvm.Events:
-        return clients.read_events(self.out)
+        super().__init__(env.host, version, args, env.workdir / f"{name}-{tag}.jsonl")
 
     def client_id(self) -> str | None:
         started = self.events().of("started")
@@ -160,18 +125,7 @@ class Member:
     def leave(self, timeout: float = 30) -> jvm.Events:
         """Clean shutdown (offsets committed, UNREGISTER_CLIENT sent); returns all its events."""
         self.stop_file.touch()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        ev = self.events()
-        ev.returncode = self.proc.returncode
-        return ev
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        return self.collect(timeout)
 
     def tail(self) -> str:
         return f"{self.name} (exit {self.proc.poll()}): {self.events()[-6:]}"
@@ -233,14 +187,15 @@ def _clustering(env: Env, leave: str, orderly: bool = False) -> None:
         def split() -> bool:
             qa, qb = a.assigned(), b.assigned()
             return bool(qa and qb and not set(qa) & set(qb) and sorted(qa + qb) == QUEUES)
-        wait_until(split, 40, "the 4 queues split between the two members", diag)
+        wait_until(split, 40, 0.2, what="the 4 queues split between the two members", diag=diag)
         held = {"a": set(a.assigned() or []), "b": set(b.assigned() or [])}
         assert len(held["a"]) == len(held["b"]) == 2, held  # AllocateMessageQueueAveragely
         check_connections(env, group, [a, b], "CLUSTERING")
 
         first = {f"one-{i}" for i in range(40)}
         produce(env, version, topic, len(first), "one-{i}")
-        wait_until(lambda: first <= a.bodies() | b.bodies(), 30, "every message of the first batch", diag)
+        wait_until(lambda: first <= a.bodies() | b.bodies(), 30, 0.2, what="every message of the first batch",
+                   diag=diag)
         time.sleep(1.0)  # would-be duplicates
         phase1 = {m.name: [e for e in m.received() if e["body"] in first] for m in members}
         for name, got in phase1.items():
@@ -261,13 +216,15 @@ def _clustering(env: Env, leave: str, orderly: bool = False) -> None:
             left = b.leave()
             assert left.returncode == 0 and left.done and left.done.get("stopped"), diag()
         else:  # a crash: the broker only sees the connection close
-            b.kill()
-        wait_until(lambda: a.assigned() == QUEUES, 20, "the remaining member taking over all 4 queues", diag)
+            b.stop()
+        wait_until(lambda: a.assigned() == QUEUES, 20, 0.2, what="the remaining member taking over all 4 queues",
+                   diag=diag)
         check_connections(env, group, [a], "CLUSTERING")
 
         second = {f"two-{i}" for i in range(40)}
         produce(env, version, topic, len(second), "two-{i}")
-        wait_until(lambda: second <= a.bodies(), 30, "every message sent after the leave reaching a", diag)
+        wait_until(lambda: second <= a.bodies(), 30, 0.2, what="every message sent after the leave reaching a",
+                   diag=diag)
         time.sleep(1.0)
         a_done = a.leave()
         assert a_done.returncode == 0 and a_done.done and a_done.done.get("stopped"), diag()
@@ -289,7 +246,7 @@ def _clustering(env: Env, leave: str, orderly: bool = False) -> None:
         assert {"warm"} | first | second <= a.bodies() | b.bodies()
     finally:
         for m in members:
-            m.kill()
+            m.stop()
 
 
 @pytest.mark.parametrize("env", RMQPY, indirect=True)
@@ -346,14 +303,14 @@ def _broadcast(env: Env) -> None:
         return "\n".join(m.tail() for m in members) + "\n" + env.diag()
 
     try:
-        wait_until(lambda: a.assigned() == QUEUES and b.assigned() == QUEUES, 40,
-                   "both broadcast members holding all 4 queues", diag)
+        wait_until(lambda: a.assigned() == QUEUES and b.assigned() == QUEUES, 40, 0.2,
+                   what="both broadcast members holding all 4 queues", diag=diag)
         check_connections(env, group, [a, b], "BROADCASTING")
         sent = {f"bc-{i}" for i in range(30)}
         produce(env, version, topic, len(sent), "bc-{i}")
         expected = sent | {"warm"}
-        wait_until(lambda: expected <= a.bodies() and expected <= b.bodies(), 30,
-                   "every message reaching both members", diag)
+        wait_until(lambda: expected <= a.bodies() and expected <= b.bodies(), 30, 0.2,
+                   what="every message reaching both members", diag=diag)
         time.sleep(1.0)
         for m in members:
             counts = collections.Counter(e["body"] for e in m.received())
@@ -362,4 +319,4 @@ def _broadcast(env: Env) -> None:
             assert left.returncode == 0 and left.done and left.done.get("stopped"), diag()
     finally:
         for m in members:
-            m.kill()
+            m.stop()
