@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import clients, jvm
+from tests.interop import clients, jvm, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -36,26 +37,6 @@ VERSIONS = list(jvm.VERSIONS)
 
 
 # ------------------------------------------------------------------ processes
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("0.0.0.0", port))
-            return True
-        except OSError:
-            return False
-
-
-def free_port(span: int = 1) -> int:
-    """A free port p such that p-span+1..p are free too (the broker's fast port is p-2)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("0.0.0.0", 0))
-            port = s.getsockname()[1]
-        if port > span and all(_port_free(port - k) for k in range(span)):
-            return port
-    raise RuntimeError("no free port")
-
-
 class Server:
     def __init__(self, tap: str, conf: Path, port: int, workdir: Path, host: str) -> None:
         self.tap, self.conf, self.port, self.workdir, self.host = tap, conf, port, workdir, host
@@ -95,21 +76,15 @@ class Server:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
 
 
-def write_conf(path: Path, props: dict) -> Path:
-    path.write_text("".join(f"{k}={'true' if v is True else 'false' if v is False else v}\n"
-                            for k, v in props.items()))
-    return path
-
-
 class Cluster:
     def __init__(self, workdir: Path, host) -> None:
         self.workdir, self.host = workdir, host
         self.ip = ip = host.host_ip  # where the client host reaches the servers; they bind 0.0.0.0
-        ns_port = free_port()
-        self.namesrv = Server("rmq-namesrv", write_conf(workdir / "namesrv.conf", {
+        ns_port = servers.free_port()
+        self.namesrv = Server("rmq-namesrv", servers.write_conf(workdir / "namesrv.conf", {
             "listenPort": ns_port, "kvConfigPath": workdir / "kvConfig.json"}), ns_port, workdir, ip)
         self.ns_addr = f"{ip}:{ns_port}"
-        self.broker_port = free_port(3)
+        self.broker_port = servers.free_port()  # its fast port p-2 is free too
         self.broker_addr = f"{ip}:{self.broker_port}"
         self.broker_props = {
             "brokerClusterName": "DefaultCluster", "brokerName": "broker-py", "brokerId": 0,
@@ -125,7 +100,7 @@ class Cluster:
 
     def start_broker(self, **overrides: object) -> Server:
         props = dict(self.broker_props, **overrides)
-        conf = write_conf(self.workdir / "broker.conf", props)
+        conf = servers.write_conf(self.workdir / "broker.conf", props)
         self.broker = Server("rmq-broker", conf, self.broker_port, self.workdir, self.ip).start()
         return self.broker
 
@@ -188,48 +163,6 @@ def consume_lite(c: Cluster, version: str, topic: str, group: str, count: int, *
     return clients.harness(c.host, version, ["consume-lite", "-n", c.ns_addr, "-t", topic, "-g", group,
                                              "-c", str(count), "--timeout-ms", str(timeout_ms), *extra],
                            timeout=timeout_ms / 1000 + 30, check=False)
-
-
-class BackgroundHarness:
-    """A long-running harness (a consumer) on the client host; its events go to a file."""
-
-    def __init__(self, c: Cluster, version: str, args: list[str]) -> None:
-        self.out = c.workdir / f"harness-{uuid.uuid4().hex[:8]}.jsonl"
-        self.proc = clients.harness_popen(c.host, version, args, self.out)
-
-    def events(self) -> jvm.Events:
-        return clients.read_events(self.out)
-
-    def wait_for(self, name: str, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self.events().of(name)
-            if found:
-                return found[0]
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"no {name!r} event within {timeout}s (exit {self.proc.poll()}): "
-                                     f"{self.events()[-5:]}")
-            time.sleep(0.1)
-
-    def collect(self, timeout: float) -> jvm.Events:
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.stop()
-        ev = self.events()
-        ev.returncode = self.proc.returncode
-        return ev
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def __enter__(self) -> "BackgroundHarness":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def source_ip(ip: str) -> str:
@@ -399,8 +332,9 @@ def test_bad_input_gets_java_codes(cluster: Cluster, version: str) -> None:
 def test_garbage_closes_only_its_own_connection(cluster: Cluster, version: str) -> None:
     topic, group = uniq("TGarbage", version), uniq("GGarbage", version)
     produce(cluster, version, topic, 1, "--body", "warmup")
-    with BackgroundHarness(cluster, version, ["consume-push", "-n", cluster.ns_addr, "-t", topic, "-g", group,
-                                              "-c", "6", "--from", "first", "--timeout-ms", "40000"]) as consumer:
+    with clients.BackgroundHarness(cluster.host, version, [
+            "consume-push", "-n", cluster.ns_addr, "-t", topic, "-g", group, "-c", "6", "--from", "first",
+            "--timeout-ms", "40000"], cluster.workdir / f"harness-{uuid.uuid4().hex[:8]}.jsonl") as consumer:
         consumer.wait_for("started", timeout=30)
         consumer.wait_for("received", timeout=30)
         for garbage in (struct.pack(">II", 12, 0x05000004) + b"\x00" * 8,       # unknown serialize type
@@ -458,10 +392,7 @@ def test_registers_with_the_name_server_and_unregisters_on_shutdown(cluster: Clu
         assert route("TBW102").code == 17  # unregistered on the clean shutdown
     finally:
         cluster.start_broker()
-    deadline = time.monotonic() + 10
-    while route("TBW102").code != 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait_until(lambda: route("TBW102").code == 0, 10, 0.2, what="TBW102 routed again")
 
 
 @pytest.mark.parametrize("version", VERSIONS)

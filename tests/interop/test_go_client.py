@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop import clients, goharness, isolation, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = [
     pytest.mark.interop,
@@ -40,17 +41,15 @@ def cluster(client_host, go_built):
         yield f"{host}:{port}", None
         return
     workdir = Path(tempfile.mkdtemp(prefix="rmqpy-go-client-"))
-    ns = servers.start_namesrv(workdir / "ns", host=client_host.host_ip)
-    broker = None
+    c = None
     try:
         props = {"flushDiskType": "ASYNC_FLUSH", "enablePropertyFilter": True}
-        broker = servers.start_broker(workdir / "broker", ns.addr, props, host=client_host.host_ip)
-        _wait_registered(broker)
-        yield ns.addr, broker
+        c = servers.Cluster(workdir, client_host.host_ip, props)
+        _wait_registered(c.broker)
+        yield c.ns_addr, c.broker
     finally:
-        if broker is not None:
-            broker.stop()
-        ns.stop()
+        if c is not None:
+            c.close()
         if os.environ.get("RMQPY_KEEP_WORKDIR"):
             print(f"work dir kept: {workdir}")
         else:
@@ -59,12 +58,8 @@ def cluster(client_host, go_built):
 
 def _wait_registered(broker: servers.ServerProcess, timeout: float = 15) -> None:
     """Wait until the broker has logged its boot (and so its first registration)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if "boot success" in broker.log_tail(200_000):
-            time.sleep(0.5)
-            return
-        time.sleep(0.1)
+    if wait_until(lambda: "boot success" in broker.log_tail(200_000), timeout, 0.1):
+        time.sleep(0.5)
 
 
 def _names(prefix: str) -> tuple[str, str, str]:
