@@ -7,26 +7,23 @@ quick. The clients run inside the client host's network namespace.
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.interop import clients, servers
 from tests.interop.conftest import VERSIONS
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
 DELAY_LEVELS = " ".join(["1s", "4s"] + ["1s"] * 16)
 
 
-class Env:
+class Env(servers.Cluster):
     def __init__(self, version: str, host, tmp: Path) -> None:
         self.version, self.host = version, host
-        ip = host.host_ip
-        self.ns = servers.start_namesrv(tmp / "ns", host=ip)
-        self.broker = servers.start_broker(tmp / "broker", self.ns.addr, host=ip,
-                                           props={"messageDelayLevel": DELAY_LEVELS, "brokerName": "broker-py"})
+        super().__init__(tmp, host.host_ip, {"messageDelayLevel": DELAY_LEVELS, "brokerName": "broker-py"})
         self.tag = version.replace(".", "")
 
     def admin(self, *args: str) -> str:
@@ -37,28 +34,11 @@ class Env:
         return clients.harness(self.host, self.version, [args[0], "-n", self.ns.addr, *extra, *args[1:]],
                                timeout=timeout, check=check)
 
-    def close(self) -> None:
-        self.broker.stop()
-        self.ns.stop()
-
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def env(request, java_built, client_host, tmp_path_factory):
-    e = Env(request.param, client_host, tmp_path_factory.mktemp(f"bra-{request.param}"))
-    try:
+    with Env(request.param, client_host, tmp_path_factory.mktemp(f"bra-{request.param}")) as e:
         yield e
-    finally:
-        e.close()
-        print(e.broker.log_tail(3000))
-
-
-def _wait(pred, timeout: float = 20.0, step: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)
 
 
 def test_reconsume_later_goes_through_retry_to_dlq(env: Env) -> None:
@@ -112,15 +92,15 @@ def test_mqadmin_commands(env: Env) -> None:
     topic, group = f"AdminT{env.tag}", f"admin_g_{env.tag}"
     out = env.admin("updateTopic", "-b", env.broker.addr, "-t", topic, "-r", "3", "-w", "3")
     assert "success" in out.lower(), out
-    assert _wait(lambda: topic in env.admin("topicList")), "topic not listed"
+    assert wait_until(lambda: topic in env.admin("topicList"), 20.0, 0.5), "topic not listed"
     sent = env.harness("produce", "--topic", topic, "--count", "3", "--keys", "key{i}", "--queue-mod", "3")
     status = env.admin("topicStatus", "-t", topic)
     assert status.count("broker-py") == 3, status
     out = env.admin("updateSubGroup", "-b", env.broker.addr, "-g", group, "-r", "5")
     assert "success" in out.lower(), out
     env.harness("consume-push", "--topic", topic, "--group", group, "--count", "3", "--timeout-ms", "20000")
-    progress = _wait(lambda: (lambda o: o if re.search(r"Diff Total:\s*0", o) else None)(
-        env.admin("consumerProgress", "-g", group)), timeout=12)
+    progress = wait_until(lambda: (lambda o: o if re.search(r"Diff Total:\s*0", o) else None)(
+        env.admin("consumerProgress", "-g", group)), 12, 0.5)
     assert progress, env.admin("consumerProgress", "-g", group)
     status = env.admin("brokerStatus", "-b", env.broker.addr)
     assert "brokerVersionDesc" in status and "putTps" in status, status
