@@ -147,12 +147,17 @@ def _rates(text: str) -> str:
     return text
 
 
-# No '%RETRY%parity_g' row on either broker: 5.3.3 answers QUERY_CONSUMER_OFFSET for a queue without a
-# message 0 (the empty retry queue) with QUERY_NOT_FOUND (ConsumerManageProcessor.queryConsumerOffset,
-# checkInMemByConsumeOffset(topic, queueId, 0, 1)), so the client's RemoteBrokerOffsetStore caches no
-# offset for it and persistAll commits none; rmqpy answered 0 (the 4.9 rule) and got 0 committed back.
+# A '%RETRY%parity_g' row (offset 0, diff 0) on rmqpy only: 5.3.3 answers QUERY_CONSUMER_OFFSET for the
+# never-used retry queue with QUERY_NOT_FOUND (checkInMemByConsumeOffset(topic, queueId, 0, 1)), so the
+# client caches no offset for it and commits none; rmqpy answers 0 for a queue that never had a message
+# (as 4.9.7 did; docs/compatibility.md, issue 12), which the client caches and commits back.
 def test_consumer_progress(pair) -> None:
-    assert_same(*both(pair, "consumerProgress", "-g", GROUP), transform=_rates)
+    ours, java = both(pair, "consumerProgress", "-g", GROUP)
+    retry = [line for line in ours.splitlines() if line.startswith("%RETRY%" + GROUP)]
+    assert retry, ours
+    assert not any(line.startswith("%RETRY%") for line in java.splitlines()), java
+    ours = "\n".join(line for line in ours.splitlines() if not line.startswith("%RETRY%"))
+    assert_same(ours, java, transform=_rates)
 
 
 def test_broker_consume_stats(pair) -> None:

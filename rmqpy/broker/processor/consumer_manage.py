@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rmqpy.protocol.bodies.heartbeat import consumer_list_body
-from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import (GetConsumerListByGroupRequestHeader,
                                            GetEarliestMsgStoretimeRequestHeader,
@@ -43,24 +43,63 @@ class ConsumerManageProcessor:
         return self.query_consumer_offset(request)
 
     def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
+        """The committed offset of (group, topic, queue); for a group with none, 0 or QUERY_NOT_FOUND.
+
+        QUERY_NOT_FOUND makes a push consumer (4.9 and 5.x alike, RebalancePushImpl.computePullFromWhere)
+        start a non-retry queue at the max offset it reads in a *second* request (CONSUME_FROM_LAST_OFFSET,
+        and CONSUME_FROM_TIMESTAMP on retry queues): whatever arrives between the two requests is skipped.
+        0 makes it start at the first message. So, in this order:
+
+        1. a committed offset: that offset;
+        2. ``setZeroIfNotFound=false`` (5.x brokers forwarding a static-topic query ask "is there a real
+           offset?"): QUERY_NOT_FOUND, as Java 5.3.3 answers;
+        3. a queue that never had a message (max offset 0): 0, for every client. Nothing is there to
+           replay and nothing can be skipped. Java 4.9.7 answers 0 here too; Java 5.x answers
+           QUERY_NOT_FOUND and so skips what arrives in the window above (measured with 4.9.8 and 5.3.3
+           clients against the 5.3.3 broker);
+        4. otherwise the rule of the client's generation (``version``, MQVersion ordinal): from V5_0_0
+           (413) on, 5.3.3's: 0 while the queue starts at 0 and its message 0 is still in memory
+           (``checkInMemByConsumeOffset(topic, queueId, 0, 1)``), else QUERY_NOT_FOUND; older clients,
+           4.9.7's: 0 while the queue starts at 0 and message 0 is not swapped out to disk
+           (``!checkInDiskByConsumeOffset(topic, queueId, 0)``). The two differ only where no unit 0
+           exists although the queue starts at 0; case 3 covers the usual one (an empty queue).
+        """
         b = self.broker
         h = request.decode_header(QueryConsumerOffsetRequestHeader)
         offset = b.consumer_offset_manager.query_offset(h.consumerGroup, h.topic, h.queueId)
         if offset >= 0:
             return request.response(ResponseCode.SUCCESS, None, header=QueryConsumerOffsetResponseHeader(offset))
-        min_offset = b.message_store.get_min_offset_in_queue(h.topic, h.queueId)
-        if h.setZeroIfNotFound is False:  # 5.x clients may ask not to get 0
+        if h.setZeroIfNotFound is False:
             return request.response(ResponseCode.QUERY_NOT_FOUND,
                                     "Not found, do not set to zero, maybe this group boot first")
-        # 5.1.0+ rule (ConsumerManageProcessor.queryConsumerOffset since apache/rocketmq 3949f6938e, ISSUE
-        # #5837): 0 only while the queue still starts at 0 *and* its message 0 is there and in memory
-        # (DefaultMessageStore.checkInMemByConsumeOffset(topic, queueId, 0, 1)). A queue without message 0
-        # (an empty %RETRY% queue, say) answers QUERY_NOT_FOUND, so the client keeps no offset for it and
-        # commits none. 4.9 answered 0 there (!checkInDiskByConsumeOffset: true when no unit exists).
-        if min_offset <= 0 and self.check_in_mem_by_consume_offset(h.topic, h.queueId, 0):
+        store = b.message_store
+        if store.get_max_offset_in_queue(h.topic, h.queueId) <= 0:
+            return request.response(ResponseCode.SUCCESS, None, header=QueryConsumerOffsetResponseHeader(0))
+        min_offset = store.get_min_offset_in_queue(h.topic, h.queueId)
+        if request.version >= MQVersion.V5_0_0:
+            zero = min_offset <= 0 and self.check_in_mem_by_consume_offset(h.topic, h.queueId, 0)
+        else:
+            zero = min_offset <= 0 and not self.check_in_disk_by_consume_offset(h.topic, h.queueId, 0)
+        if zero:
             return request.response(ResponseCode.SUCCESS, None, header=QueryConsumerOffsetResponseHeader(0))
         return request.response(ResponseCode.QUERY_NOT_FOUND,
                                 "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+    def _memory_window(self) -> float:
+        """Bytes from the commit log's end that Java counts as in memory (accessMessageInMemoryMaxRatio
+        of physical memory)."""
+        from rmqpy.store.message_store import TOTAL_PHYSICAL_MEMORY_SIZE
+        return TOTAL_PHYSICAL_MEMORY_SIZE * self.broker.message_store.config.accessMessageInMemoryMaxRatio / 100.0
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Java 4.9.7 ``DefaultMessageStore.checkInDiskByConsumeOffset``: a unit at ``offset`` exists and
+        its message lies further than the memory window from the commit log's end (false when no unit)."""
+        store = self.broker.message_store
+        cq = store.find_consume_queue(topic, queue_id, create=False)
+        unit = cq.get_unit(offset) if cq is not None else None
+        if not unit:
+            return False
+        return store.get_max_phy_offset() - unit[0] > self._memory_window()
 
     def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
         """Java 5.3.3 ``DefaultMessageStore.checkInMemByConsumeOffset(topic, queueId, offset, 1)``: the
@@ -76,9 +115,7 @@ class ConsumerManageProcessor:
         phy, size = unit[0], unit[1]
         if store.commit_log.get_data(phy, size) is None:
             return False
-        from rmqpy.store.message_store import TOTAL_PHYSICAL_MEMORY_SIZE
-        memory = TOTAL_PHYSICAL_MEMORY_SIZE * store.config.accessMessageInMemoryMaxRatio / 100.0
-        return store.get_max_phy_offset() - phy <= memory
+        return store.get_max_phy_offset() - phy <= self._memory_window()
 
 
 class StoreOffsetProcessor:

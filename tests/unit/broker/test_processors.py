@@ -6,7 +6,7 @@ import pytest
 
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
-from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import (GetMaxOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
                                            UpdateConsumerOffsetRequestHeader)
@@ -174,31 +174,63 @@ def test_pull_commits_offset_only_on_first_execution(broker):
 
 
 # ---------------------------------------------------------------------- offsets
-def _query(broker, ch, group, topic, qid=0):
-    return call(broker, ch, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET,
-                                                    QueryConsumerOffsetRequestHeader(group, topic, qid)))
+def _query(broker, ch, group, topic, qid=0, version=MQVersion.V5_3_3, zero=None):
+    req = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET,
+                                  QueryConsumerOffsetRequestHeader(group, topic, qid, zero))
+    req.version = version
+    return call(broker, ch, req)
 
 
-def test_query_consumer_offset_rule(broker, monkeypatch):
+NOT_FOUND = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+
+
+@pytest.mark.parametrize("version", [MQVersion.V4_9_8, MQVersion.V5_3_3])
+def test_query_consumer_offset_empty_queue_answers_zero_for_every_client(broker, version):
+    """A queue that never had a message: 0 (Java 5.3.3 answers QUERY_NOT_FOUND, and the client then
+    starts at a max offset read later, skipping what arrived in between)."""
     ch = FakeChannel()
-    # 5.3.3: never committed and the queue has no message 0 (an empty %RETRY% queue): not found, so the
-    # client caches no offset and commits none (4.9 answered 0 here)
-    resp = _query(broker, ch, "G", "%RETRY%G")
-    assert resp.code == ResponseCode.QUERY_NOT_FOUND
-    assert resp.remark == "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
-    assert "offset" not in (resp.ext_fields or {})
+    for topic in ("%RETRY%G", "NEVER_CREATED"):
+        resp = _query(broker, ch, "G", topic, version=version)
+        assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "0"
     call(broker, ch, send_request("TO", b"a"))
-    resp = _query(broker, ch, "G", "TO")  # never committed, message 0 present and in memory: 0
+    resp = _query(broker, ch, "G", "TO", qid=1, version=version)  # queue 1 of the same topic is empty
     assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "0"
-    resp = _query(broker, ch, "G", "TO", qid=1)  # same topic, queue 1 still empty: not found
+    # setZeroIfNotFound=false (a 5.x broker forwarding a static-topic query): never 0 for "no offset"
+    resp = _query(broker, ch, "G", "TO", qid=1, version=version, zero=False)
     assert resp.code == ResponseCode.QUERY_NOT_FOUND
+    assert resp.remark == "Not found, do not set to zero, maybe this group boot first"
+    assert "offset" not in (resp.ext_fields or {})
+
+
+def test_query_consumer_offset_rule_per_client_generation(broker, monkeypatch):
+    ch = FakeChannel()
+    call(broker, ch, send_request("TO", b"a"))
+    for version in (MQVersion.V4_9_8, MQVersion.V5_3_3):  # never committed, message 0 in memory: 0
+        resp = _query(broker, ch, "G", "TO", version=version)
+        assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "0"
     call(broker, ch, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET,
                                              UpdateConsumerOffsetRequestHeader("G", "TO", 0, 7)))
     assert _query(broker, ch, "G", "TO").ext_fields["offset"] == "7"
+    assert _query(broker, ch, "G", "TO", zero=False).ext_fields["offset"] == "7"
+    # message 0 swapped out of memory: both generations answer not found (the client takes the max offset)
+    import rmqpy.store.message_store as ms
+    monkeypatch.setattr(ms, "TOTAL_PHYSICAL_MEMORY_SIZE", 0)
+    for version in (MQVersion.V4_9_8, MQVersion.V5_3_3):
+        resp = _query(broker, ch, "G2", "TO", version=version)
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND and resp.remark == NOT_FOUND
+    monkeypatch.undo()
+    # queue 0 has messages but no unit 0 although it starts at 0 (unit lost): 4.9.7's
+    # !checkInDiskByConsumeOffset answers 0, 5.3.3's checkInMemByConsumeOffset not found
+    cq = broker.message_store.find_consume_queue("TO", 0, create=False)
+    monkeypatch.setattr(cq, "get_unit", lambda offset: None)
+    assert _query(broker, ch, "G2", "TO", version=MQVersion.V4_9_8).ext_fields["offset"] == "0"
+    assert _query(broker, ch, "G2", "TO", version=MQVersion.V4_9_3).ext_fields["offset"] == "0"
+    assert _query(broker, ch, "G2", "TO", version=MQVersion.V5_0_0).code == ResponseCode.QUERY_NOT_FOUND
+    monkeypatch.undo()
     monkeypatch.setattr(broker.message_store, "get_min_offset_in_queue", lambda t, q: 5)
-    resp = _query(broker, ch, "G2", "TO")  # queue no longer starts at 0: not found
-    assert resp.code == ResponseCode.QUERY_NOT_FOUND
-    assert resp.remark == "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+    for version in (MQVersion.V4_9_8, MQVersion.V5_3_3):  # queue no longer starts at 0: not found
+        resp = _query(broker, ch, "G2", "TO", version=version)
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND and resp.remark == NOT_FOUND
 
 
 def test_store_offset_requests(broker):
