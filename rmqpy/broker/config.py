@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rmqpy.common.properties import (PropertiesError, apply_properties, config_items,
-                                     format_properties, load_properties)
+                                     format_properties, load_properties, store_properties)
 from rmqpy.broker.configfile import write_config
 from rmqpy.store.config import MessageStoreConfig
 
@@ -210,12 +210,13 @@ def persist_settings(settings: BrokerSettings) -> str:
     if os.path.exists(path):
         try:
             props.update(load_properties(path))
-        except PropertiesError:
-            pass
+        except PropertiesError as exc:
+            # rewriting it would drop the keys we cannot read (tls.* among them)
+            raise OSError(f"not rewriting {path}, it cannot be read back: {exc}") from None
     for key, value in settings.items():
         if value is None:
             continue
         props[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
-    text = "".join(f"{key}={value}\n" for key, value in props.items())
-    write_config(os.path.abspath(path), text)
+    # escaped as Properties.store escapes: a value holding "\n" stays one value (issue 11)
+    write_config(os.path.abspath(path), store_properties(props.items()))
     return path

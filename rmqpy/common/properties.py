@@ -8,6 +8,7 @@ reported, not fatal; a malformed file is an error that names the line.
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from typing import Any, Callable, Iterable
 
@@ -16,82 +17,171 @@ class PropertiesError(ValueError):
     """A properties file or value that cannot be used; the message names the place."""
 
 
-def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
-    """Parse the subset of the Java properties syntax RocketMQ files use.
+_WS = " \t\f"          # what java.util.Properties skips around keys and separators
+_EOL = "\r\n"
 
-    Supports ``key=value``, ``key: value``, ``key value``, ``#``/``!`` comments, line
-    continuations with a trailing backslash and the usual escapes.
+
+def _logical_lines(text: str) -> list[str]:
+    """The logical lines of ``text``, as ``Properties.LineReader.readLine`` returns them.
+
+    A port of the JDK 17 state machine, so that edge cases (a continuation line that starts
+    with ``#``, a blank line after a trailing backslash, ``\\r\\n``) split where Java splits.
     """
-    result: dict[str, str] = {}
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        lineno = i + 1
-        line = lines[i].lstrip()
+    lines: list[str] = []
+    buf: list[str] = []
+    skip_ws, appended, backslash, skip_lf = True, False, False, False
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
         i += 1
-        if not line or line[0] in "#!":
+        if skip_lf:
+            skip_lf = False
+            if c == "\n":
+                continue
+        if skip_ws:
+            if c in _WS or (not appended and c in _EOL):
+                continue
+            skip_ws = appended = False
+        if not buf and c in "#!":          # a comment: the rest of the natural line
+            while i < n and text[i] not in _EOL:
+                i += 1
+            skip_ws = True
             continue
-        while _continues(line) and i < len(lines):
-            line = line[:-1] + lines[i].lstrip()
-            i += 1
-        if _continues(line):
-            line = line[:-1]
-        key, value = _split(line)
-        if not key:
-            raise PropertiesError(f"{source}:{lineno}: no key in line {lines[lineno - 1]!r}")
-        try:
-            result[_unescape(key)] = _unescape(value)
-        except ValueError as exc:
-            raise PropertiesError(f"{source}:{lineno}: {exc}") from None
-    return result
-
-
-def _continues(line: str) -> bool:
-    count = len(line) - len(line.rstrip("\\"))
-    return count % 2 == 1
-
-
-def _split(line: str) -> tuple[str, str]:
-    escaped = False
-    for pos, ch in enumerate(line):
-        if escaped:
-            escaped = False
+        if c not in _EOL:
+            buf.append(c)
+            backslash = (not backslash) if c == "\\" else False
             continue
-        if ch == "\\":
-            escaped = True
+        if not buf:
+            skip_ws = True
             continue
-        if ch in "=: \t":
-            key = line[:pos]
-            rest = line[pos:].lstrip(" \t")
-            if rest[:1] in ("=", ":") and ch in " \t":
-                rest = rest[1:].lstrip(" \t")
-            elif ch in "=:":
-                rest = line[pos + 1:].lstrip(" \t")
-            return key, rest.rstrip()
-    return line.rstrip(), ""
+        if i >= n:                            # EOL then EOF
+            break
+        if backslash:                         # the backslash joins the next line
+            buf.pop()
+            skip_ws = appended = True
+            backslash = False
+            skip_lf = c == "\r"
+        else:
+            lines.append("".join(buf))
+            buf = []
+            skip_ws = True
+    if buf:
+        if backslash:                         # a backslash at EOF is dropped
+            buf.pop()
+        lines.append("".join(buf))
+    return lines
+
+
+def _split_key(line: str) -> tuple[str, str]:
+    """``Properties.load0``: the raw key and raw value of one logical line."""
+    key_len, value_start, has_sep, backslash = 0, len(line), False, False
+    while key_len < len(line):
+        c = line[key_len]
+        if c in "=:" and not backslash:
+            value_start, has_sep = key_len + 1, True
+            break
+        if c in _WS and not backslash:
+            value_start = key_len + 1
+            break
+        backslash = (not backslash) if c == "\\" else False
+        key_len += 1
+    while value_start < len(line):
+        c = line[value_start]
+        if c not in _WS:
+            if not has_sep and c in "=:":
+                has_sep = True
+            else:
+                break
+        value_start += 1
+    return line[:key_len], line[value_start:]
 
 
 def _unescape(text: str) -> str:
+    """``Properties.loadConvert``; ``\\uXXXX`` pairs that form a surrogate pair become one character."""
     if "\\" not in text:
         return text
-    out, i = [], 0
-    while i < len(text):
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
         ch = text[i]
+        i += 1
         if ch != "\\":
             out.append(ch)
-            i += 1
             continue
-        nxt = text[i + 1:i + 2]
-        if nxt == "u":
-            digits = text[i + 2:i + 6]
-            if len(digits) != 4:
-                raise ValueError(f"bad \\u escape in {text!r}")
+        if i >= n:                            # cannot happen after _logical_lines; be safe
+            break
+        ch = text[i]
+        i += 1
+        if ch == "u":
+            digits = text[i:i + 4]
+            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise ValueError("Malformed \\uxxxx encoding.")
             out.append(chr(int(digits, 16)))
-            i += 6
-            continue
-        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
-        i += 2
+            i += 4
+        else:
+            out.append({"t": "\t", "r": "\r", "n": "\n", "f": "\f"}.get(ch, ch))
+    joined = "".join(out)
+    # Java strings are UTF-16: \ud83d\ude00 is one character; lone surrogates stay as they are
+    return joined.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
+    """Parse ``text`` exactly as ``java.util.Properties.load`` does.
+
+    ``key=value``, ``key: value``, ``key value``; ``#``/``!`` comments; a line ending in an
+    odd number of backslashes continues on the next; ``\\t \\n \\r \\f \\uXXXX`` escapes, any
+    other escaped character stands for itself. A malformed ``\\u`` escape is an error (Java
+    throws IllegalArgumentException). Later keys win, as in Java.
+    """
+    result: dict[str, str] = {}
+    for number, line in enumerate(_logical_lines(text), 1):
+        raw_key, raw_value = _split_key(line)
+        try:
+            result[_unescape(raw_key)] = _unescape(raw_value)
+        except ValueError as exc:
+            raise PropertiesError(f"{source}: logical line {number}: {exc} in {line[:80]!r}") from None
+    return result
+
+
+def _escape(text: str, is_key: bool) -> str:
+    """``Properties.saveConvert(text, escapeSpace=is_key, escapeUnicode=true)``."""
+    out: list[str] = []
+    for pos, ch in enumerate(text):
+        code = ord(ch)
+        if 61 < code < 127:
+            out.append("\\\\" if ch == "\\" else ch)
+        elif ch == " ":
+            out.append("\\ " if pos == 0 or is_key else " ")
+        elif ch in "\t\n\r\f":
+            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[ch])
+        elif ch in "=:#!":
+            out.append("\\" + ch)
+        elif code < 0x20 or code > 0x7E:
+            # UTF-16 code units, as Java writes a supplementary character
+            units = ch.encode("utf-16-be", "surrogatepass")
+            for k in range(0, len(units), 2):
+                out.append("\\u%04X" % int.from_bytes(units[k:k + 2], "big"))
+        else:
+            out.append(ch)
     return "".join(out)
+
+
+def escape_key(key: str) -> str:
+    return _escape(key, True)
+
+
+def escape_value(value: str) -> str:
+    return _escape(value, False)
+
+
+def store_properties(items: Iterable[tuple[str, str]]) -> str:
+    """``key=value`` lines escaped as ``java.util.Properties.store(OutputStream)`` escapes them.
+
+    Pure ASCII, one line per key whatever the key or value holds, so neither a Java broker
+    (which loads conf files as ISO-8859-1) nor we can read back a key that was not written.
+    Java's own ``Configuration.persist`` does not escape; this is where we differ on purpose.
+    """
+    return "".join(f"{escape_key(k)}={escape_value(v)}\n" for k, v in items)
 
 
 def load_properties(path: str) -> dict[str, str]:
@@ -105,25 +195,61 @@ def load_properties(path: str) -> dict[str, str]:
     return parse_properties(text, path)
 
 
+_INT = re.compile(r"[+-]?[0-9]+")
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def java_trim(text: str) -> str:
+    """``String.trim``: strips every character up to U+0020 (control characters too)."""
+    start, end = 0, len(text)
+    while start < end and text[start] <= " ":
+        start += 1
+    while end > start and text[end - 1] <= " ":
+        end -= 1
+    return text[start:end]
+
+
 def _convert(hint: Any, raw: str, key: str) -> Any:
+    """``raw`` as the attribute's type; PropertiesError names the key when it is not one."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     kind = args[0] if args else hint
-    value = raw.strip()
+    value = java_trim(raw)
     if kind is bool:
         if value.lower() not in ("true", "false"):
             raise PropertiesError(f"{key}={raw!r}: expected true or false")
         return value.lower() == "true"
     if kind is int:
-        try:
-            return int(value)
-        except ValueError:
-            raise PropertiesError(f"{key}={raw!r}: expected an integer") from None
+        # ASCII digits only and within a Java long: int() would take "1_000" and "١٢"
+        if not _INT.fullmatch(value) or not _LONG_MIN <= int(value) <= _LONG_MAX:
+            raise PropertiesError(f"{key}={raw!r}: expected an integer")
+        return int(value)
     if kind is float:
         try:
             return float(value)
         except ValueError:
             raise PropertiesError(f"{key}={raw!r}: expected a number") from None
-    return raw
+    return value   # Java's properties2Object trims String values
+
+
+def convert_properties(configs: Iterable[Any], props: dict[str, str]) -> tuple[list[tuple[Any, str, Any]], list[str]]:
+    """Every (config object, key, typed value) that ``props`` sets, and the unknown keys.
+
+    Raises PropertiesError before anything is set, so that a bad value refuses the whole
+    update instead of leaving it half applied.
+    """
+    configs = list(configs)
+    changes: list[tuple[Any, str, Any]] = []
+    unknown: list[str] = []
+    for key, raw in props.items():
+        matched = False
+        for cfg in configs:
+            hints = typing.get_type_hints(type(cfg))
+            if key in hints and key in {f.name for f in dataclasses.fields(cfg)}:
+                changes.append((cfg, key, _convert(hints[key], raw, key)))
+                matched = True
+        if not matched and not key.startswith("tls."):
+            unknown.append(key)
+    return changes, unknown
 
 
 def apply_properties(configs: Iterable[Any], props: dict[str, str],
@@ -132,20 +258,14 @@ def apply_properties(configs: Iterable[Any], props: dict[str, str],
 
     As in Java, one properties file feeds several config objects (BrokerConfig,
     MessageStoreConfig, NettyServerConfig...), so a key is unknown only if none has it.
+    Nothing is set if one value has the wrong type.
     """
-    configs = list(configs)
-    unknown = []
-    for key, raw in props.items():
-        matched = False
-        for cfg in configs:
-            hints = typing.get_type_hints(type(cfg))
-            if key in hints and key in {f.name for f in dataclasses.fields(cfg)}:
-                setattr(cfg, key, _convert(hints[key], raw, key))
-                matched = True
-        if not matched and not key.startswith("tls."):
-            unknown.append(key)
-            if warn is not None:
-                warn(f"unknown config key {key!r} ignored")
+    changes, unknown = convert_properties(configs, props)
+    for cfg, key, value in changes:
+        setattr(cfg, key, value)
+    if warn is not None:
+        for key in unknown:
+            warn(f"unknown config key {key!r} ignored")
     return unknown
 
 
