@@ -94,6 +94,12 @@ class BrokerConfig:
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60 * 1000
     aclEnable: bool = False
+    # Java's BrokerConfig.configBlackList: keys UPDATE_BROKER_CONFIG refuses, on top of brokerConfigPath,
+    # rocketmqHome and configBlackList (AdminBrokerProcessor.initConfigBlackList)
+    configBlackList: str = "configBlackList;brokerConfigPath"
+    # rmqpy (Java has none): path, TLS, ACL and address keys UPDATE_BROKER_CONFIG may change anyway,
+    # ";"-separated, "*" for all of them as in Java; read from the config file only
+    remoteConfigUpdateAllowKeys: str = ""
     storeReplyMessageEnable: bool = True
     # rmqpy: how often client channels are scanned and how long they may stay silent
     channelScanIntervalMills: int = 10 * 1000

@@ -216,18 +216,18 @@ def _convert(hint: Any, raw: str, key: str) -> Any:
     value = java_trim(raw)
     if kind is bool:
         if value.lower() not in ("true", "false"):
-            raise PropertiesError(f"{key}={raw!r}: expected true or false")
+            raise PropertiesError(f"{key}={raw[:64]!r}: expected true or false")
         return value.lower() == "true"
     if kind is int:
         # ASCII digits only and within a Java long: int() would take "1_000" and "١٢"
         if not _INT.fullmatch(value) or not _LONG_MIN <= int(value) <= _LONG_MAX:
-            raise PropertiesError(f"{key}={raw!r}: expected an integer")
+            raise PropertiesError(f"{key}={raw[:64]!r}: expected an integer")
         return int(value)
     if kind is float:
         try:
             return float(value)
         except ValueError:
-            raise PropertiesError(f"{key}={raw!r}: expected a number") from None
+            raise PropertiesError(f"{key}={raw[:64]!r}: expected a number") from None
     return value   # Java's properties2Object trims String values
 
 

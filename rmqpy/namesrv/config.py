@@ -22,6 +22,9 @@ class NamesrvConfig:
     scanNotActiveBrokerInterval: int = 10_000
     brokerChannelExpiredTime: int = 120_000
     configBlackList: str = "configBlackList;configStorePath;kvConfigPath"
+    # rmqpy (Java has none): path, TLS, ACL and address keys UPDATE_NAMESRV_CONFIG may change anyway,
+    # ";"-separated, "*" for all of them as in Java; read from the config file only
+    remoteConfigUpdateAllowKeys: str = ""
 
 
 @dataclass

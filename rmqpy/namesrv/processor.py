@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Callable
 
 from twisted.logger import Logger
 
+from rmqpy.common import config_guard
 from rmqpy.common.properties import PropertiesError, parse_properties
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.route import QueueData, TopicRouteData, kv_table
@@ -233,10 +234,18 @@ class NamesrvRequestProcessor:
                 props = parse_properties(request.body.decode("utf-8"), "UPDATE_NAMESRV_CONFIG body")
             except (PropertiesError, UnicodeDecodeError) as exc:
                 return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
-            black = {k for k in self.controller.config.configBlackList.split(";") if k}
-            if black & set(props):
-                return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-            self.controller.update_config(props)
+            config = self.controller.config
+            refused = config_guard.refusal(
+                props, config_guard.NAMESRV_BLACK_LIST + tuple(config.configBlackList.split(";")),
+                config.remoteConfigUpdateAllowKeys)
+            if refused is not None:   # issue 11: NO_PERMISSION as Java's black list check, one log line
+                self.log.warn("updateConfig from {a} refused: {r}", a=getattr(channel, "remote_address", "?"),
+                              r=refused)
+                return request.response(ResponseCode.NO_PERMISSION, refused)
+            try:
+                self.controller.update_config(props)
+            except PropertiesError as exc:   # a value of the wrong type: nothing was set
+                return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
         return request.response()
 
     def get_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:

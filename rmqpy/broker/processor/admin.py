@@ -18,6 +18,7 @@ from rmqpy.broker.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_BENCHMARK_T
                                 RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_TRACE_TOPIC,
                                 RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
                                 RMQ_SYS_TRANS_OP_HALF_TOPIC, validate_topic)
+from rmqpy.common import config_guard
 from rmqpy.common.properties import PropertiesError, apply_properties
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
 
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
-CONFIG_BLACK_LIST = ("brokerConfigPath", "rocketmqHome", "configBlackList")
+CONFIG_BLACK_LIST = config_guard.BROKER_BLACK_LIST
 # TopicValidator.SYSTEM_TOPIC_SET (the broker adds its cluster and broker name topics)
 SYSTEM_TOPICS = (AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BENCHMARK_TOPIC,
                  RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
@@ -299,14 +300,19 @@ class AdminBrokerProcessor:
             from rmqpy.common.properties import parse_properties
             try:
                 props = parse_properties(request.body.decode("utf-8"))
-            except Exception:
+            except (PropertiesError, UnicodeDecodeError):
                 return request.response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
-            if any(k in props for k in CONFIG_BLACK_LIST):
-                return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+            broker_config = self.broker.settings.broker
+            refused = config_guard.refusal(props, CONFIG_BLACK_LIST + tuple(broker_config.configBlackList.split(";")),
+                                           broker_config.remoteConfigUpdateAllowKeys)
+            if refused is not None:   # issue 11: NO_PERMISSION as Java's black list check, one log line
+                self.log.warn("updateBrokerConfig from {a} refused: {r}",
+                              a=getattr(channel, "remote_address", "?"), r=refused)
+                return request.response(ResponseCode.NO_PERMISSION, refused)
             try:
                 apply_properties(self.broker.settings.objects, props)
-            except PropertiesError:
-                return request.response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
+            except PropertiesError as exc:   # a value of the wrong type: nothing was set
+                return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
             self.config_version.next_version()
             # Java's Configuration.update persists to the broker config file (the -c file)
             from rmqpy.broker.config import persist_settings
