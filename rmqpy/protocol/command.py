@@ -28,6 +28,12 @@ from rmqpy.protocol.codes import LanguageCode, MQVersion, ResponseCode, Serializ
 RPC_RESPONSE = 0x1
 RPC_ONEWAY = 0x2
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
+#: Largest header (JSON or ROCKETMQ) decoded. Java has no limit but the frame's; no client
+#: header comes near it (message properties are at most 32 KiB, Short.MAX_VALUE in the store).
+MAX_HEADER_LENGTH = 1024 * 1024
+#: Deepest nesting of a JSON value inside extFields that is accepted (clients send flat strings).
+MAX_EXT_VALUE_DEPTH = 16
+_INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF  # code, version, opaque, flag are Java ints
 
 # ---------------------------------------------------------------- schemas (source of truth)
 
@@ -61,8 +67,17 @@ class FrameError(ValueError):
     """A frame or header that cannot be decoded: the connection that sent it is closed."""
 
 
-class HeaderError(ValueError):
+class BadRequestError(ValueError):
+    """A request the client got wrong (header fields, body): answered with an error
+    response and logged as one line, never a traceback; the connection stays open."""
+
+
+class HeaderError(BadRequestError):
     """A custom header (extFields) with a missing required field or a bad value."""
+
+
+class BodyError(BadRequestError):
+    """A request body (JSON or binary) that does not decode to what its code expects."""
 
 
 H = TypeVar("H")
@@ -167,13 +182,22 @@ def decode(frame: bytes | memoryview) -> RemotingCommand:
     serialize_type, header_len = word >> 24, word & 0xFFFFFF
     if header_len > size - 4:
         raise FrameError(f"header length {header_len} runs past the frame end ({size - 4} bytes)")
+    if header_len > MAX_HEADER_LENGTH:
+        raise FrameError(f"header length {header_len} is over the limit of {MAX_HEADER_LENGTH}")
     end = 4 + header_len
-    if serialize_type == 0:  # SerializeType.JSON
-        cmd = _decode_json_header(frame[4:end])
-    elif serialize_type == 1:  # SerializeType.ROCKETMQ
-        cmd = _decode_binary_header(frame[4:end])
-    else:
-        raise FrameError(f"unknown serialize type {serialize_type}")
+    try:
+        if serialize_type == 0:  # SerializeType.JSON
+            cmd = _decode_json_header(frame[4:end])
+        elif serialize_type == 1:  # SerializeType.ROCKETMQ
+            cmd = _decode_binary_header(frame[4:end])
+        else:
+            raise FrameError(f"unknown serialize type {serialize_type}")
+    except FrameError:
+        raise
+    except (RecursionError, MemoryError) as exc:
+        raise FrameError(f"header nested too deep or too large ({type(exc).__name__})") from None
+    except Exception as exc:  # the last line of defence: the codec raises nothing but FrameError
+        raise FrameError(f"undecodable header ({type(exc).__name__}: {exc})") from None
     cmd.body = bytes(frame[end:]) if end < size else None
     cmd.serialize_type = serialize_type
     return cmd
@@ -243,7 +267,7 @@ def _parse_json_header(header: memoryview) -> tuple[Any, bool]:
                 if end == len(text):
                     return doc, True
             return _json_decode(text), True
-        except (ValueError, StopIteration):
+        except (ValueError, StopIteration, RecursionError):
             pass
     return fastjson.loads(bytes(header)), False  # everything else, errors included, exactly as before
 
@@ -273,16 +297,23 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
     if text and text[0] == "{":
         try:
             doc, end = _json_scan(text, 0)
-        except (ValueError, StopIteration):
+        except (ValueError, StopIteration, RecursionError):
             return _decode_json_header_general(header)
         if end == len(text):  # what _parse_json_header returns as (doc, True)
             get = doc.get
             ext = get("extFields")
             if get("language", "JAVA") == "JAVA" and (ext is None or type(ext) is dict and _str_values(ext)):
                 try:
-                    return RemotingCommand(int(doc["code"]), _JAVA, int(get("version") or 0),
-                                           int(get("opaque") or 0), int(get("flag") or 0), get("remark"), ext)
-                except (TypeError, ValueError, KeyError):
+                    code = int(doc["code"])
+                    opaque = int(get("opaque") or 0)
+                    flag = int(get("flag") or 0)
+                    version = int(get("version") or 0)
+                    remark = get("remark")
+                    if (_INT_MIN <= code <= _INT_MAX and _INT_MIN <= opaque <= _INT_MAX
+                            and _INT_MIN <= flag <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
+                            and (remark is None or type(remark) is str)):
+                        return RemotingCommand(code, _JAVA, version, opaque, flag, remark, ext)
+                except (TypeError, ValueError, KeyError, OverflowError):
                     pass  # _command_from_doc raises the FrameError
             return _command_from_doc(doc, True)
     return _decode_json_header_general(header)
@@ -291,7 +322,7 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
 def _decode_json_header_general(header: memoryview) -> RemotingCommand:
     try:
         doc, standard = _parse_json_header(header)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise FrameError(f"invalid JSON header: {exc}") from None
     return _command_from_doc(doc, standard)
 
@@ -309,15 +340,42 @@ def _command_from_doc(doc: Any, standard: bool) -> RemotingCommand:
     ext = get("extFields")
     if ext is not None and not isinstance(ext, dict):
         raise FrameError("extFields is not an object")
+    remark = get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise FrameError(f"remark is a {type(remark).__name__}, not a string")
     try:
         # a plain dict of str -> str from the stdlib parser (what clients send: its keys are
         # always exact str, and so are its string values) is already what _ext_str makes
         if ext is not None and not (standard and _str_values(ext)):
             ext = {str(k): _ext_str(v) for k, v in ext.items()}
-        return RemotingCommand(int(doc["code"]), int(language), int(get("version") or 0),
-                               int(get("opaque") or 0), int(get("flag") or 0), get("remark"), ext)
-    except (TypeError, ValueError) as exc:
+        fields = [_java_int(name, doc.get(name)) for name in ("code", "version", "opaque", "flag")]
+        return RemotingCommand(fields[0], int(language), fields[1], fields[2], fields[3], remark, ext)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise FrameError(f"bad field in JSON header: {exc}") from None
+
+
+def _java_int(name: str, value: Any) -> int:
+    """A header field Java reads as an int: a number (or numeric string) in int range."""
+    if value is None and name != "code":
+        return 0
+    number = int(value)  # (code null: the TypeError of int(None), as always)
+    if not _INT_MIN <= number <= _INT_MAX:
+        raise FrameError(f"{name} {number} is outside the Java int range")
+    return number
+
+
+def _check_depth(value: Any, depth: int) -> None:
+    """Refuse extFields values nested deeper than MAX_EXT_VALUE_DEPTH (they are written
+    back out as JSON text, recursively)."""
+    if depth > MAX_EXT_VALUE_DEPTH:
+        raise FrameError(f"an extFields value is nested deeper than {MAX_EXT_VALUE_DEPTH}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_depth(k, depth + 1)
+            _check_depth(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_depth(v, depth + 1)
 
 
 def _ext_str(value: Any) -> str:
@@ -325,7 +383,10 @@ def _ext_str(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return value
-    return fastjson.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    if isinstance(value, (dict, list)):
+        _check_depth(value, 1)
+        return fastjson.dumps(value)
+    return str(value)
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:

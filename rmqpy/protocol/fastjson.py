@@ -58,10 +58,15 @@ _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r"
 _NUMBER_CHARS = set("+-0123456789.eE")
 
 
+#: Deepest nesting the fallback parser reads (it recurses in Python; Java beans nest a few levels).
+MAX_DEPTH = 200
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def fail(self, message: str) -> JSONDecodeError:
         return JSONDecodeError(message, self.text, self.pos)
@@ -77,10 +82,13 @@ class _Parser:
         if self.pos >= len(self.text):
             raise self.fail("unexpected end of input")
         ch = self.text[self.pos]
-        if ch == "{":
-            return self.obj()
-        if ch == "[":
-            return self.array()
+        if ch == "{" or ch == "[":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.fail(f"nested deeper than {MAX_DEPTH}")
+            result = self.obj() if ch == "{" else self.array()
+            self.depth -= 1
+            return result
         if ch == '"' or ch == "'":
             return self.string()
         if ch == "-" or ch.isdigit():
@@ -125,7 +133,12 @@ class _Parser:
         if ch == '"' or ch == "'":
             return self.string()
         if ch == "{":
-            return ObjectKey(self.obj())
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.fail(f"nested deeper than {MAX_DEPTH}")
+            result = ObjectKey(self.obj())
+            self.depth -= 1
+            return result
         if ch == "-" or ch.isdigit():
             return self.number()
         # fastjson also reads bare identifiers as keys (AllowUnQuotedFieldNames).
@@ -195,7 +208,11 @@ class _Parser:
                     start += 6
                 parts.append(chr(code))
             elif esc == "x":
-                parts.append(chr(int(text[end + 2:end + 4], 16)))
+                hexdigits = text[end + 2:end + 4]
+                if len(hexdigits) != 2 or any(c not in "0123456789abcdefABCDEF" for c in hexdigits):
+                    self.pos = end
+                    raise self.fail("bad \\x escape")
+                parts.append(chr(int(hexdigits, 16)))
                 start = end + 4
             elif esc in _ESCAPES:
                 parts.append(_ESCAPES[esc])
@@ -238,8 +255,17 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
         return _stdjson.loads(data, parse_constant=_reject_constant)
     except ValueError:
         pass
+    except RecursionError:  # the C parser counts its nesting against the interpreter's limit
+        raise JSONDecodeError("nested too deep", data, 0) from None
     parser = _Parser(data)
-    result = parser.value()
+    try:
+        result = parser.value()
+    except RecursionError:  # MAX_DEPTH is far below it, unless called from deep in a stack
+        raise parser.fail("nested too deep") from None
+    except JSONDecodeError:
+        raise
+    except (ValueError, OverflowError) as exc:  # nothing but JSONDecodeError leaves loads
+        raise parser.fail(str(exc)) from None
     parser.skip_ws()
     if parser.pos != len(data):
         raise parser.fail("extra data after the JSON value")

@@ -35,13 +35,20 @@ def _reference_json_header(header: bytes) -> RemotingCommand:
     ext = doc.get("extFields")
     if ext is not None and not isinstance(ext, dict):
         raise FrameError("extFields is not an object")
+    remark = doc.get("remark")
+    if remark is not None and not isinstance(remark, str):  # (issue 11: a wrong type is a bad frame)
+        raise FrameError(f"remark is a {type(remark).__name__}, not a string")
     try:
-        return RemotingCommand(
+        cmd = RemotingCommand(
             code=int(doc["code"]), language=int(language), version=int(doc.get("version") or 0),
-            opaque=int(doc.get("opaque") or 0), flag=int(doc.get("flag") or 0), remark=doc.get("remark"),
+            opaque=int(doc.get("opaque") or 0), flag=int(doc.get("flag") or 0), remark=remark,
             ext_fields={str(k): codec._ext_str(v) for k, v in ext.items()} if ext is not None else None)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise FrameError(f"bad field in JSON header: {exc}") from None
+    for name in ("code", "version", "opaque", "flag"):  # Java ints
+        if not -2**31 <= getattr(cmd, name) < 2**31:
+            raise FrameError(f"bad field in JSON header: {name} {getattr(cmd, name)} is outside the Java int range")
+    return cmd
 
 
 JSON_HEADERS = [
