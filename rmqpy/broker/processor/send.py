@@ -93,10 +93,13 @@ def compile_v2_header_decoder() -> Callable[[dict], SendMessageRequestHeader | N
         lines.append(f"    if {' or '.join(required)}:")
         lines.append("        return None")
     args = []
+    ints = []  # (local name, required, (low, high)): the Java int/long range the general decode checks
     for name, kind, req in v2_cls._fields:
         var = f"v_{name}"
         if kind is int:
             conv = f"int({var})"  # int() strips whitespace as _parse's int(raw.strip()) does
+            ints.append((f"i_{name}", req, v2_cls._int_bounds[name]))
+            conv = f"(i_{name} := {conv})"
         elif kind is bool:
             conv = f"{var}.strip().lower() == 'true'"
         elif kind is str:
@@ -104,10 +107,15 @@ def compile_v2_header_decoder() -> Callable[[dict], SendMessageRequestHeader | N
         else:
             return None
         args.append(f"{rename[name]}={conv}" if req else f"{rename[name]}=D[{name!r}] if {var} is None else {conv}")
+    lines += [f"    i_{name} = 0" for name, kind, req in v2_cls._fields if kind is int and not req]
     lines.append("    try:")
-    lines.append(f"        return V1({', '.join(args)})")
+    lines.append(f"        header = V1({', '.join(args)})")
     lines.append("    except ValueError:")
     lines.append("        return None")
+    if ints:  # out of range: the general decode raises the HeaderError
+        lines.append(f"    if not ({' and '.join(f'{lo} <= {var} <= {hi}' for var, _req, (lo, hi) in ints)}):")
+        lines.append("        return None")
+    lines.append("    return header")
     exec("\n".join(lines), ns)  # noqa: S102 - source built above from the header declarations only
     return ns["decode"]
 

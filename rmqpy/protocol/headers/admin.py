@@ -1,7 +1,7 @@
 """Headers of the admin requests mqadmin sends to a broker (facts §4.6)."""
 from __future__ import annotations
 
-from rmqpy.protocol.headers.base import CommandHeader, header, optional, required
+from rmqpy.protocol.headers.base import CommandHeader, Long, header, optional, required
 
 
 @header
@@ -51,10 +51,10 @@ class DeleteSubscriptionGroupRequestHeader(CommandHeader):
 class ResetOffsetRequestHeader(CommandHeader):
     topic: str = required()
     group: str = required()
-    timestamp: int = required()
+    timestamp: Long = required()
     isForce: bool = required()
     queueId: int | None = optional()
-    offset: int | None = optional()
+    offset: Long | None = optional()
 
 
 @header
@@ -86,7 +86,7 @@ class QueryConsumeQueueRequestHeader(CommandHeader):
     """QUERY_CONSUME_QUEUE (321): mqadmin queryCq; primitives Java decodes only when present."""
     topic: str | None = optional()
     queueId: int = optional(0)
-    index: int = optional(0)
+    index: Long = optional(0)
     count: int = optional(0)
     consumerGroup: str | None = optional()
 

@@ -1,7 +1,7 @@
 """Custom headers of the client <-> broker request codes (``protocol/header``), facts §4.2-§4.4."""
 from __future__ import annotations
 
-from rmqpy.protocol.headers.base import CommandHeader, header, optional, required
+from rmqpy.protocol.headers.base import CommandHeader, Long, header, optional, required
 
 
 # ------------------------------------------------------------------------------- send
@@ -14,7 +14,7 @@ class SendMessageRequestHeader(CommandHeader):
     defaultTopicQueueNums: int = required()
     queueId: int = required()
     sysFlag: int = required()
-    bornTimestamp: int = required()
+    bornTimestamp: Long = required()
     flag: int = required()
     properties: str | None = optional()
     reconsumeTimes: int | None = optional()
@@ -33,7 +33,7 @@ class SendMessageRequestHeaderV2(CommandHeader):
     d: int = required()   # defaultTopicQueueNums
     e: int = required()   # queueId
     f: int = required()   # sysFlag
-    g: int = required()   # bornTimestamp
+    g: Long = required()   # bornTimestamp
     h: int = required()   # flag
     i: str | None = optional()   # properties
     j: int | None = optional()   # reconsumeTimes
@@ -60,7 +60,7 @@ class SendMessageRequestHeaderV2(CommandHeader):
 class SendMessageResponseHeader(CommandHeader):
     msgId: str = required()
     queueId: int = required()
-    queueOffset: int = required()
+    queueOffset: Long = required()
     transactionId: str | None = optional()
     batchUniqId: str | None = optional()
 
@@ -71,13 +71,13 @@ class PullMessageRequestHeader(CommandHeader):
     consumerGroup: str = required()
     topic: str = required()
     queueId: int = required()
-    queueOffset: int = required()
+    queueOffset: Long = required()
     maxMsgNums: int = required()
     sysFlag: int = required()
-    commitOffset: int = required()
-    suspendTimeoutMillis: int = required()
+    commitOffset: Long = required()
+    suspendTimeoutMillis: Long = required()
     subscription: str | None = optional()
-    subVersion: int = required()
+    subVersion: Long = required()
     expressionType: str | None = optional()
     maxMsgBytes: int | None = optional()
     requestSource: int | None = optional()
@@ -86,11 +86,11 @@ class PullMessageRequestHeader(CommandHeader):
 
 @header
 class PullMessageResponseHeader(CommandHeader):
-    suggestWhichBrokerId: int = required()
-    nextBeginOffset: int = required()
-    minOffset: int = required()
-    maxOffset: int = required()
-    offsetDelta: int | None = optional()
+    suggestWhichBrokerId: Long = required()
+    nextBeginOffset: Long = required()
+    minOffset: Long = required()
+    maxOffset: Long = required()
+    offsetDelta: Long | None = optional()
     topicSysFlag: int | None = optional()
     groupSysFlag: int | None = optional()
     forbiddenType: int | None = optional()
@@ -107,7 +107,7 @@ class QueryConsumerOffsetRequestHeader(CommandHeader):
 
 @header
 class QueryConsumerOffsetResponseHeader(CommandHeader):
-    offset: int = required()
+    offset: Long = required()
 
 
 @header
@@ -115,7 +115,7 @@ class UpdateConsumerOffsetRequestHeader(CommandHeader):
     consumerGroup: str = required()
     topic: str = required()
     queueId: int = required()
-    commitOffset: int = required()
+    commitOffset: Long = required()
 
 
 @header
@@ -134,14 +134,14 @@ class GetMinOffsetRequestHeader(CommandHeader):
 @header
 class OffsetResponseHeader(CommandHeader):
     """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP responses."""
-    offset: int = required()
+    offset: Long = required()
 
 
 @header
 class SearchOffsetRequestHeader(CommandHeader):
     topic: str = required()
     queueId: int = required()
-    timestamp: int = required()
+    timestamp: Long = required()
     boundaryType: str | None = optional()
 
 
@@ -153,7 +153,7 @@ class GetEarliestMsgStoretimeRequestHeader(CommandHeader):
 
 @header
 class GetEarliestMsgStoretimeResponseHeader(CommandHeader):
-    timestamp: int = required()
+    timestamp: Long = required()
 
 
 # ------------------------------------------------------------------------------- clients
@@ -177,7 +177,7 @@ class NotifyConsumerIdsChangedRequestHeader(CommandHeader):
 # ------------------------------------------------------------------------------- for later processors
 @header
 class ConsumerSendMsgBackRequestHeader(CommandHeader):
-    offset: int = required()
+    offset: Long = required()
     group: str = required()
     delayLevel: int = required()
     originMsgId: str | None = optional()
@@ -191,19 +191,19 @@ class QueryMessageRequestHeader(CommandHeader):
     topic: str = required()
     key: str = required()
     maxNum: int = required()
-    beginTimestamp: int = required()
-    endTimestamp: int = required()
+    beginTimestamp: Long = required()
+    endTimestamp: Long = required()
 
 
 @header
 class QueryMessageResponseHeader(CommandHeader):
-    indexLastUpdateTimestamp: int = required()
-    indexLastUpdatePhyoffset: int = required()
+    indexLastUpdateTimestamp: Long = required()
+    indexLastUpdatePhyoffset: Long = required()
 
 
 @header
 class ViewMessageRequestHeader(CommandHeader):
-    offset: int = required()
+    offset: Long = required()
     topic: str | None = optional()
 
 
@@ -211,8 +211,8 @@ class ViewMessageRequestHeader(CommandHeader):
 class EndTransactionRequestHeader(CommandHeader):
     topic: str | None = optional()
     producerGroup: str = required()
-    tranStateTableOffset: int = required()
-    commitLogOffset: int = required()
+    tranStateTableOffset: Long = required()
+    commitLogOffset: Long = required()
     commitOrRollback: int = required()
     fromTransactionCheck: bool | None = optional()
     msgId: str = required()
@@ -222,8 +222,8 @@ class EndTransactionRequestHeader(CommandHeader):
 @header
 class CheckTransactionStateRequestHeader(CommandHeader):
     topic: str | None = optional()
-    tranStateTableOffset: int = required()
-    commitLogOffset: int = required()
+    tranStateTableOffset: Long = required()
+    commitLogOffset: Long = required()
     msgId: str | None = optional()
     transactionId: str | None = optional()
     offsetMsgId: str | None = optional()
@@ -239,11 +239,11 @@ class ReplyMessageRequestHeader(CommandHeader):
     defaultTopicQueueNums: int = required()
     queueId: int = required()
     sysFlag: int = required()
-    bornTimestamp: int = required()
+    bornTimestamp: Long = required()
     flag: int = required()
     properties: str | None = optional()
     reconsumeTimes: int | None = optional()
     unitMode: bool | None = optional()
     bornHost: str = required()
     storeHost: str = required()
-    storeTimestamp: int = required()
+    storeTimestamp: Long = required()

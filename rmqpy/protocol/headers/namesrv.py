@@ -1,7 +1,7 @@
 """Custom headers of the name server request codes (``protocol/header/namesrv``)."""
 from __future__ import annotations
 
-from rmqpy.protocol.headers.base import CommandHeader, header, optional, required
+from rmqpy.protocol.headers.base import CommandHeader, Long, header, optional, required
 
 
 @header
@@ -16,8 +16,8 @@ class RegisterBrokerRequestHeader(CommandHeader):
     brokerAddr: str = required()
     clusterName: str = required()
     haServerAddr: str = required()
-    brokerId: int = required()
-    heartbeatTimeoutMillis: int | None = optional()
+    brokerId: Long = required()
+    heartbeatTimeoutMillis: Long | None = optional()
     enableActingMaster: bool | None = optional()
     compressed: bool = optional(False)
     bodyCrc32: int = optional(0)
@@ -34,7 +34,7 @@ class UnRegisterBrokerRequestHeader(CommandHeader):
     brokerName: str = required()
     brokerAddr: str = required()
     clusterName: str = required()
-    brokerId: int = required()
+    brokerId: Long = required()
 
 
 @header
@@ -42,7 +42,7 @@ class QueryDataVersionRequestHeader(CommandHeader):
     brokerName: str = required()
     brokerAddr: str = required()
     clusterName: str = required()
-    brokerId: int = required()
+    brokerId: Long = required()
 
 
 @header
@@ -55,11 +55,11 @@ class BrokerHeartbeatRequestHeader(CommandHeader):
     clusterName: str = required()
     brokerAddr: str = required()
     brokerName: str = required()
-    brokerId: int | None = optional()
+    brokerId: Long | None = optional()
     epoch: int | None = optional()
-    maxOffset: int | None = optional()
-    confirmOffset: int | None = optional()
-    heartbeatTimeoutMills: int | None = optional()
+    maxOffset: Long | None = optional()
+    confirmOffset: Long | None = optional()
+    heartbeatTimeoutMills: Long | None = optional()
     electionPriority: int | None = optional()
 
 
