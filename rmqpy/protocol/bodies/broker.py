@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from typing import Any
+from rmqpy.protocol.bodies.safe import body_decoder
 
 
 @dataclass
@@ -27,6 +28,7 @@ class SubscriptionGroupConfig:
         return out
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> "SubscriptionGroupConfig":
         known = {f.name for f in fields(cls)} - {"extra"}
         cfg = cls(groupName=str(obj.get("groupName") or ""))

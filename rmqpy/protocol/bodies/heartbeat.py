@@ -11,6 +11,7 @@ from typing import Any
 
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.message import java_string_hash
+from rmqpy.protocol.bodies.safe import body_decoder
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"
@@ -37,6 +38,7 @@ class SubscriptionData:
                 "subVersion": self.subVersion, "tagsSet": list(self.tagsSet), "topic": self.topic}
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> "SubscriptionData":
         return cls(topic=str(obj.get("topic") or ""), subString=str(obj.get("subString") or SUB_ALL),
                    tagsSet=[str(t) for t in obj.get("tagsSet") or []],
@@ -81,6 +83,7 @@ class ConsumerData:
                 "subscriptionDataSet": list(self.subscriptionDataSet), "unitMode": self.unitMode}
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> "ConsumerData":
         return cls(groupName=str(obj.get("groupName") or ""),
                    consumeType=str(obj.get("consumeType") or "CONSUME_PASSIVELY"),
@@ -115,6 +118,7 @@ class HeartbeatData:
         return fastjson.dumps(self).encode("utf-8")
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> "HeartbeatData":
         fp = obj.get("heartbeatFingerprint")
         return cls(clientID=str(obj.get("clientID") or ""),
@@ -124,6 +128,7 @@ class HeartbeatData:
                    withoutSub=obj.get("withoutSub"))
 
     @classmethod
+    @body_decoder
     def decode(cls, body: bytes) -> "HeartbeatData":
         obj = fastjson.loads(body)
         if not isinstance(obj, dict):
@@ -143,6 +148,7 @@ class CheckClientRequestBody:
                 "subscriptionData": self.subscriptionData}
 
     @classmethod
+    @body_decoder
     def decode(cls, body: bytes) -> "CheckClientRequestBody":
         obj = fastjson.loads(body)
         sub = obj.get("subscriptionData")

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqpy.protocol import fastjson
+from rmqpy.protocol.bodies.safe import body_decoder
 
 MASTER_ID = 0
 
@@ -22,6 +23,7 @@ class QueueData:
                 "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> "QueueData":
         return cls(str(obj["brokerName"]), int(obj.get("readQueueNums", 0)), int(obj.get("writeQueueNums", 0)),
                    int(obj.get("perm", 0)), int(obj.get("topicSysFlag") or 0))
@@ -43,6 +45,7 @@ class BrokerData:
         return out
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> "BrokerData":
         addrs = {int(k): str(v) for k, v in (obj.get("brokerAddrs") or {}).items()}
         return cls(str(obj.get("cluster")), str(obj.get("brokerName")), addrs,
@@ -69,6 +72,7 @@ class TopicRouteData:
         return fastjson.dumps(self, quote_keys=standard_json, ascii_only=standard_json).encode("utf-8")
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> "TopicRouteData":
         return cls([QueueData.from_json(q) for q in obj.get("queueDatas") or []],
                    [BrokerData.from_json(b) for b in obj.get("brokerDatas") or []],

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqpy.protocol import fastjson
+from rmqpy.protocol.bodies.safe import body_decoder, inflate
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 
@@ -33,6 +34,7 @@ class DataVersion:
         return out
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any] | None) -> "DataVersion":
         obj = obj or {}
         return cls(timestamp=int(obj.get("timestamp") or 0), counter=int(obj.get("counter") or 0),
@@ -65,6 +67,7 @@ class TopicConfig:
         return out
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> "TopicConfig":
         return cls(topicName=str(obj.get("topicName")), readQueueNums=int(obj.get("readQueueNums", 16)),
                    writeQueueNums=int(obj.get("writeQueueNums", 16)), perm=int(obj.get("perm", 6)),
@@ -81,6 +84,7 @@ class TopicConfig:
         return " ".join(parts)
 
     @classmethod
+    @body_decoder
     def decode_text(cls, text: str) -> "TopicConfig":
         parts = text.split(" ", 5)
         if len(parts) < 5:
@@ -100,6 +104,7 @@ class TopicConfigSerializeWrapper:
                 "topicConfigTable": {name: tc for name, tc in self.topicConfigTable.items()}}
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any] | None) -> "TopicConfigSerializeWrapper":
         obj = obj or {}
         table = obj.get("topicConfigTable") or {}
@@ -133,6 +138,7 @@ class RegisterBrokerBody:
         return zlib.compress(bytes(out), 9)
 
     @classmethod
+    @body_decoder
     def decode(cls, body: bytes, compressed: bool, broker_version: int = 0) -> "RegisterBrokerBody":
         """Either form; the compressed one is a zlib stream (Java's DeflaterOutputStream)."""
         if not compressed:
@@ -142,7 +148,7 @@ class RegisterBrokerBody:
                 return cls(TopicConfigSerializeWrapper.from_json(obj))
             return cls(TopicConfigSerializeWrapper.from_json(obj.get("topicConfigSerializeWrapper")),
                        list(obj.get("filterServerList") or []))
-        data = memoryview(zlib.decompress(body))
+        data = memoryview(inflate(body))
         pos = 0
 
         def take() -> bytes:
