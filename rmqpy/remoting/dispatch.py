@@ -4,7 +4,10 @@ A processor is any object with ``process_request(channel, request)`` that return
 response :class:`RemotingCommand`, ``None`` (no answer: oneway), or a Deferred of either
 (or anything else ``maybeDeferred`` accepts). Synchronous answers skip the Deferreds.
 Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a processor that raises gets SYSTEM_ERROR
-with the exception text, and the connection stays open.
+with the exception text, and the connection stays open. A bad request (a header or body
+the client got wrong) is one warning line with the peer and the code; any other exception
+is a bug and logs its traceback; both are rate-limited (:mod:`rmqpy.remoting.ratelimit`),
+as a peer can send them as fast as it likes.
 """
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode, code_name
-from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, HeaderError, RemotingCommand
+from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, BadRequestError, RemotingCommand
+from rmqpy.protocol.fastjson import JSONDecodeError
+from rmqpy.remoting.ratelimit import LogRateLimiter, limiter_for
 
 if TYPE_CHECKING:
     from rmqpy.remoting.protocol import RemotingProtocol
@@ -78,8 +83,8 @@ class RequestDispatcher:
         """
         processor = self._processors.get(request.code, self._default)
         if processor is None:
-            self.log.warn("{peer}: request code {code} not supported", peer=channel.remote_address,
-                          code=request.code)
+            _limiter(channel).warn("unsupported-code", self.log, "{peer}: request code {code} not supported",
+                                   peer=channel.remote_address, code=request.code)
             result = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                       f" request type {request.code} not supported")
         else:
@@ -103,15 +108,17 @@ class RequestDispatcher:
         return None
 
     def _reply_failed(self, failure: Failure, channel: "RemotingProtocol") -> None:
-        self.log.failure("reply to {peer} failed", failure, peer=channel.remote_address)
+        _limiter(channel).failure("reply-failed", self.log, "reply to {peer} failed", failure,
+                                  peer=channel.remote_address)
 
     def _on_error(self, failure: Failure, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
-        if failure.check(HeaderError):
-            self.log.warn("{peer}: {code}: {err}", peer=channel.remote_address,
-                          code=code_name(request.code, RequestCode), err=failure.value)
-        else:
-            self.log.failure("{peer}: processing {code} failed", failure, peer=channel.remote_address,
-                             code=code_name(request.code, RequestCode))
+        if failure.check(BadRequestError, JSONDecodeError):  # the client's mistake: one line
+            _limiter(channel).warn("bad-request", self.log, "{peer}: bad {code} request: {err}",
+                                   peer=channel.remote_address, code=code_name(request.code, RequestCode),
+                                   err=_short(failure.value))
+        else:  # a bug: its traceback, but not one per request either
+            _limiter(channel).failure("processor-failure", self.log, "{peer}: processing {code} failed", failure,
+                                      peer=channel.remote_address, code=code_name(request.code, RequestCode))
         return request.response(ResponseCode.SYSTEM_ERROR, f"{type(failure.value).__name__}: {failure.value}")
 
     @staticmethod
@@ -122,6 +129,17 @@ class RequestDispatcher:
         response.flag |= RPC_RESPONSE
         response.serialize_type = request.serialize_type
         channel.send_command(response)
+
+
+def _limiter(channel: "RemotingProtocol") -> LogRateLimiter:
+    """The process's log limiter on the channel's clock (the reactor for channels without one)."""
+    return limiter_for(getattr(channel, "clock", None))
+
+
+def _short(error: BaseException, limit: int = 200) -> str:
+    """An exception's text cut to ``limit`` characters: it may quote what the peer sent."""
+    text = str(error)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _same(result: object) -> object:

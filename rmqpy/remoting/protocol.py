@@ -128,7 +128,11 @@ class RemotingProtocol(protocol.Protocol):
             buf += data[pos:] if pos else data
 
     def _drop(self, why: str) -> None:
-        self.log.error("closing connection from {peer}: {why}", peer=self.remote_address, why=why)
+        """Close a connection that sent an undecodable frame: one warning line, rate-limited
+        per process (a peer can send such frames as fast as it can connect)."""
+        from rmqpy.remoting.ratelimit import limiter_for
+        limiter_for(self.clock).warn("bad-frame", self.log, "closing connection from {peer}: {why}",
+                                     peer=self.remote_address, why=why[:200])
         self._buffer.clear()
         self.connected_ = False
         self.transport.loseConnection()
@@ -137,8 +141,9 @@ class RemotingProtocol(protocol.Protocol):
         if cmd.flag & RPC_RESPONSE:
             entry = self._pending.pop(cmd.opaque, None)
             if entry is None:
-                self.log.warn("{peer}: response for unknown opaque {opaque}", peer=self.remote_address,
-                              opaque=cmd.opaque)
+                from rmqpy.remoting.ratelimit import limiter_for
+                limiter_for(self.clock).warn("unknown-opaque", self.log, "{peer}: response for unknown opaque {opaque}",
+                                             peer=self.remote_address, opaque=cmd.opaque)
                 return
             d, timer = entry
             if timer.active():  # type: ignore[attr-defined]

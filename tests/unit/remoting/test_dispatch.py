@@ -92,7 +92,7 @@ def test_header_error_is_a_warning_and_system_error(logged) -> None:
     [resp] = answers(transport)
     assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "HeaderError: the custom field <topic> is null")
     assert not [e for e in logged if e.get("log_failure") is not None]
-    assert any(e.get("err") is not None and isinstance(e["err"], HeaderError) for e in logged)
+    assert any("the custom field <topic> is null" in str(e.get("err")) for e in logged)
 
 
 def test_none_is_no_answer() -> None:

@@ -1,0 +1,106 @@
+"""Rate-limited log lines for what remote peers can trigger at will.
+
+A client that sends a bad request per millisecond must not write a line per request: the
+log would grow by megabytes a minute and the reactor would spend its time formatting
+tracebacks. Each *kind* of line (a fixed string chosen by the caller: "bad-request",
+"bad-frame", ...) has a token bucket: ``burst`` lines at once, then ``rate`` lines a second.
+What is held back is counted, and one line per kind reports the count once the interval
+is over. The clock is injected (``twisted.internet.task.Clock`` in tests).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger, LogLevel
+from twisted.python.failure import Failure
+
+#: Lines per second and burst per kind: enough to see what is going on, small enough that
+#: a flood of bad requests writes a few KB a second at most.
+DEFAULT_RATE = 5.0
+DEFAULT_BURST = 20
+
+
+class _Bucket:
+    __slots__ = ("tokens", "stamp", "suppressed", "flush")
+
+    def __init__(self, tokens: float, stamp: float) -> None:
+        self.tokens = tokens
+        self.stamp = stamp
+        self.suppressed = 0
+        self.flush: IDelayedCall | None = None
+
+
+class LogRateLimiter:
+    """Token buckets per kind of log line, and the "suppressed N similar lines" summaries."""
+
+    summary_log = Logger(namespace="rmqpy.remoting.ratelimit")
+
+    def __init__(self, clock: IReactorTime, rate: float = DEFAULT_RATE, burst: int = DEFAULT_BURST) -> None:
+        self.clock = clock
+        self.rate = float(rate)
+        self.burst = float(burst)
+        self._buckets: dict[str, _Bucket] = {}
+
+    def allow(self, kind: str) -> bool:
+        """Whether a line of ``kind`` may be written now; if not, it is counted for the summary."""
+        now = self.clock.seconds()
+        bucket = self._buckets.get(kind)
+        if bucket is None:
+            bucket = self._buckets[kind] = _Bucket(self.burst, now)
+        else:
+            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.stamp) * self.rate)
+            bucket.stamp = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return True
+        bucket.suppressed += 1
+        if bucket.flush is None:
+            bucket.flush = self.clock.callLater(max(1.0, 1.0 / self.rate), self._summarise, kind)
+        return False
+
+    def suppressed(self, kind: str) -> int:
+        """How many lines of ``kind`` are held back and not yet reported."""
+        bucket = self._buckets.get(kind)
+        return bucket.suppressed if bucket is not None else 0
+
+    def _summarise(self, kind: str) -> None:
+        bucket = self._buckets[kind]
+        bucket.flush = None
+        count, bucket.suppressed = bucket.suppressed, 0
+        if count:
+            self.summary_log.warn("suppressed {count} similar log lines ({kind})", count=count, kind=kind)
+
+    # -------------------------------------------------------------- logging helpers
+    def emit(self, kind: str, log: Logger, level: LogLevel, fmt: str, **kwargs: Any) -> bool:
+        """``log.emit(level, fmt, **kwargs)`` unless ``kind`` is over its rate; True if written."""
+        if not self.allow(kind):
+            return False
+        log.emit(level, fmt, **kwargs)
+        return True
+
+    def warn(self, kind: str, log: Logger, fmt: str, **kwargs: Any) -> bool:
+        return self.emit(kind, log, LogLevel.warn, fmt, **kwargs)
+
+    def failure(self, kind: str, log: Logger, fmt: str, failure: Failure, **kwargs: Any) -> bool:
+        """``log.failure`` (the traceback: for real bugs) unless ``kind`` is over its rate."""
+        if not self.allow(kind):
+            return False
+        log.failure(fmt, failure, **kwargs)
+        return True
+
+
+_limiters: "weakref.WeakKeyDictionary[Any, LogRateLimiter]" = weakref.WeakKeyDictionary()
+
+
+def limiter_for(clock: IReactorTime | None = None) -> LogRateLimiter:
+    """The process's limiter for ``clock`` (the global reactor when None): every connection
+    and dispatcher on one reactor shares one set of buckets, so N connections cannot log N
+    times as much."""
+    if clock is None:
+        from twisted.internet import reactor as clock  # type: ignore[no-redef]
+    limiter = _limiters.get(clock)
+    if limiter is None:
+        limiter = _limiters[clock] = LogRateLimiter(clock)  # type: ignore[arg-type]
+    return limiter
