@@ -39,6 +39,7 @@ from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
 from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher
+from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 
 # The processors, in registration order. Each class names its request codes in ``codes``
 # and is built with the controller. A later processor claiming a code overrides an earlier
@@ -102,7 +103,8 @@ class BrokerController:
                                                 on_unregister=self.consumer_filter_manager.unregister)
         self.message_store = message_store
         self.pull_hold_service = PullRequestHoldService(
-            reactor, self.now_ms, self._max_offset, self._wakeup_pull, bc.longPollingEnable, bc.shortPollingTimeMills)
+            reactor, self.now_ms, self._max_offset, self._wakeup_pull, bc.longPollingEnable, bc.shortPollingTimeMills,
+            bc.maxPullPollingSize, bc.maxPullPollingSizePerChannel)
         # filled in by later modules (transactions, delayed delivery)
         self.transactional_message_service: Any = None
         self.schedule_message_service: Any = None
@@ -129,7 +131,10 @@ class BrokerController:
         for factory in PROCESSORS + _optional_processors():
             self.add_processor(factory(self))
         self.namesrv_client = RemotingClient(reactor, connect_timeout=3.0)
-        self.server_factories: list[Any] = []  # the listening sides, for the idle-connection scan
+        self.server_factories: list[Any] = []  # the listening sides
+        # idle / half-sent connections and the partial-frame budget, over both ports
+        self.connection_limits = ConnectionLimits.from_config(self.netty_config)
+        self.channel_sweeper = ChannelSweeper(reactor, self.connection_limits)
         self._timers: list[Any] = []
         self._register_pending: Any = None
         self.started = False
@@ -173,6 +178,7 @@ class BrokerController:
         self._every(10.0, bc.registerNameServerPeriod / 1000.0, self.register_broker_all)
         self._every(10.0, bc.flushConsumerOffsetInterval / 1000.0, self.persist_offsets)
         self._every(10.0, bc.channelScanIntervalMills / 1000.0, self.scan_not_active_channels)
+        self.channel_sweeper.start()
         for hook in ("schedule_message_service", "transactional_message_service", "timer_message_service"):
             svc = getattr(self, hook)
             if svc is not None and hasattr(svc, "start"):
@@ -203,6 +209,7 @@ class BrokerController:
             if slot[0] is not None and slot[0].active():
                 slot[0].cancel()
         self._timers.clear()
+        self.channel_sweeper.stop()
         if self._register_pending is not None and self._register_pending.active():
             self._register_pending.cancel()
         self.pull_hold_service.stop()
@@ -250,18 +257,17 @@ class BrokerController:
     def server_factory(self) -> Any:
         """A factory for one listening port; all ports share the dispatcher."""
         from rmqpy.broker.server import BrokerServerFactory
-        factory = BrokerServerFactory(self.dispatcher, self.reactor, self.now_ms)
+        factory = BrokerServerFactory(self.dispatcher, self.reactor, self.now_ms,
+                                      max_frame=self.netty_config.frameMaxLength, limits=self.connection_limits)
         self.server_factories.append(factory)
+        self.channel_sweeper.add(factory)
         return factory
 
     def scan_not_active_channels(self) -> None:
+        # idle connections (serverChannelMaxIdleTimeSeconds) are closed by channel_sweeper
         timeout = self.broker_config.channelExpiredTimeoutMills
-        idle_ms = self.netty_config.serverChannelMaxIdleTimeSeconds * 1000
-        idle = [ch for f in self.server_factories for ch in f.idle_channels(idle_ms)]
-        for ch in idle:
-            self.log.warn("NETTY SERVER PIPELINE: IDLE exception [{c}]", c=ch.remote_address)
         for channel in (self.producer_manager.scan_not_active_channel(timeout)
-                        + self.consumer_manager.scan_not_active_channel(timeout) + idle):
+                        + self.consumer_manager.scan_not_active_channel(timeout)):
             close = getattr(channel, "close", None)
             if close is not None:
                 close()
@@ -308,13 +314,11 @@ class BrokerController:
         return (max_phy - phy) > memory
 
     def disk_util(self) -> str:
-        path = self.store_config.storePathRootDir
-        try:
-            st = os.statvfs(path)
-            ratio = 1.0 - st.f_bavail / st.f_blocks if st.f_blocks else -1.0
-        except OSError:
-            ratio = -1.0
-        return f"CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: {ratio:5.2f}"
+        # Java SendMessageProcessor.diskUtil: each directory's partition, -1 where it does not exist
+        from rmqpy.store.space import disk_used_ratio
+        sc = self.store_config
+        cl = min(100.0, disk_used_ratio(sc.commitlog_dir))
+        return f"CL: {cl:5.2f} CQ: {disk_used_ratio(sc.consume_queue_dir):5.2f} INDEX: {disk_used_ratio(sc.index_dir):5.2f}"
 
     def prepare_transaction_message(self, msg: Any) -> defer.Deferred:
         if self.transactional_message_service is not None:

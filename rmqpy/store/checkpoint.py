@@ -6,6 +6,8 @@ import mmap
 import os
 import struct
 
+from rmqpy.store import space
+
 CHECKPOINT_SIZE = 4096
 _LAYOUT = struct.Struct(">qqqqq")  # physic, logics, index, masterFlushedOffset, confirmPhyOffset
 
@@ -32,6 +34,7 @@ class StoreCheckpoint:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(self.fd).st_size < CHECKPOINT_SIZE:
             os.ftruncate(self.fd, CHECKPOINT_SIZE)
+        space.allocate(self.fd, 0, CHECKPOINT_SIZE)  # a mapped write into a hole of a full disk is SIGBUS
         self.mm = mmap.mmap(self.fd, CHECKPOINT_SIZE)
         if exists:
             self._load(self.mm[:_LAYOUT.size])

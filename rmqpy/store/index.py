@@ -240,6 +240,10 @@ class IndexService:
             # are re-checked against the commit log).
             self.files.append(f)
 
+    def file_size(self) -> int:
+        """Bytes of one index file (header, hash slots, entries)."""
+        return HEADER_SIZE + self.hash_slot_num * 4 + self.index_num * ITEM_SIZE
+
     def get_and_create_last(self) -> IndexFile | None:
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_write_full():

@@ -8,6 +8,8 @@ import mmap
 import os
 import re
 
+from rmqpy.store import space
+
 log = logging.getLogger(__name__)
 
 _NAME_RE = re.compile(r"^\d{20}$")
@@ -53,12 +55,18 @@ class MappedFile:
             if not exists:
                 # Size the new file before it gets its name, so that a crash never leaves a
                 # file of the wrong length under a store name.
+                # Its blocks are reserved first: a write through the mapping into a hole of
+                # a full disk is a SIGBUS, a failed reservation here only an OSError.
                 tmp = path + ".creating"
                 fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
-                    os.ftruncate(fd, file_size)  # sparse
-                finally:
+                    os.ftruncate(fd, file_size)
+                    space.allocate(fd, 0, file_size)
+                except BaseException:
                     os.close(fd)
+                    os.unlink(tmp)
+                    raise
+                os.close(fd)
                 os.replace(tmp, path)
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             length = os.fstat(self.fd).st_size
@@ -67,7 +75,12 @@ class MappedFile:
                     os.close(self.fd)
                     raise StoreError(f"{path}: length {length} does not match the configured file size "
                                      f"{file_size}; check the store configuration")
-                os.ftruncate(self.fd, file_size)  # sparse
+                try:
+                    os.ftruncate(self.fd, file_size)
+                    space.allocate(self.fd, 0, file_size)
+                except BaseException:
+                    os.close(self.fd)
+                    raise
             self.mapped_len = file_size
             self.mm = mmap.mmap(self.fd, file_size, access=mmap.ACCESS_WRITE)
 
@@ -94,6 +107,15 @@ class MappedFile:
         self.mm[p:p + n] = data
         self.wrote_position = p + n
         return True
+
+    def reserve_rest(self) -> None:
+        """Reserve the blocks from the write position to the end (a file mapped at load may
+        be sparse: written by Java, or by an rmqpy without reservation).  OSError(ENOSPC)
+        when the disk cannot hold it."""
+        if self.readonly or self.fd is None or self.wrote_position >= self.file_size:
+            return
+        start = self.wrote_position & ~4095
+        space.allocate(self.fd, start, self.file_size - start)
 
     def read(self, pos: int, size: int) -> bytes | None:
         """Bytes [pos, pos+size) relative to the file start, only within written data."""

@@ -24,7 +24,7 @@ from rmqpy.protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_WAIT_STORE_MSG_OK,
     SCHEDULE_TOPIC, DispatchInfo, MessageExt, MessageExtBatch, MessageExtBrokerInner, create_offset_msg_id,
     decode_batch_body, decode_record, encode_record_at, encode_record_into, host_bytes, java_string_hash, properties_to_string,
-    string_to_properties, RecordError, MAX_TOPIC_LENGTH_V1, MAX_PROPERTIES_LENGTH, record_size,
+    string_to_properties, RecordError, MAX_TOPIC_LENGTH_V1, MAX_PROPERTIES_LENGTH, record_size, record_fields_error,
     PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY,
 )
 from rmqpy.protocol import sysflag as SF
@@ -34,6 +34,9 @@ from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from rmqpy.store.consume_queue import ConsumeQueue, INT_MAX
 from rmqpy.store.index import IndexService
 from rmqpy.store.mapped_file import StoreError
+from rmqpy.store.paths import StorePathError, topic_path
+from rmqpy.store.space import disk_used_ratio
+from rmqpy.store.space_guard import DISK_SPACE_CLEAN_FORCIBLY_RATIO, DISK_SPACE_WARNING_RATIO, DiskSpaceGuard
 from rmqpy.store.stats import StoreStats
 
 log = logging.getLogger(__name__)
@@ -42,8 +45,6 @@ _BORNHOST_V6_FLAG = SF.BORNHOST_V6_FLAG
 _STOREHOST_V6_FLAG = SF.STOREHOSTADDRESS_V6_FLAG
 
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-DISK_SPACE_WARNING_RATIO = 0.90
-DISK_SPACE_CLEAN_FORCIBLY_RATIO = 0.85
 DELETE_FILES_BATCH_MAX = 10
 
 
@@ -145,18 +146,6 @@ def _total_physical_memory() -> int:
 TOTAL_PHYSICAL_MEMORY_SIZE = _total_physical_memory()
 
 
-def disk_used_ratio(path: str) -> float:
-    """Used fraction of the partition holding ``path`` (Java getDiskPartitionSpaceUsedPercent), -1 if unknown."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return -1.0
-    total = st.f_blocks * st.f_frsize
-    if total <= 0:
-        return -1.0
-    free = st.f_bfree * st.f_frsize
-    used = total - free
-    return used / total
 
 
 # bound once: enum members and module attributes cost a lookup each on the put path
@@ -167,7 +156,7 @@ _TRANSACTION_NOT_TYPE = SF.TRANSACTION_NOT_TYPE
 _TRANSACTION_COMMIT_TYPE = SF.TRANSACTION_COMMIT_TYPE
 
 
-class MessageStore:
+class MessageStore(DiskSpaceGuard):
     def __init__(self, config: MessageStoreConfig, store_host: tuple[str, int], reactor=None):
         if reactor is None:
             from twisted.internet import reactor as _r
@@ -192,7 +181,12 @@ class MessageStore:
         self.arrive_listeners: list[Callable] = []
         self.last_exit_ok = True
         self.shutdown_flag = True
-        self.disk_full = False
+        self.disk_full = False  # puts refused: _ratio_full or _alloc_failed
+        self._ratio_full = False  # used ratio over 0.90 (Java runningFlags DISK_FULL)
+        self._alloc_failed = False  # a mapped file could not get its blocks (ENOSPC)
+        self._space_needed = 0  # free bytes that make _alloc_failed go away
+        self._space_recheck_at = 0.0
+        self._tails_pending = False  # the files written next are not reserved yet
         self._lock_fd = None
         self._timers: list = []
         self._threadpool = None
@@ -229,6 +223,8 @@ class MessageStore:
             self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
         self._recover()
         self._reput_from_consume_queues()
+        if not cfg.readOnly:
+            self._reserve_tails_or_mark()
         self._loaded = True
         self.shutdown_flag = False
         return True
@@ -267,7 +263,12 @@ class MessageStore:
                 except ValueError:
                     log.warning("ignoring foreign entry %s", os.path.join(tdir, q))
                     continue
-                cq = ConsumeQueue(topic, qid, root, self.config.mappedFileSizeConsumeQueue, readonly=self.config.readOnly)
+                try:
+                    cq = ConsumeQueue(topic, qid, root, self.config.mappedFileSizeConsumeQueue,
+                                      readonly=self.config.readOnly)
+                except StorePathError as e:
+                    log.warning("ignoring consume queue: %s", e)
+                    continue
                 cq.load()
                 self.consume_queue_table.setdefault(topic, {})[qid] = cq
 
@@ -442,7 +443,11 @@ class MessageStore:
             qs = self.consume_queue_table.get(d.topic)
             cq = qs.get(d.queue_id) if qs is not None else None
             if cq is None:
-                cq = self.find_consume_queue(d.topic, d.queue_id)
+                try:
+                    cq = self.find_consume_queue(d.topic, d.queue_id)
+                except StorePathError as e:  # a record from before names were checked
+                    log.warning("record at %d not dispatched: %s", d.commit_log_offset, e)
+                    return
             cq.put(d.commit_log_offset, d.size, d.tags_code, d.queue_offset)
             self._last_logics_ts = d.store_timestamp
         if cfg.messageIndexEnable:
@@ -475,6 +480,25 @@ class MessageStore:
     def _fail(self, status: PutMessageStatus, append_status: AppendMessageStatus | None = None):
         return defer.succeed(self._failed(status, append_status))
 
+    def _refuse_before_write(self, topic: str, queue_id: int, normal: bool, flag: int, sys_flag: int,
+                             born_timestamp: int, reconsume_times: int, prepared_offset: int
+                             ) -> PutMessageResult | None:
+        """MESSAGE_ILLEGAL for a put that would fail after the commit log was written to: a
+        header field outside its Java int/long range, or a topic/queue with no directory under
+        the store root (its consume queue is made now, before the record exists)."""
+        bad = record_fields_error(queue_id, flag, sys_flag, born_timestamp, reconsume_times, prepared_offset)
+        if bad is None and normal:
+            qs = self.consume_queue_table.get(topic)
+            if qs is None or queue_id not in qs:
+                try:
+                    self.find_consume_queue(topic, queue_id)
+                except StorePathError as e:
+                    bad = str(e)
+        if bad is None:
+            return None
+        log.warning("put refused before writing: %s", bad)
+        return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
+
     def put_message(self, msg: MessageExtBrokerInner) -> defer.Deferred:
         """Append one message; a Deferred of its :class:`PutMessageResult`."""
         r = self.put_message_now(msg)
@@ -485,7 +509,7 @@ class MessageStore:
         :class:`PutMessageResult` itself, or (SYNC_FLUSH and the message asks to wait) a
         Deferred that fires once the record is on disk."""
         cfg = self.config
-        if self.shutdown_flag or cfg.brokerRole == "SLAVE" or cfg.readOnly or self.disk_full:
+        if self.shutdown_flag or cfg.brokerRole == "SLAVE" or cfg.readOnly or (self.disk_full and self.still_full()):
             return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         t0 = _perf_counter()
         topic = msg.topic
@@ -529,6 +553,10 @@ class MessageStore:
         sys_flag = (sys_flag | _STOREHOST_V6_FLAG) if sh_len == 20 else (sys_flag & ~_STOREHOST_V6_FLAG)
         body = msg.body or b""
         blen = len(body)
+        refused = self._refuse_before_write(topic, queue_id, normal, msg.flag, sys_flag, msg.born_timestamp,
+                                            msg.reconsume_times, msg.prepared_transaction_offset)
+        if refused is not None:
+            return refused
         # record_size(sys_flag, blen, len(topic_b), plen): the hosts are 8 or 20 bytes as their flags say
         size = 75 + born_len + sh_len + blen + len(topic_b) + plen
         if blen > cfg.maxMessageSize or size + 8 > cfg.mappedFileSizeCommitLog:
@@ -538,11 +566,11 @@ class MessageStore:
         files = self.commit_log.queue.files
         mf = files[-1] if files else None
         if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
-            try:  # no room left in the last file (or no file yet): mapped_file_for rolls over
-                mf = self.commit_log.mapped_file_for(size)
-            except OSError as e:
-                log.error("cannot create commit log file: %s", e)
-                return self._failed(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+            # no room left in the last file (or no file yet): mapped_file_for rolls over
+            mf = self._roll_commit_log(size)
+            if mf is None:
+                return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+                                    else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         now = self.now()
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
@@ -570,11 +598,19 @@ class MessageStore:
             cq = qs.get(queue_id) if qs is not None else None
             if cq is None:
                 cq = self.find_consume_queue(topic, queue_id)
-            cq.put(phy, size, tags_code, qoff)
+            try:
+                cq.put(phy, size, tags_code, qoff)
+            except OSError as e:  # its next file could not be reserved: take the record back
+                self._undo_append(mf, pos, [(key, qoff)], cq.store_path, e)
+                return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+                                    else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
             self._last_logics_ts = now
         if cfg.messageIndexEnable:
-            self.index_service.build_index_keys(topic, phy, now, props.get(PROPERTY_UNIQ_KEY),
-                                                props.get(PROPERTY_KEYS), sys_flag)
+            try:
+                self.index_service.build_index_keys(topic, phy, now, props.get(PROPERTY_UNIQ_KEY),
+                                                    props.get(PROPERTY_KEYS), sys_flag)
+            except OSError as e:  # the record is stored; only its key lookup is lost
+                self._alloc_error("index file", self.config.index_dir, self.index_service.file_size(), e)
         if normal and self.arrive_listeners:
             for cb in self.arrive_listeners:
                 try:
@@ -629,11 +665,15 @@ class MessageStore:
             total += size
         if total + 8 > self.config.mappedFileSizeCommitLog:
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-        try:
-            mf = self.commit_log.mapped_file_for(total)
-        except OSError as e:
-            log.error("cannot create commit log file: %s", e)
-            return self._fail(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        for it, _pb, _size in encoded:
+            refused = self._refuse_before_write(batch.topic, batch.queue_id, True, it.flag, sys_flag,
+                                                batch.born_timestamp, batch.reconsume_times, 0)
+            if refused is not None:
+                return defer.succeed(refused)
+        mf = self._roll_commit_log(total)
+        if mf is None:
+            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+                              else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         key = (batch.topic, batch.queue_id)
         qoff0 = qoff = self.topic_queue_table.get(key, 0)
         now = self.now()
@@ -659,8 +699,15 @@ class MessageStore:
             qoff += 1
         self.topic_queue_table[key] = qoff
         self.commit_log.last_store_timestamp = now
-        for d in dispatches:
-            self._dispatch(d)
+        try:
+            for d in dispatches:
+                self._dispatch(d)
+        except OSError as e:  # a consume queue or index file could not be reserved: take the batch back
+            cq = self.find_consume_queue(batch.topic, batch.queue_id)
+            cq.truncate_dirty_logic_files(first_phy)
+            self._undo_append(mf, first_phy - mf.file_from_offset, [(key, qoff0)], cq.store_path, e)
+            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+                              else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, first_phy, total, ",".join(ids), now, qoff0,
                                      int((time.perf_counter() - t0) * 1000), len(encoded))
         self.stats.put_ok(total, time.perf_counter() - t0, len(encoded))
@@ -1082,8 +1129,8 @@ class MessageStore:
                 cq.destroy()
                 self.topic_queue_table.pop((t, qid), None)
             try:
-                shutil.rmtree(os.path.join(self.config.consume_queue_dir, t))
-            except FileNotFoundError:
+                shutil.rmtree(topic_path(self.config.consume_queue_dir, t))
+            except (FileNotFoundError, StorePathError):
                 pass
             n += 1
         return n
@@ -1125,8 +1172,8 @@ class MessageStore:
         """One retention pass (CleanCommitLogService + CleanConsumeQueueService)."""
         cfg = self.config
         ratio = disk_used_ratio(cfg.commitlog_dir if os.path.isdir(cfg.commitlog_dir) else cfg.storePathRootDir)
-        self.disk_full = ratio > DISK_SPACE_WARNING_RATIO
-        space_full = ratio > cfg.diskMaxUsedSpaceRatio / 100.0
+        self._mark_ratio(ratio)
+        space_full = ratio < 0 or ratio > cfg.diskMaxUsedSpaceRatio / 100.0
         clean_now = ratio > DISK_SPACE_CLEAN_FORCIBLY_RATIO and cfg.cleanFileForciblyEnable
         if not (force_time or self._is_time_to_delete() or space_full):
             return defer.succeed(0)
@@ -1141,7 +1188,7 @@ class MessageStore:
                 mtime = os.stat(mf.path).st_mtime * 1000
             except OSError:
                 mtime = 0
-            if now_wall >= mtime + reserved_ms or clean_now or (space_full and not victims):
+            if now_wall >= mtime + reserved_ms or clean_now:  # Java deleteExpiredFileByTime
                 if mf.wrote_position > mf.flushed_position:
                     break  # never delete unflushed data
                 victims.append(mf)
@@ -1180,9 +1227,7 @@ class MessageStore:
         r = disk_used_ratio(cl_dir) if os.path.isdir(cl_dir) else -1.0
         info["commitLogDiskRatio"] = str(r)
         info[f"commitLogDiskRatio_{cl_dir}"] = str(r)
-        cq_dir = self.config.consume_queue_dir
-        info["consumeQueueDiskRatio"] = str(disk_used_ratio(cq_dir) if os.path.isdir(cq_dir) else
-                                            disk_used_ratio(self.config.storePathRootDir))
+        info["consumeQueueDiskRatio"] = str(disk_used_ratio(self.config.consume_queue_dir))
         info["commitLogMinOffset"] = str(self.get_min_phy_offset())
         info["commitLogMaxOffset"] = str(self.get_max_phy_offset())
         return info

@@ -49,8 +49,10 @@ class Env:
     """A name server and a broker: rmqpy's (``twistd``) or, for comparison, the real Java ones of
     the client's version. Clients of this setup use ``version``."""
 
-    def __init__(self, server: str, version: str, host, workdir: Path) -> None:
-        self.server, self.version, self.host, self.workdir = server, version, host, workdir
+    def __init__(self, server: str, version: str, host, workdir: Path, client: str | None = None) -> None:
+        # ``version``: of the clients (and of the Java servers, unless ``server_version`` says otherwise)
+        self.server, self.version, self.host, self.workdir = server, client or version, host, workdir
+        self.server_version = version
         if server == "rmqpy":
             self.cluster = servers.Cluster(workdir, host.host_ip, {"brokerName": "broker-py"})
         else:
@@ -76,11 +78,11 @@ JAVA = [pytest.param(("java", v), id=f"javabroker-{v}") for v in VERSIONS]
 
 @pytest.fixture(scope="module")
 def env(request, java_built, client_host):
-    server, version = request.param
+    server, version, *client = request.param
     workdir = Path(tempfile.mkdtemp(prefix=f"rmqpy-groups-{server}-"))
     e = None
     try:
-        e = Env(server, version, client_host, workdir)
+        e = Env(server, version, client_host, workdir, *client)
         yield e
     finally:
         if e is not None:
@@ -320,3 +322,47 @@ def _broadcast(env: Env) -> None:
     finally:
         for m in members:
             m.stop()
+
+
+# ------------------------------------------------------------------ issue 12: a new group skips nothing
+#: the Java 5.3.3 broker with the older client generation (the 4.9.7 broker answers it 0)
+JAVA_5_WITH_49_CLIENT = [pytest.param(("java", "5.3.3", "4.9.8"), id="javabroker-5.3.3-client-4.9.8")]
+JAVA_5_SKIPS = ("Java 5.3.3 answers QUERY_CONSUMER_OFFSET for a queue that never had a message with QUERY_NOT_FOUND "
+                "(checkInMemByConsumeOffset), so the client (4.9.8 and 5.3.3 alike) starts that queue at the max "
+                "offset it reads next and skips what arrived in between; Java 4.9.7 and rmqpy answer 0")
+
+
+def _new_group_skips_nothing(env: Env, request) -> None:
+    """A push consumer of a new group (CONSUME_FROM_LAST_OFFSET, the default) on a topic whose 4 queues
+    never had a message: messages sent while it starts all reach it, once each.
+
+    The window between the client's QUERY_CONSUMER_OFFSET and its GET_MAX_OFFSET is held open
+    (``--hold-offset-query``): the first queue's offset is read, then 8 messages (2 per queue) are
+    sent, then the client goes on."""
+    version = env.version
+    if env.server == "java" and env.server_version == "5.3.3":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=JAVA_5_SKIPS))
+    topic, group = uniq("TNew", version), uniq("GNew", version)
+    clients.mqadmin(env.host, version, ["updateTopic", "-b", env.cluster.broker_addr, "-t", topic,
+                                        "-r", "4", "-w", "4"], env.ns_addr)
+    release = env.workdir / f"release-{uuid.uuid4().hex[:6]}"
+    m = Member(env, version, "new", topic, group, "--from", "last", "--hold-offset-query", str(release))
+    try:
+        held = m.wait_for("offset-read", 40)
+        produce(env, version, topic, 8, "new-{i}")
+        release.touch()
+        sent = {f"new-{i}" for i in range(8)}
+        wait_until(lambda: sent <= m.bodies(), 15, 0.2, what="every message sent while the consumer started",
+                   diag=lambda: f"held queue {held}; {m.tail()}\n{env.diag()}")
+        time.sleep(1.0)  # would-be duplicates
+        counts = collections.Counter(e["body"] for e in m.received())
+        assert counts == collections.Counter(sent), counts
+        if env.server == "rmqpy":  # every queue answered 0 (never had a message, or message 0 in memory)
+            assert {e["offset"] for e in m.events().of("offset-read")} == {0}, m.events().of("offset-read")
+    finally:
+        m.stop()
+
+
+@pytest.mark.parametrize("env", RMQPY + JAVA + JAVA_5_WITH_49_CLIENT, indirect=True)
+def test_new_group_skips_nothing_sent_while_it_starts(env: Env, request) -> None:
+    _new_group_skips_nothing(env, request)

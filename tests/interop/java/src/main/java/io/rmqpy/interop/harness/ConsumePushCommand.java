@@ -39,14 +39,17 @@ public final class ConsumePushCommand implements Command {
             + "    [--reconsume-later K] (fail the first K deliveries of every message: RECONSUME_LATER, or\n"
             + "      SUSPEND_CURRENT_QUEUE_A_MOMENT when orderly) [--retry-delay-level L] [--suspend-ms MS]\n"
             + "    [--max-reconsume-times N] [--threads N] [--consume-batch N] [--pull-batch N] [--pull-interval-ms MS]\n"
-            + "    [--max-body-print 1024] [--stop-file PATH] [--report-assignment] + client options\n"
+            + "    [--max-body-print 1024] [--stop-file PATH] [--report-assignment] [--hold-offset-query PATH]\n"
+            + "    + client options\n"
             + "  COUNT counts successful consumes (0 = just run until the timeout and succeed). --linger-ms keeps\n"
             + "  consuming after COUNT is reached, to catch extra deliveries. Emits started, received (one per\n"
             + "  delivery, with result and delivery number), then done; exit 1 if fewer than COUNT were consumed.\n"
             + "  --stop-file: shut down cleanly (unregister from the broker) as soon as PATH exists, even before\n"
             + "  COUNT (checked every 50 ms; no linger then). --report-assignment: an 'assigned' event with the\n"
             + "  queues this member holds (queueIds of TOPIC, and every \"topic:broker:queueId\" incl. the retry topic)\n"
-            + "  every time its rebalance changes them.";
+            + "  every time its rebalance changes them. --hold-offset-query: after each QUERY_CONSUMER_OFFSET of a\n"
+            + "  TOPIC queue (offset-read event: queueId, offset, -1 = not found) wait until PATH exists, before\n"
+            + "  the client goes on (e.g. to GET_MAX_OFFSET); opens the new-group start window for a test.";
     }
 
     @Override
@@ -64,6 +67,7 @@ public final class ConsumePushCommand implements Command {
         p.pullIntervalMs = a.lng("pull-interval-ms", -1);
         p.stopFile = a.str("stop-file", null);
         p.reportAssignment = a.bool("report-assignment", false);
+        p.holdOffsetQuery = a.str("hold-offset-query", null);
         return out -> run(client, p, out);
     }
 
@@ -78,6 +82,7 @@ public final class ConsumePushCommand implements Command {
         long pullIntervalMs;
         String stopFile;
         boolean reportAssignment;
+        String holdOffsetQuery;
     }
 
     private int run(Common.ClientOptions client, P p, Out out) throws Exception {
@@ -102,6 +107,10 @@ public final class ConsumePushCommand implements Command {
         }
         if (p.suspendMs >= 0) {
             consumer.setSuspendCurrentQueueTimeMillis(p.suspendMs);
+        }
+        if (p.holdOffsetQuery != null) {
+            consumer.setOffsetStore(HeldOffsetStore.create(consumer, p.topic, Paths.get(p.holdOffsetQuery),
+                p.timeoutMs, out));
         }
         if (p.sql != null) {
             consumer.subscribe(p.topic, MessageSelector.bySql(p.sql));
