@@ -413,29 +413,27 @@ def encode_record_into(buf, pos: int, *, topic_bytes: bytes, queue_id: int, flag
         raise ValueError(f"properties too long: {plen} bytes")
     if crc is None:
         crc = zlib.crc32(body) & 0x7FFFFFFF
+    # every header field is packed before ``buf`` is touched: a value out of its Java range
+    # raises struct.error with the buffer unchanged (pack_into zeroes, then fails half-way)
     if len(born_host) == 8 and len(store_host) == 8:
         total = 91 + blen + tlen + plen
-        _FIXED_V4.pack_into(buf, pos, total, MESSAGE_MAGIC_CODE_V1, crc, queue_id, flag, queue_offset,
-                            physical_offset, sys_flag, born_timestamp, born_host,
-                            store_timestamp, store_host, reconsume_times, prepared_transaction_offset, blen)
-        p = pos + 88
+        head = _FIXED_V4.pack(total, MESSAGE_MAGIC_CODE_V1, crc, queue_id, flag, queue_offset,
+                              physical_offset, sys_flag, born_timestamp, born_host,
+                              store_timestamp, store_host, reconsume_times, prepared_transaction_offset, blen)
     else:
         if len(born_host) == 20:
             sys_flag |= SF.BORNHOST_V6_FLAG
         if len(store_host) == 20:
             sys_flag |= SF.STOREHOSTADDRESS_V6_FLAG
         total = record_size(sys_flag, blen, tlen, plen)
-        _HEAD.pack_into(buf, pos, total, MESSAGE_MAGIC_CODE_V1, crc, queue_id, flag, queue_offset,
-                        physical_offset, sys_flag, born_timestamp)
-        p = pos + 48
-        buf[p:p + len(born_host)] = born_host
-        p += len(born_host)
-        _Q.pack_into(buf, p, store_timestamp)
-        p += 8
-        buf[p:p + len(store_host)] = store_host
-        p += len(store_host)
-        _TAIL.pack_into(buf, p, reconsume_times, prepared_transaction_offset, blen)
-        p += 16
+        head = b"".join((_HEAD.pack(total, MESSAGE_MAGIC_CODE_V1, crc, queue_id, flag, queue_offset,
+                                    physical_offset, sys_flag, born_timestamp),
+                         born_host, _Q.pack(store_timestamp), store_host,
+                         _TAIL.pack(reconsume_times, prepared_transaction_offset, blen)))
+    if pos < 0 or pos + total > len(buf):
+        raise ValueError(f"a {total}-byte record does not fit at {pos} in a {len(buf)}-byte buffer")
+    p = pos + len(head)
+    buf[pos:p] = head
     buf[p:p + blen] = body
     p += blen
     buf[p] = tlen
@@ -444,6 +442,26 @@ def encode_record_into(buf, pos: int, *, topic_bytes: bytes, queue_id: int, flag
     _H.pack_into(buf, p, plen)
     buf[p + 2:p + 2 + plen] = props_bytes
     return total
+
+
+#: Java ``int`` and ``long`` bounds of the record's header fields
+INT_MIN, INT_MAX_VALUE = -(1 << 31), (1 << 31) - 1
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def record_fields_error(queue_id: int, flag: int, sys_flag: int, born_timestamp: int, reconsume_times: int,
+                        prepared_transaction_offset: int) -> str | None:
+    """None when the client-supplied header fields of a record fit their Java types (int or
+    long), else which one does not: checked before the store is touched, so a refused put
+    writes nothing (a field out of range used to fail half-way through the header)."""
+    if not (INT_MIN <= queue_id <= INT_MAX_VALUE and INT_MIN <= flag <= INT_MAX_VALUE
+            and INT_MIN <= sys_flag <= INT_MAX_VALUE and INT_MIN <= reconsume_times <= INT_MAX_VALUE):
+        return (f"queueId {queue_id}, flag {flag}, sysFlag {sys_flag} and reconsumeTimes {reconsume_times} "
+                "must each fit a Java int")
+    if not (LONG_MIN <= born_timestamp <= LONG_MAX and LONG_MIN <= prepared_transaction_offset <= LONG_MAX):
+        return (f"bornTimestamp {born_timestamp} and preparedTransactionOffset {prepared_transaction_offset} "
+                "must each fit a Java long")
+    return None
 
 
 def encode_record_at(buf, pos: int, total: int, topic_bytes: bytes, queue_id: int, flag: int, body: bytes,
@@ -461,13 +479,18 @@ def encode_record_at(buf, pos: int, total: int, topic_bytes: bytes, queue_id: in
                            queue_offset=queue_offset, physical_offset=physical_offset)
         return
     blen = len(body)
-    _FIXED_V4.pack_into(buf, pos, total, MESSAGE_MAGIC_CODE_V1, _crc32(body) & 0x7FFFFFFF, queue_id, flag,
-                        queue_offset, physical_offset, sys_flag, born_timestamp, born_host, store_timestamp,
-                        store_host, reconsume_times, prepared_transaction_offset, blen)
+    tlen = len(topic_bytes)
+    if tlen > MAX_TOPIC_LENGTH_V1 or len(props_bytes) > MAX_PROPERTIES_LENGTH or pos < 0 \
+            or total != 91 + blen + tlen + len(props_bytes) or pos + total > len(buf):
+        raise ValueError(f"record of {total} bytes does not match its parts or fit at {pos}")
+    # packed apart first: a field out of its Java range raises struct.error with ``buf`` untouched
+    head = _FIXED_V4.pack(total, MESSAGE_MAGIC_CODE_V1, _crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                          queue_offset, physical_offset, sys_flag, born_timestamp, born_host, store_timestamp,
+                          store_host, reconsume_times, prepared_transaction_offset, blen)
     p = pos + 88
+    buf[pos:p] = head
     q = p + blen
     buf[p:q] = body
-    tlen = len(topic_bytes)
     buf[q] = tlen
     q += 1
     buf[q:q + tlen] = topic_bytes

@@ -9,6 +9,7 @@ from typing import Iterator
 
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE
 from rmqpy.store.mapped_file import MappedFileQueue
+from rmqpy.store.paths import consume_queue_path
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.mapped_file_size = mapped_file_size
-        self.store_path = os.path.join(root_dir, topic, str(queue_id))
+        self.store_path = consume_queue_path(root_dir, topic, queue_id)  # StorePathError outside root_dir
         self.queue = MappedFileQueue(self.store_path, mapped_file_size, readonly=readonly)
         self.max_physic_offset = -1  # end (offset+size) of the last unit
         self.min_logic_offset = 0  # bytes

@@ -1,0 +1,69 @@
+"""Names and counts a client may hand the broker: RocketMQ 5.x rules, and bounds Java lacks.
+
+Topic and group names decide directory names under the store (``consumequeue/<topic>``,
+``%RETRY%<group>``, ``%DLQ%<group>``), so every request that names one is checked here
+before anything is created. The rules and remarks are Java's ``TopicValidator`` and
+``Validators.checkGroup`` (5.3.3); the queue-count bound is rmqpy's own (Java has none, so
+one ``UPDATE_AND_CREATE_TOPIC`` with 2,000,000,000 queues makes every later stats request
+loop for ever).
+"""
+from __future__ import annotations
+
+import re
+
+#: TopicValidator.TOPIC_MAX_LENGTH / Validators.CHARACTER_MAX_LENGTH (5.3.3)
+TOPIC_MAX_LENGTH = 127
+GROUP_MAX_LENGTH = 255
+VALID_PATTERN = "^[%|a-zA-Z0-9_-]+$"
+_VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
+#: default of the broker setting ``maxTopicQueueNums`` (rmqpy; Java accepts any int)
+DEFAULT_MAX_TOPIC_QUEUE_NUMS = 1024
+
+
+def is_topic_or_group_illegal(name: str) -> bool:
+    """``TopicValidator.isTopicOrGroupIllegal``: a character outside ``[%|a-zA-Z0-9_-]``.
+
+    (Java's loop passes the empty string; blank names are refused by the callers.)"""
+    return bool(name) and _VALID.fullmatch(name) is None
+
+
+def validate_topic(topic: str | None) -> str | None:
+    """``TopicValidator.validateTopic``: None when fine, else Java's remark."""
+    if topic is None or not topic.strip():
+        return "The specified topic is blank."
+    if is_topic_or_group_illegal(topic):
+        return f"The specified topic contains illegal characters, allowing only {VALID_PATTERN}"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+def validate_group(group: str | None) -> str | None:
+    """``Validators.checkGroup`` (the client-side check of 5.3.3, applied by the broker here):
+    None when fine, else Java's message."""
+    if group is None or not group.strip():
+        return "the specified group is blank"
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"the specified group is longer than group max length {GROUP_MAX_LENGTH}."
+    if is_topic_or_group_illegal(group):
+        return f"the specified group[{group}] contains illegal characters, allowing only {VALID_PATTERN}"
+    return None
+
+
+def is_group_auto_creatable(group: str) -> bool:
+    """5.3.3 ``SubscriptionGroupManager.findSubscriptionGroupConfig`` creates no group whose name
+    is longer than 255 or has an illegal character (the caller then answers code 26)."""
+    return bool(group) and len(group) <= GROUP_MAX_LENGTH and not is_topic_or_group_illegal(group)
+
+
+def validate_queue_nums(read: int, write: int, limit: int) -> str | None:
+    """None when both counts lie in ``[0, limit]``, else the remark (rmqpy: Java has no bound)."""
+    for name, value in (("readQueueNums", read), ("writeQueueNums", write)):
+        if value < 0 or value > limit:
+            return (f"{name} {value} is out of range [0, {limit}] (broker setting maxTopicQueueNums)")
+    return None
+
+
+def bounded(count: int, limit: int) -> int:
+    """``count`` clamped to ``[0, limit]``: how many queues a loop may visit."""
+    return 0 if count <= 0 else min(count, limit)
