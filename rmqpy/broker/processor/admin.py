@@ -354,7 +354,7 @@ class AdminBrokerProcessor:
         }
         path = b.store_config.storePathRootDir
         try:
-            st = os.statvfs(b.store_config.commitlog_dir if os.path.isdir(b.store_config.commitlog_dir) else path)
+            st = os.statvfs(path)  # Java: storePathRootDir, getTotalSpace / getUsableSpace
             info["commitLogDirCapacity"] = (f"Total : {human_readable_bytes(st.f_blocks * st.f_frsize)}, "
                                             f"Free : {human_readable_bytes(st.f_bavail * st.f_frsize)}.")
         except OSError:
