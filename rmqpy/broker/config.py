@@ -101,6 +101,9 @@ class BrokerConfig:
     # ";"-separated, "*" for all of them as in Java; read from the config file only
     remoteConfigUpdateAllowKeys: str = ""
     storeReplyMessageEnable: bool = True
+    # rmqpy (Java has no bound): most read/write queues a topic may have; larger counts are
+    # refused by UPDATE_AND_CREATE_TOPIC and clamped when read from topics.json
+    maxTopicQueueNums: int = 1024
     # rmqpy: how often client channels are scanned and how long they may stay silent
     channelScanIntervalMills: int = 10 * 1000
     channelExpiredTimeoutMills: int = 120 * 1000

@@ -6,6 +6,7 @@ from typing import Any
 from twisted.logger import Logger
 
 from rmqpy.broker.configfile import ConfigManager
+from rmqpy.broker.validation import is_group_auto_creatable
 from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
 from rmqpy.protocol.bodies.topic import DataVersion
 
@@ -53,9 +54,11 @@ class SubscriptionGroupManager(ConfigManager):
         self.extra = {k: v for k, v in obj.items() if k not in ("subscriptionGroupTable", "dataVersion")}
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
-        """``findSubscriptionGroupConfig``: auto-creates when allowed."""
+        """``findSubscriptionGroupConfig``: auto-creates when allowed and, as 5.3.3 does, only
+        a name of at most 255 characters of ``[%|a-zA-Z0-9_-]`` (else None: code 26 for the caller)."""
         cfg = self.table.get(group)
-        if cfg is None and (self.broker_config.autoCreateSubscriptionGroup or is_sys_consumer_group(group)):
+        if cfg is None and (self.broker_config.autoCreateSubscriptionGroup or is_sys_consumer_group(group)) \
+                and is_group_auto_creatable(group):
             cfg = SubscriptionGroupConfig(group)
             self.table[group] = cfg
             self.log.info("auto create a subscription group, {group}", group=group)

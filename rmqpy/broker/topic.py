@@ -1,12 +1,12 @@
 """TopicConfigManager: the broker's topics (config/topics.json), as Java's manager keeps them."""
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 from twisted.logger import Logger
 
 from rmqpy.broker.configfile import ConfigManager
+from rmqpy.broker.validation import DEFAULT_MAX_TOPIC_QUEUE_NUMS, bounded, validate_topic  # noqa: F401 (re-exported)
 from rmqpy.protocol.bodies.topic import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
                                          TopicConfigSerializeWrapper)
 
@@ -30,7 +30,6 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
     RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
 })
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 def retry_topic(group: str) -> str:
@@ -52,17 +51,6 @@ def topic_config_string(tc: TopicConfig) -> str:
             f"writeQueueNums={tc.writeQueueNums}, perm={perm_to_string(tc.perm)}, "
             f"topicFilterType={tc.topicFilterType}, topicSysFlag={tc.topicSysFlag}, "
             f"order={'true' if tc.order else 'false'}]")
-
-
-def validate_topic(topic: str | None) -> str | None:
-    """``TopicValidator.validateTopic``: None if fine, else Java's remark (code SYSTEM_ERROR)."""
-    if topic is None or not topic.strip():
-        return "The specified topic is blank."
-    if not _VALID_TOPIC.match(topic):
-        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return "The specified topic is longer than topic max length."
-    return None
 
 
 class TopicConfigManager(ConfigManager):
@@ -111,8 +99,26 @@ class TopicConfigManager(ConfigManager):
     def encode(self) -> Any:
         return TopicConfigSerializeWrapper(dict(self.table), self.data_version)
 
+    @property
+    def max_queue_nums(self) -> int:
+        """The broker setting ``maxTopicQueueNums``: no topic has more read or write queues."""
+        return int(getattr(self.broker_config, "maxTopicQueueNums", DEFAULT_MAX_TOPIC_QUEUE_NUMS))
+
+    def _bound(self, tc: TopicConfig) -> TopicConfig:
+        """Clamp the queue counts of a topic read from disk or made on demand (warned once):
+        per-queue loops and routes stay proportional to the limit, never to a stored number."""
+        limit = self.max_queue_nums
+        read, write = bounded(tc.readQueueNums, limit), bounded(tc.writeQueueNums, limit)
+        if (read, write) != (tc.readQueueNums, tc.writeQueueNums):
+            self.log.warn("topic {t}: queue counts read={r} write={w} clamped to [0, {m}] (maxTopicQueueNums)",
+                          t=tc.topicName, r=tc.readQueueNums, w=tc.writeQueueNums, m=limit)
+            tc.readQueueNums, tc.writeQueueNums = read, write
+        return tc
+
     def decode(self, obj: Any) -> None:
         wrapper = TopicConfigSerializeWrapper.from_json(obj)
+        for tc in wrapper.topicConfigTable.values():
+            self._bound(tc)
         self.table.update(wrapper.topicConfigTable)
         self.data_version = wrapper.dataVersion
 
@@ -170,8 +176,8 @@ class TopicConfigManager(ConfigManager):
         tc = self.table.get(topic)
         if tc is not None:
             return tc
-        tc = TopicConfig(topic, readQueueNums=queue_nums, writeQueueNums=queue_nums, perm=perm,
-                         topicSysFlag=topic_sys_flag)
+        tc = self._bound(TopicConfig(topic, readQueueNums=queue_nums, writeQueueNums=queue_nums, perm=perm,
+                                     topicSysFlag=topic_sys_flag))
         self.log.info("create new topic {tc}", tc=topic_config_string(tc))
         return self._added(tc)
 
@@ -180,7 +186,7 @@ class TopicConfigManager(ConfigManager):
 
     def update_topic_config(self, tc: TopicConfig) -> None:
         """UPDATE_AND_CREATE_TOPIC (admin): replace or add, bump the version, persist."""
-        self.table[tc.topicName] = tc
+        self.table[tc.topicName] = self._bound(tc)
         self.data_version.next_version()
         self.persist()
 

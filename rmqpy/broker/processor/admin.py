@@ -18,6 +18,7 @@ from rmqpy.broker.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_BENCHMARK_T
                                 RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_TRACE_TOPIC,
                                 RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
                                 RMQ_SYS_TRANS_OP_HALF_TOPIC, validate_topic)
+from rmqpy.broker.validation import bounded, validate_group, validate_queue_nums
 from rmqpy.common import config_guard
 from rmqpy.common.properties import PropertiesError, apply_properties
 from rmqpy.protocol import fastjson
@@ -163,6 +164,13 @@ class AdminBrokerProcessor:
     def _is_system_topic(self, topic: str) -> bool:
         return topic in self._system_topics() or topic.startswith("rmq_sys_")
 
+    def _max_queues(self) -> int:
+        return self.broker.topic_config_manager.max_queue_nums
+
+    def _queues(self, count: int) -> range:
+        """Queue ids 0..count-1, never more than ``maxTopicQueueNums``: these loops run on the reactor."""
+        return range(bounded(count, self._max_queues()))
+
     def _topic_checks(self, request: RemotingCommand, topic: str) -> RemotingCommand | None:
         bad = validate_topic(topic)
         if bad is not None:
@@ -180,6 +188,9 @@ class AdminBrokerProcessor:
         error = self._topic_checks(request, h.topic)
         if error is not None:
             return error
+        bad = validate_queue_nums(h.readQueueNums, h.writeQueueNums, self._max_queues())
+        if bad is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, bad)
         tc = TopicConfig(h.topic, readQueueNums=h.readQueueNums, writeQueueNums=h.writeQueueNums, perm=h.perm,
                          topicFilterType=h.topicFilterType or "SINGLE_TAG", topicSysFlag=h.topicSysFlag or 0)
         if h.order is not None:
@@ -242,7 +253,7 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
         store = self.broker.message_store
         table = {}
-        for i in range(tc.writeQueueNums):
+        for i in self._queues(tc.writeQueueNums):
             lo = max(0, store.get_min_offset_in_queue(h.topic, i))
             hi = max(0, store.get_max_offset_in_queue(h.topic, i))
             ts = store.get_message_store_timestamp(h.topic, i, hi - 1) if hi > 0 else 0
@@ -268,7 +279,15 @@ class AdminBrokerProcessor:
         self.log.info("updateAndCreateSubscriptionGroup called by {a}", a=getattr(channel, "remote_address", "?"))
         obj = fastjson.loads(request.body or b"{}")
         if obj:
-            self.broker.subscription_group_manager.update(SubscriptionGroupConfig.from_json(obj))
+            config = SubscriptionGroupConfig.from_json(obj)
+            # rmqpy: Java 5.3.3 stores any name and count; the group names %RETRY%/%DLQ% topics
+            bad = validate_group(config.groupName)
+            if bad is None and not 0 <= config.retryQueueNums <= self._max_queues():
+                bad = (f"retryQueueNums {config.retryQueueNums} is out of range [0, {self._max_queues()}] "
+                       "(broker setting maxTopicQueueNums)")
+            if bad is not None:
+                return request.response(ResponseCode.SYSTEM_ERROR, bad)
+            self.broker.subscription_group_manager.update(config)
         return self._ok(request)
 
     def get_all_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
@@ -383,7 +402,7 @@ class AdminBrokerProcessor:
                 continue
             if info is not None and info.subscriptions and info.find_subscription(topic) is None:
                 continue
-            for i in range(tc.readQueueNums):
+            for i in self._queues(tc.readQueueNums):
                 broker_offset = max(0, store.get_max_offset_in_queue(topic, i))
                 consumer_offset = max(0, b.consumer_offset_manager.query_offset(group, topic, i))
                 # 5.x OffsetWrapper.pullOffset (mqadmin consumerProgress "#Inflight" = pull - consumer):
@@ -455,7 +474,7 @@ class AdminBrokerProcessor:
                                     f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}")
         store = b.message_store
         table = {}
-        for i in range(tc.writeQueueNums):
+        for i in self._queues(tc.writeQueueNums):
             consumer_offset = b.consumer_offset_manager.query_offset(h.group, h.topic, i)
             if consumer_offset == -1:
                 return request.response(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist")
@@ -554,7 +573,7 @@ class AdminBrokerProcessor:
                     continue
                 table = {}
                 diff = 0
-                for i in range(tc.writeQueueNums):
+                for i in self._queues(tc.writeQueueNums):
                     broker_offset = max(0, store.get_max_offset_in_queue(topic, i))
                     consumer_offset = max(0, b.consumer_offset_manager.query_offset(group, topic, i))
                     entry = {"brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": 0}
@@ -580,7 +599,7 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
         store = b.message_store
         spans = []
-        for i in range(tc.writeQueueNums):
+        for i in self._queues(tc.writeQueueNums):
             min_ts = store.get_earliest_message_time(h.topic, i)
             max_offset = store.get_max_offset_in_queue(h.topic, i)
             max_ts = store.get_message_store_timestamp(h.topic, i, max_offset - 1)

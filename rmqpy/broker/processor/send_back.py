@@ -16,6 +16,7 @@ from twisted.logger import Logger
 
 from rmqpy.broker.processor.send import DLQ_NUMS_PER_GROUP, suggest_todo
 from rmqpy.broker.topic import dlq_topic, retry_topic
+from rmqpy.broker.validation import is_group_auto_creatable
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -43,7 +44,9 @@ class ConsumerSendMsgBackProcessor:
         b = self.broker
         bc = b.broker_config
         h = request.decode_header(ConsumerSendMsgBackRequestHeader)
-        sgc = b.subscription_group_manager.find(h.group)
+        # the group names %RETRY%<group> and %DLQ%<group>, directories of the store: a name 5.3.3
+        # would not auto-create is refused even when a config of that name exists (rmqpy)
+        sgc = b.subscription_group_manager.find(h.group) if is_group_auto_creatable(h.group) else None
         if sgc is None:
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                     f"subscription group not exist, {h.group} " + suggest_todo())
