@@ -78,6 +78,10 @@ class BrokerConfig:
     fetchNamesrvAddrByAddressServer: bool = False
     longPollingEnable: bool = True
     shortPollingTimeMills: int = 1000
+    # rmqpy (Java holds pulls without bound; cf. its maxPopPollingSize = 100000 for POP): held pulls in
+    # all and per connection; a pull that cannot be held is answered PULL_NOT_FOUND at once
+    maxPullPollingSize: int = 100000
+    maxPullPollingSizePerChannel: int = 10000
     notifyConsumerIdsChangedEnable: bool = True
     highSpeedMode: bool = False
     traceOn: bool = True
@@ -126,6 +130,18 @@ class NettyServerConfig:
     serverSocketRcvBufSize: int = 0
     serverPooledByteBufAllocatorEnable: bool = True
     useEpollNativeSelector: bool = False
+    # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
+    frameMaxLength: int = 16 * 1024 * 1024
+    # Java's NettyServerConfig (0: Netty's default, 64 KiB high / 32 KiB low). Above the high mark the
+    # connection is not read until its replies are flushed; Twisted resumes at an empty buffer, so the
+    # low mark is accepted for Java configs and not used.
+    writeBufferHighWaterMark: int = 0
+    writeBufferLowWaterMark: int = 0
+    # rmqpy (Java has none): unsent reply bytes above the high mark before the connection is closed,
+    # how long a frame may stay half-sent, and the partial frames all connections may buffer together
+    serverChannelMaxUnsentBytes: int = 32 * 1024 * 1024
+    serverPartialFrameTimeoutSeconds: int = 60
+    serverPartialFramesMaxBytes: int = 256 * 1024 * 1024
     # rmqpy: bind address of both listening ports (Java binds every interface)
     listenHost: str = "0.0.0.0"
 

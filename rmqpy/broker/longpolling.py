@@ -5,6 +5,11 @@ its queue arrives (the store's arrive listener calls :meth:`notify_message_arriv
 or until its suspend timeout has passed (checked every 5 s, or every second with short
 polling). Then it is executed again without suspension and its Deferred fires with
 the response.
+
+Java holds without bound. Here at most ``max_total`` requests are held (``maxPullPollingSize``,
+named after Java's ``maxPopPollingSize`` for POP) and at most ``max_per_channel`` from one
+connection (``maxPullPollingSizePerChannel``): a pull that cannot be held is answered at
+once as Java answers a pull it does not suspend (PULL_NOT_FOUND, "no new message").
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ class PullRequestHoldService:
 
     def __init__(self, clock: Any, now_ms: Callable[[], int], max_offset: Callable[[str, int], int],
                  wakeup: Callable[[PullRequest], None], long_polling: bool = True,
-                 short_polling_ms: int = 1000) -> None:
+                 short_polling_ms: int = 1000, max_total: int = 0, max_per_channel: int = 0) -> None:
         self.clock = clock
         self.now_ms = now_ms
         self.max_offset = max_offset
@@ -40,6 +45,11 @@ class PullRequestHoldService:
         self.short_polling_ms = short_polling_ms
         self.table: dict[tuple[str, int], list[PullRequest]] = {}
         self._call: Any = None
+        self.max_total = max_total  # <= 0: no bound
+        self.max_per_channel = max_per_channel
+        self._held = 0
+        self._per_channel: dict[Any, int] = {}
+        self.refused = 0
 
     # ------------------------------------------------------------------ service
     def start(self) -> None:
@@ -62,12 +72,27 @@ class PullRequestHoldService:
         self._schedule()
 
     # ------------------------------------------------------------------ API
-    def suspend(self, topic: str, queue_id: int, req: PullRequest) -> defer.Deferred:
+    def suspend(self, topic: str, queue_id: int, req: PullRequest) -> defer.Deferred | None:
+        """Hold ``req``; None when the service is full (the caller answers it now)."""
+        per_channel = self._per_channel.get(req.channel, 0)
+        if (0 < self.max_total <= self._held) or (0 < self.max_per_channel <= per_channel):
+            self.refused += 1
+            return None
+        self._held += 1
+        self._per_channel[req.channel] = per_channel + 1
         self.table.setdefault((topic, queue_id), []).append(req)
         return req.deferred
 
     def held_count(self) -> int:
-        return sum(len(v) for v in self.table.values())
+        return self._held
+
+    def _release(self, req: PullRequest) -> None:
+        self._held -= 1
+        n = self._per_channel.get(req.channel, 0) - 1
+        if n > 0:
+            self._per_channel[req.channel] = n
+        else:
+            self._per_channel.pop(req.channel, None)
 
     def check_hold_requests(self) -> None:
         for topic, queue_id in list(self.table):
@@ -83,6 +108,7 @@ class PullRequestHoldService:
         now = self.now_ms()
         for req in reqs:
             if not getattr(req.channel, "connected_", True):
+                self._release(req)
                 continue  # the client went away; nobody to answer
             newest = max_offset
             if newest <= req.pull_from_offset:
@@ -94,9 +120,11 @@ class PullRequestHoldService:
                     if match and properties is not None:
                         match = req.message_filter.is_matched_by_commit_log(None, properties)
                 if match:
+                    self._release(req)
                     self._wake(req)
                     continue
             if now >= req.suspend_ts + req.timeout_ms:
+                self._release(req)
                 self._wake(req)
                 continue
             keep.append(req)

@@ -34,6 +34,16 @@ class NettyServerConfig:
     serverChannelMaxIdleTimeSeconds: int = 120
     # com.rocketmq.remoting.frameMaxLength
     frameMaxLength: int = 16 * 1024 * 1024
+    # Java's NettyServerConfig (0: Netty's default, 64 KiB high / 32 KiB low). Above the high mark the
+    # connection is not read until its replies are flushed; Twisted resumes at an empty buffer, so the
+    # low mark is accepted for Java configs and not used.
+    writeBufferHighWaterMark: int = 0
+    writeBufferLowWaterMark: int = 0
+    # rmqpy (Java has none): unsent reply bytes above the high mark before the connection is closed,
+    # how long a frame may stay half-sent, and the partial frames all connections may buffer together
+    serverChannelMaxUnsentBytes: int = 32 * 1024 * 1024
+    serverPartialFrameTimeoutSeconds: int = 60
+    serverPartialFramesMaxBytes: int = 256 * 1024 * 1024
 
 
 IMPORTANT_KEYS = ("rocketmqHome", "kvConfigPath", "listenPort", "orderMessageEnable")

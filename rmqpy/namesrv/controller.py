@@ -13,6 +13,7 @@ from rmqpy.namesrv.kvconfig import KVConfigManager
 from rmqpy.namesrv.processor import NamesrvRequestProcessor
 from rmqpy.namesrv.routeinfo import RouteInfoManager
 from rmqpy.remoting.dispatch import RequestDispatcher
+from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.protocol import RemotingServerFactory
 from rmqpy.remoting.server import FactoryWrapper, RemotingServerService
 
@@ -37,7 +38,9 @@ class NamesrvController(service.MultiService):
         self.processor = NamesrvRequestProcessor(self)
         self.dispatcher.register(self.processor.handlers, self.processor)
         self.dispatcher.add_channel_listener(self)
-        self.factory = RemotingServerFactory(self.dispatcher, self.clock, netty.frameMaxLength)
+        limits = ConnectionLimits.from_config(netty)
+        self.factory = RemotingServerFactory(self.dispatcher, self.clock, netty.frameMaxLength, limits)
+        self.sweeper = ChannelSweeper(self.clock, limits, [self.factory])  # idle and half-sent connections
         self.server = RemotingServerService(reactor, netty.listenPort, self.factory, netty.bindAddress,
                                             wrap_factory)
         self.server.setServiceParent(self)
@@ -49,11 +52,13 @@ class NamesrvController(service.MultiService):
         super().startService()
         interval = self.config.scanNotActiveBrokerInterval / 1000.0
         self._scan.start(interval, now=False)
+        self.sweeper.start()
         self.log.info("The Name Server boot success. serializeType=JSON, port {port}", port=self.server.port_number)
 
     def stopService(self) -> Any:
         if self._scan.running:
             self._scan.stop()
+        self.sweeper.stop()
         for channel in list(self.factory.channels):
             channel.close()
         return super().stopService()

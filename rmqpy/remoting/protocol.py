@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import itertools
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer, protocol
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, FrameError, RemotingCommand
 
 if TYPE_CHECKING:
     from rmqpy.remoting.dispatch import RequestDispatcher
+    from rmqpy.remoting.limits import ConnectionLimits
 
 _LENGTH = struct.Struct(">I")
 _opaques = itertools.count(0)  # one counter per process, as Java's RemotingCommand.requestId
@@ -57,6 +59,11 @@ class RemotingProtocol(protocol.Protocol):
         self.remote_host = ""
         self.remote_port = 0
         self.attributes: dict[str, object] = {}  # per-connection state kept by processors
+        # for the ChannelSweeper (rmqpy/remoting/limits.py): set here, read and stamped there
+        self._active = True  # read or written since the last sweep
+        self._last_active = 0.0
+        self._partial_since: float | None = None  # None: a partial frame begun after the last sweep
+        self._paused = False  # not read while the peer does not read its replies (server side)
 
     # -------------------------------------------------------------- connection events
     def connectionMade(self) -> None:
@@ -79,6 +86,7 @@ class RemotingProtocol(protocol.Protocol):
             self.dispatcher.channel_closed(self)
 
     def dataReceived(self, data: bytes) -> None:
+        self._active = True
         buf = self._buffer
         if not buf:
             # the usual chunk: exactly one whole frame (a client with one request in flight)
@@ -107,7 +115,7 @@ class RemotingProtocol(protocol.Protocol):
         n = len(data)
         pos = 0
         view = None
-        while n - pos >= 4 and self.connected_:
+        while n - pos >= 4 and self.connected_ and not self._paused:
             (length,) = _LENGTH.unpack_from(data, pos)
             if length + 4 > self.max_frame or length < 4:
                 self._drop(f"frame length {length} outside 4..{self.max_frame - 4}")
@@ -126,6 +134,7 @@ class RemotingProtocol(protocol.Protocol):
             self._command_received(cmd)
         if pos < n and self.connected_:
             buf += data[pos:] if pos else data
+            self._partial_since = None
 
     def _drop(self, why: str) -> None:
         """Close a connection that sent an undecodable frame: one warning line, rate-limited
@@ -158,6 +167,7 @@ class RemotingProtocol(protocol.Protocol):
     # -------------------------------------------------------------- sending
     def send_command(self, cmd: RemotingCommand) -> None:
         if self.connected_:
+            self._active = True
             self.transport.write(codec.encode(cmd))
 
     def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred:
@@ -184,18 +194,33 @@ class RemotingProtocol(protocol.Protocol):
 
     def close(self) -> None:
         if self.transport is not None:
+            self._stop_flow_control()  # a registered producer would hold a graceful close open
             self.transport.loseConnection()
+
+    def abort(self) -> None:
+        """Close now, dropping unsent replies: a peer that does not read its replies would
+        keep a graceful close waiting for ever."""
+        self.connected_ = False
+        self._buffer.clear()
+        if self.transport is not None:
+            self.transport.abortConnection()
+
+    def _stop_flow_control(self) -> None:
+        pass
 
 
 class RemotingServerFactory(protocol.Factory):
     """Builds server-side connections that all share one dispatcher."""
 
     def __init__(self, dispatcher: "RequestDispatcher", clock: IReactorTime,
-                 max_frame: int = codec.DEFAULT_MAX_FRAME) -> None:
+                 max_frame: int = codec.DEFAULT_MAX_FRAME, limits: "ConnectionLimits | None" = None) -> None:
+        from rmqpy.remoting.limits import ConnectionLimits
         self.dispatcher = dispatcher
         self.clock = clock
         self.max_frame = max_frame
+        self.limits = limits if limits is not None else ConnectionLimits()
         self.channels: set[RemotingProtocol] = set()
+        self.closed_unsent = 0  # connections closed for serverChannelMaxUnsentBytes
 
     def buildProtocol(self, addr: object) -> RemotingProtocol:
         proto = _TrackedProtocol(self.dispatcher, self.clock, self.max_frame)
@@ -203,13 +228,87 @@ class RemotingServerFactory(protocol.Factory):
         return proto
 
 
+@implementer(IPushProducer)
 class _TrackedProtocol(RemotingProtocol):
+    """A server connection, and the push producer of its own replies.
+
+    When the transport's write buffer passes ``writeBufferHighWaterMark`` it calls
+    :meth:`pauseProducing`: the connection stops reading (Java's ``setAutoRead(false)`` in
+    ``channelWritabilityChanged``), so a client that does not read its replies cannot make
+    the server buffer more of them; frames already received wait unparsed. Replies that
+    still come (held pulls, asynchronous answers) are counted, and past
+    ``serverChannelMaxUnsentBytes`` the connection is aborted. When the buffer has drained
+    the transport calls :meth:`resumeProducing`.
+    """
+
     factory: RemotingServerFactory
+    _producing = False
+    _unsent = 0  # bytes written while paused
+    _reader: Any = None
 
     def connectionMade(self) -> None:
         self.factory.channels.add(self)
+        transport = self.transport
+        register = getattr(transport, "registerProducer", None)
+        if register is not None:
+            high = self.factory.limits.write_high_water
+            if high > 0 and hasattr(transport, "bufferSize"):
+                transport.bufferSize = high
+            register(self, True)
+            self._producing = True
+        # what stops reading: the TCP transport, under TLS the one below the TLS protocol
+        reader = transport
+        while reader is not None and not hasattr(reader, "pauseProducing"):
+            reader = getattr(reader, "transport", None)
+        self._reader = reader
         super().connectionMade()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.factory.channels.discard(self)
         super().connectionLost(reason)
+
+    def _stop_flow_control(self) -> None:
+        if self._producing:
+            self._producing = False
+            self.transport.unregisterProducer()
+
+    # IPushProducer, called by the transport
+    def pauseProducing(self) -> None:
+        if self._paused or not self.connected_:
+            return
+        self._paused = True
+        self._unsent = 0
+        self.send_command = self._send_while_paused  # type: ignore[method-assign]
+        if self._reader is not None:
+            self._reader.pauseProducing()
+
+    def resumeProducing(self) -> None:
+        if not self.connected_:  # closing (a bad frame): let the graceful close finish
+            self._stop_flow_control()
+            return
+        if not self._paused:
+            return
+        self._paused = False
+        del self.send_command
+        if self._reader is not None:
+            self._reader.resumeProducing()
+        if self._buffer:
+            self.dataReceived(b"")  # the frames that arrived while paused
+
+    def stopProducing(self) -> None:
+        self._producing = False
+
+    def _send_while_paused(self, cmd: RemotingCommand) -> None:
+        if not self.connected_:
+            return
+        data = codec.encode(cmd)
+        self._unsent += len(data)
+        limit = self.factory.limits.max_unsent_bytes
+        if 0 < limit < self._unsent:
+            self.factory.closed_unsent += 1
+            self.log.warn("closing connection from {peer}: it does not read its replies ({n} bytes unsent above "
+                          "the write buffer high-water mark; serverChannelMaxUnsentBytes={limit})",
+                          peer=self.remote_address, n=self._unsent, limit=limit)
+            self.abort()
+            return
+        self.transport.write(data)  # not activity: as Netty, a write counts once it is flushed

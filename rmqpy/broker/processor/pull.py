@@ -167,7 +167,9 @@ class PullMessageProcessor:
             polling_ms = suspend_ms if bc.longPollingEnable else bc.shortPollingTimeMills
             held = PullRequest(request=request, channel=channel, timeout_ms=polling_ms, suspend_ts=b.now_ms(),
                                pull_from_offset=h.queueOffset, message_filter=message_filter)
-            response = b.pull_hold_service.suspend(h.topic, h.queueId, held)
+            deferred = b.pull_hold_service.suspend(h.topic, h.queueId, held)
+            if deferred is not None:  # else full: answered now, as Java answers a pull it does not hold
+                response = deferred
 
         # commit the consumer's offset (first execution only, masters only)
         if allow_suspend and has_commit and b.store_config.brokerRole != "SLAVE":

@@ -338,9 +338,11 @@ def test_idle_connections_are_closed(broker):
     quiet, chatty = factory.buildProtocol(None), factory.buildProtocol(None)
     for p in (quiet, chatty):
         p.makeConnection(StringTransport())
-    broker.clock.advance(100)
+    for _ in range(100):  # the sweep runs every second
+        broker.clock.advance(1)
     chatty.dataReceived(b"")
-    broker.clock.advance(30)  # the 10 s scan sees quiet idle for 130 s
+    for _ in range(30):  # quiet has been idle for 130 s, chatty for 30 s
+        broker.clock.advance(1)
     assert quiet.transport.disconnecting and not chatty.transport.disconnecting
 
 

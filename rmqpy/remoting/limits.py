@@ -1,0 +1,136 @@
+"""Bounds on what one server connection may cost: idle time, half-sent frames, buffers.
+
+Java's server pipeline has an ``IdleStateHandler(0, 0, serverChannelMaxIdleTimeSeconds)``
+(no read and no write for that long closes the channel) and turns auto-read off while a
+channel is not writable (``writeBufferHighWaterMark``). Here the write side is Twisted's
+producer/consumer flow control (see ``_TrackedProtocol`` in :mod:`rmqpy.remoting.protocol`)
+and everything time-based is one periodic :class:`ChannelSweeper` over every listening
+factory of the process: with thousands of connections one pass a second is cheaper than
+a timer per connection, and the connections' hot paths only set a flag.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable
+
+from twisted.internet import task
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+if TYPE_CHECKING:
+    from rmqpy.remoting.protocol import RemotingServerFactory
+
+MiB = 1024 * 1024
+
+
+@dataclass
+class ConnectionLimits:
+    """The limits of a server's connections; ``from_config`` reads them from NettyServerConfig keys."""
+
+    # serverChannelMaxIdleTimeSeconds (Java, 120): no read and no write for this long closes; <= 0: never
+    max_idle_seconds: float = 120.0
+    # writeBufferHighWaterMark (Java; 0 = Netty's default, 64 KiB): above it the connection is not read
+    write_high_water: int = 0
+    # serverChannelMaxUnsentBytes (rmqpy): bytes queued above the high-water mark before closing
+    max_unsent_bytes: int = 32 * MiB
+    # serverPartialFrameTimeoutSeconds (rmqpy): a frame begun but not finished within this closes; <= 0: never
+    partial_frame_timeout: float = 60.0
+    # serverPartialFramesMaxBytes (rmqpy): partial frames buffered over all connections of the process
+    max_partial_bytes_total: int = 256 * MiB
+    # how often the sweep runs (seconds)
+    sweep_interval: float = 1.0
+
+    @classmethod
+    def from_config(cls, netty: Any) -> "ConnectionLimits":
+        d = cls()
+        return cls(
+            max_idle_seconds=float(getattr(netty, "serverChannelMaxIdleTimeSeconds", d.max_idle_seconds)),
+            write_high_water=int(getattr(netty, "writeBufferHighWaterMark", d.write_high_water)),
+            max_unsent_bytes=int(getattr(netty, "serverChannelMaxUnsentBytes", d.max_unsent_bytes)),
+            partial_frame_timeout=float(getattr(netty, "serverPartialFrameTimeoutSeconds",
+                                                d.partial_frame_timeout)),
+            max_partial_bytes_total=int(getattr(netty, "serverPartialFramesMaxBytes", d.max_partial_bytes_total)),
+        )
+
+
+class ChannelSweeper:
+    """Closes idle connections, stalled half-sent frames, and the biggest partial frames when
+    all connections together buffer more than ``max_partial_bytes_total``.
+
+    A connection marks itself active (``_active``) on every read and write; the sweep turns
+    the mark into a time stamp, so the idle time is known to within one sweep interval.
+    """
+
+    log = Logger()
+
+    def __init__(self, clock: IReactorTime, limits: ConnectionLimits,
+                 factories: Iterable["RemotingServerFactory"] = ()) -> None:
+        self.clock = clock
+        self.limits = limits
+        self.factories: list[RemotingServerFactory] = list(factories)
+        self.closed_idle = 0
+        self.closed_partial = 0
+        self.closed_budget = 0
+        self._loop = task.LoopingCall(self.sweep)
+        self._loop.clock = clock
+
+    def add(self, factory: "RemotingServerFactory") -> None:
+        self.factories.append(factory)
+
+    def start(self) -> None:
+        if not self._loop.running:
+            self._loop.start(self.limits.sweep_interval, now=False)
+
+    def stop(self) -> None:
+        if self._loop.running:
+            self._loop.stop()
+
+    def sweep(self) -> None:
+        lim = self.limits
+        now = self.clock.seconds()
+        max_idle = lim.max_idle_seconds
+        partial_timeout = lim.partial_frame_timeout
+        total = 0
+        holders = []
+        for factory in self.factories:
+            for ch in list(factory.channels):
+                if not ch.connected_:
+                    continue
+                if ch._active:
+                    ch._active = False
+                    ch._last_active = now
+                elif 0 < max_idle < now - ch._last_active:
+                    self.closed_idle += 1
+                    # Java's NettyConnectManageHandler.userEventTriggered line
+                    self.log.warn("NETTY SERVER PIPELINE: IDLE exception [{peer}]", peer=ch.remote_address)
+                    ch.abort()
+                    continue
+                held = len(ch._buffer)
+                if not held:
+                    continue
+                if not ch._paused:  # a paused connection is not read: its frame cannot advance
+                    since = ch._partial_since
+                    if since is None:
+                        ch._partial_since = now
+                    elif 0 < partial_timeout < now - since:
+                        self.closed_partial += 1
+                        self.log.warn("closing connection from {peer}: a frame begun {s:.0f}s ago is still "
+                                      "incomplete ({n} bytes; serverPartialFrameTimeoutSeconds={t:g})",
+                                      peer=ch.remote_address, s=now - since, n=held, t=partial_timeout)
+                        ch.abort()
+                        continue
+                total += held
+                holders.append(ch)
+        budget = lim.max_partial_bytes_total
+        if 0 < budget < total:
+            # the biggest first, the oldest among equals: they cost the most and wait the longest
+            holders.sort(key=lambda c: (-len(c._buffer), c._partial_since if c._partial_since is not None else now))
+            for ch in holders:
+                if total <= budget:
+                    break
+                total -= len(ch._buffer)
+                self.closed_budget += 1
+                self.log.warn("closing connection from {peer}: its partial frame ({n} bytes) is the biggest while "
+                              "all connections buffer more than serverPartialFramesMaxBytes={b}",
+                              peer=ch.remote_address, n=len(ch._buffer), b=budget)
+                ch.abort()
