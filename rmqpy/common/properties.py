@@ -143,8 +143,9 @@ def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
     return result
 
 
-def _escape(text: str, is_key: bool) -> str:
-    """``Properties.saveConvert(text, escapeSpace=is_key, escapeUnicode=true)``."""
+def _escape(text: str, is_key: bool, separators: bool = True) -> str:
+    """``Properties.saveConvert(text, escapeSpace=is_key, escapeUnicode=true)``; ``separators=False``
+    leaves ``= : # !`` of a value as they are (harmless after ``key=``, as Java prints them)."""
     out: list[str] = []
     for pos, ch in enumerate(text):
         code = ord(ch)
@@ -155,7 +156,7 @@ def _escape(text: str, is_key: bool) -> str:
         elif ch in "\t\n\r\f":
             out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[ch])
         elif ch in "=:#!":
-            out.append("\\" + ch)
+            out.append("\\" + ch if separators else ch)
         elif code < 0x20 or code > 0x7E:
             # UTF-16 code units, as Java writes a supplementary character
             units = ch.encode("utf-16-be", "surrogatepass")
@@ -275,12 +276,17 @@ def config_items(config: Any) -> list[tuple[str, Any]]:
 
 
 def format_properties(items: Iterable[tuple[str, Any]]) -> str:
-    """``key=value`` lines as Java's ``MixAll.properties2String`` writes them."""
+    """``key=value`` lines as Java's ``MixAll.properties2String`` writes them (``-p``, GET_*_CONFIG).
+
+    Java does not escape; mqadmin reads the text with ``Properties.load``, so a value with a
+    backslash, a control character, a leading blank or non-ASCII would come back different
+    (or as another key). Those are escaped; ``= : # !`` stay as Java prints them.
+    """
     lines = []
     for key, value in items:
         if value is None:
             continue
         if isinstance(value, bool):
             value = "true" if value else "false"
-        lines.append(f"{key}={value}")
+        lines.append(f"{escape_key(str(key))}={_escape(str(value), False, separators=False)}")
     return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqpy.common.properties import (PropertiesError, apply_properties, parse_properties,
+from rmqpy.common.properties import (PropertiesError, apply_properties, format_properties, parse_properties,
                                      store_properties)
 
 # any text: controls, separators, non-ASCII and supplementary characters (hypothesis leaves out lone surrogates)
@@ -28,6 +28,15 @@ def test_a_value_never_creates_a_key(key: str, value: str) -> None:
     text = store_properties([("msgTraceTopicName", value), (key, "v")])
     assert text.count("\n") == 2          # one line per key, whatever they hold
     assert set(parse_properties(text)) == {"msgTraceTopicName", key}
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.from_regex(r"[A-Za-z][A-Za-z0-9.]{0,20}", fullmatch=True), any_text, max_size=8))
+def test_get_config_text_reads_back_as_what_the_server_holds(props: dict[str, str]) -> None:
+    """GET_BROKER_CONFIG / -p keep Java's look (``a=127.0.0.1:9876``) yet parse back exactly."""
+    assert parse_properties(format_properties(props.items())) == props
+    assert format_properties([("namesrvAddr", "127.0.0.1:9876;h:1"), ("on", True)]) == (
+        "namesrvAddr=127.0.0.1:9876;h:1\non=true\n")
 
 
 def test_the_attack_of_issue_11_stays_one_value() -> None:
