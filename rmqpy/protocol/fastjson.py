@@ -252,11 +252,16 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
     if data.startswith("\ufeff"):
         data = data[1:]
     try:  # most text is standard JSON: let the C parser have it
-        return _stdjson.loads(data, parse_constant=_reject_constant)
+        result = _stdjson.loads(data, parse_constant=_reject_constant)
     except ValueError:
         pass
     except RecursionError:  # the C parser counts its nesting against the interpreter's limit
         raise JSONDecodeError("nested too deep", data, 0) from None
+    else:
+        # the same limit as the fallback parser's; walked only when it could be exceeded
+        if data.count("[") + data.count("{") > MAX_DEPTH and _depth_over(result, MAX_DEPTH):
+            raise JSONDecodeError(f"nested deeper than {MAX_DEPTH}", data, 0)
+        return result
     parser = _Parser(data)
     try:
         result = parser.value()
@@ -270,6 +275,23 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
     if parser.pos != len(data):
         raise parser.fail("extra data after the JSON value")
     return result
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/dicts deeper than ``limit`` (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def _reject_constant(name: str) -> None:
