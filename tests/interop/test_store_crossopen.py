@@ -28,7 +28,8 @@ from twisted.internet.task import Clock
 from rmqpy.protocol.message import (MessageExtBrokerInner, create_offset_msg_id, create_uniq_id, decode_record,
                                     java_string_hash)
 from rmqpy.store.config import MessageStoreConfig
-from rmqpy.store.config_file import ConfigFile
+from rmqpy.broker.configfile import write_config
+from rmqpy.protocol import fastjson
 from rmqpy.store.message_store import GetMessageStatus, MessageStore
 from tests.interop import clients, jvm
 
@@ -145,10 +146,10 @@ def test_rmqpy_writes_java_reads(version, namesrv, client_host, tmp_path):
         expected[uniq] = (q, a.logics_offset, a.msg_id, f"rmqpy-{i}")
         clock.advance(0.001)
     s.shutdown()
-    ConfigFile(str(root / "config" / "topics.json")).persist({
+    write_config(str(root / "config" / "topics.json"), fastjson.dumps({
         "dataVersion": {"counter": 1, "timestamp": int(time.time() * 1000)},
         "topicConfigTable": {topic: {"order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-                                     "topicName": topic, "topicSysFlag": 0, "writeQueueNums": 4}}})
+                                     "topicName": topic, "topicSysFlag": 0, "writeQueueNums": 4}}}, pretty=True))
     broker = start_broker(version, home, client_host, namesrv, port)
     ns_addr = f"{client_host.host_ip}:{namesrv.port}"
     try:

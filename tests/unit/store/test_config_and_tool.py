@@ -6,7 +6,9 @@ import sys
 import pytest
 
 from rmqpy.store.config import MessageStoreConfig, parse_delay_levels
-from rmqpy.store.config_file import ConfigFile, ConfigFileError, ConsumerOffsetTable, DelayOffsetTable
+from rmqpy.broker.configfile import read_config, write_config
+from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
+from rmqpy.protocol import fastjson
 
 from .conftest import msg
 
@@ -31,42 +33,40 @@ def test_consumer_offset_unquoted_int_keys(tmp_path):
     d.mkdir()
     # as written by Java 4.9 fastjson (pretty, unquoted int keys)
     (d / "consumerOffset.json").write_text('{\n\t"offsetTable":{\n\t\t"T@G":{0:12,1:7\n\t\t}\n\t}\n}')
-    t = ConsumerOffsetTable(str(d))
+    t = ConsumerOffsetManager(str(d))
     t.load()
-    assert t.offset_table == {"T@G": {0: 12, 1: 7}}
-    assert t.query_offset("T", "G", 1) == 7 and t.query_offset("T", "G", 5) == -1
-    t.commit_offset("T", "G", 2, 99)
+    assert t.table == {"T@G": {0: 12, 1: 7}}
+    assert t.query_offset("G", "T", 1) == 7 and t.query_offset("G", "T", 5) == -1
+    t.commit_offset("127.0.0.1", "G", "T", 2, 99)
     t.persist()
     text = (d / "consumerOffset.json").read_text()
     assert "0:12" in text and '"0"' not in text
     assert (d / "consumerOffset.json.bak").exists()
-    t2 = ConsumerOffsetTable(str(d))
+    t2 = ConsumerOffsetManager(str(d))
     t2.load()
-    assert t2.offset_table["T@G"] == {0: 12, 1: 7, 2: 99}
+    assert t2.table["T@G"] == {0: 12, 1: 7, 2: 99}
 
 
 def test_delay_offset(tmp_path):
-    t = DelayOffsetTable(str(tmp_path))
+    t = DelayOffsetManager(str(tmp_path))
     t.load()
-    t.offset_table = {1: 0, 3: 5}
+    t.table = {1: 0, 3: 5}
     t.persist()
     assert "1:0" in (tmp_path / "delayOffset.json").read_text()
-    t2 = DelayOffsetTable(str(tmp_path))
+    t2 = DelayOffsetManager(str(tmp_path))
     t2.load()
-    assert t2.offset_table == {1: 0, 3: 5}
+    assert t2.table == {1: 0, 3: 5}
 
 
 def test_corrupt_config_falls_back_to_bak(tmp_path):
-    f = ConfigFile(str(tmp_path / "topics.json"))
-    f.persist({"a": 1})
-    f.persist({"a": 2})
+    path = str(tmp_path / "topics.json")
+    write_config(path, fastjson.dumps({"a": 1}, pretty=True))
+    write_config(path, fastjson.dumps({"a": 2}, pretty=True))
     (tmp_path / "topics.json").write_text('{"a": 3,,,')  # corrupt main file
-    assert f.load() == {"a": 1}  # .bak holds the previous content
-    assert f.loaded_from.endswith(".bak")
+    assert read_config(path) == {"a": 1}  # .bak holds the previous content
     (tmp_path / "topics.json.bak").write_text("garbage{")
-    with pytest.raises(ConfigFileError, match="topics.json"):
-        f.load()
-    assert ConfigFile(str(tmp_path / "none.json")).load() is None
+    assert read_config(path) is None
+    assert read_config(str(tmp_path / "none.json")) is None
 
 
 def _run_tool(*args):
