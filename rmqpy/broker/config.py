@@ -6,6 +6,7 @@ Key names are RocketMQ's, so a Java broker's conf file works here unchanged.
 """
 from __future__ import annotations
 
+import copy
 import os
 import socket
 from dataclasses import dataclass, field
@@ -214,6 +215,18 @@ def validate(settings: BrokerSettings) -> None:
     except ValueError as exc:
         raise PropertiesError(str(exc)) from None
 
+
+
+def check_update(settings: BrokerSettings, props: dict[str, str]) -> None:
+    """Raise PropertiesError unless ``settings`` updated with ``props`` passes the checks of a start.
+
+    UPDATE_BROKER_CONFIG persists to the ``-c`` file: a value the start-up checks refuse
+    (``flushDiskType=x``, ``mappedFileSizeConsumeQueue=7``) would keep the broker from
+    starting again, so it is refused before anything is set.
+    """
+    candidate = copy.deepcopy(settings)
+    apply_properties(candidate.objects, props)
+    validate(candidate)
 
 
 def default_config_path() -> str:

@@ -328,7 +328,9 @@ class AdminBrokerProcessor:
                 self.log.warn("updateBrokerConfig from {a} refused: {r}",
                               a=getattr(channel, "remote_address", "?"), r=refused)
                 return request.response(ResponseCode.NO_PERMISSION, refused)
+            from rmqpy.broker.config import check_update
             try:
+                check_update(self.broker.settings, props)   # what a restart would refuse, too
                 apply_properties(self.broker.settings.objects, props)
             except PropertiesError as exc:   # a value of the wrong type: nothing was set
                 return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rmqpy.broker.validation import is_group_auto_creatable, validate_topic
 from rmqpy.protocol.bodies.heartbeat import consumer_list_body
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -37,6 +38,13 @@ class ConsumerManageProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumerGroup}")
         if request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
             h = request.decode_header(UpdateConsumerOffsetRequestHeader)
+            # names no group or topic can have (5.3.3 answers these for unknown ones): the offset
+            # table's "topic@group" keys stay unambiguous and hold no junk
+            if not is_group_auto_creatable(h.consumerGroup):
+                return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                        f"Group {h.consumerGroup} not exist!")
+            if validate_topic(h.topic) is not None:
+                return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {h.topic} not exist!")
             self.broker.consumer_offset_manager.commit_offset(channel.remote_address, h.consumerGroup, h.topic,
                                                               h.queueId, h.commitOffset)
             return request.response(ResponseCode.SUCCESS, None)

@@ -187,3 +187,28 @@ def test_send_to_bad_topic_refused_with_javas_remark(broker, topic):
     resp = call(broker, FakeChannel(), send_request(topic, b"m"))
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert resp.remark == "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+
+
+# ---------------------------------------------------------------------- offsets, pull
+def test_offset_commit_with_impossible_names_refused(broker):
+    from rmqpy.protocol.headers.broker import UpdateConsumerOffsetRequestHeader
+
+    def commit(group, topic):
+        h = UpdateConsumerOffsetRequestHeader(consumerGroup=group, topic=topic, queueId=0, commitOffset=5)
+        return call(broker, FakeChannel(), req(RequestCode.UPDATE_CONSUMER_OFFSET, h))
+
+    resp = commit(TRAVERSAL, "T")
+    assert (resp.code, resp.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {TRAVERSAL} not exist!")
+    resp = commit("G", "a@b")
+    assert (resp.code, resp.remark) == (ResponseCode.TOPIC_NOT_EXIST, "Topic a@b not exist!")
+    assert broker.consumer_offset_manager.query_offset("G", "a@b", 0) == -1
+    assert commit("G", "T").code == ResponseCode.SUCCESS
+    assert broker.consumer_offset_manager.query_offset("G", "T", 0) == 5
+
+
+def test_pull_with_bad_group_is_group_not_exist(broker):
+    from tests.unit.broker.helpers import pull_request
+    assert call(broker, FakeChannel(), send_request("T", b"m")).code == ResponseCode.SUCCESS
+    resp = call(broker, FakeChannel(), pull_request("T", TRAVERSAL, suspend_ms=0))
+    assert resp.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    assert TRAVERSAL not in broker.subscription_group_manager.table
