@@ -67,3 +67,14 @@ def test_opt_in_star_is_javas_behaviour(broker, tmp_path) -> None:
 def test_configured_black_list_adds_keys(broker) -> None:
     broker.settings.broker.configBlackList = "configBlackList;brokerConfigPath;fileReservedTime"
     assert update(broker, b"fileReservedTime=7\n").code == ResponseCode.NO_PERMISSION
+
+
+@pytest.mark.parametrize("body", [b"flushDiskType=SOMETIMES\n", b"mappedFileSizeConsumeQueue=7\n",
+                                  b"brokerRole=KING\n", b"messageDelayLevel=1x\n"])
+def test_a_value_that_would_stop_the_next_start_is_refused(broker, tmp_path, body: bytes) -> None:
+    before = broker.settings.format()
+    resp = update(broker, body)
+    assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark.startswith("string2Properties error")
+    assert broker.settings.format() == before
+    assert (tmp_path / "broker.conf").read_text() == CONF
+    load_settings(str(tmp_path / "broker.conf"))          # the broker still starts
