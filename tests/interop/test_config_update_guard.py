@@ -5,7 +5,7 @@ escaped newline inside a value) added ``tls.server.mode=disabled`` to the broker
 file, so after a restart an enforcing broker took plaintext requests; ``storePathRootDir``
 moved the store to a directory the client chose. Here the broker enforces TLS, the attacker
 talks TLS (the port is open to anyone who can connect), and after a restart the broker must
-still enforce TLS and use its store. mqadmin 5.3.3 is refused as well.
+still enforce TLS and use its store. mqadmin (4.9.8 and 5.3.3) is refused as well.
 """
 from __future__ import annotations
 
@@ -130,15 +130,16 @@ def test_namesrv_refuses_and_keeps_its_config(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK")
-def test_mqadmin_update_broker_config_is_refused(tmp_path: Path, java_built) -> None:
+@pytest.mark.parametrize("version", jvm.VERSIONS)
+def test_mqadmin_update_broker_config_is_refused(tmp_path: Path, java_built, version: str) -> None:
     with servers.Cluster(tmp_path, HOST) as cluster:
         conf = cluster.broker.workdir / "broker.conf"
         before = conf.read_text()
-        rc, out, err = jvm.mqadmin("5.3.3", ["updateBrokerConfig", "-b", cluster.broker_addr,
+        rc, out, err = jvm.mqadmin(version, ["updateBrokerConfig", "-b", cluster.broker_addr,
                                             "-k", "storePathRootDir", "-v", str(tmp_path / "x")], cluster.ns_addr)
         assert "CODE: 16" in out + err and "black list" in out + err, out + err
         assert conf.read_text() == before
-        rc, out, err = jvm.mqadmin("5.3.3", ["updateBrokerConfig", "-b", cluster.broker_addr,
+        rc, out, err = jvm.mqadmin(version, ["updateBrokerConfig", "-b", cluster.broker_addr,
                                             "-k", "fileReservedTime", "-v", "9"], cluster.ns_addr)
         assert "success" in (out + err).lower(), out + err
         assert "fileReservedTime=9\n" in conf.read_text()
