@@ -422,15 +422,15 @@ class MessageStore(DiskSpaceGuard):
     # ------------------------------------------------------------------ consume queues
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
         qs = self.consume_queue_table.get(topic)
-        if qs is None:
-            if not create:
-                return None
-            qs = self.consume_queue_table.setdefault(topic, {})
-        cq = qs.get(queue_id)
+        if qs is None and not create:
+            return None
+        cq = qs.get(queue_id) if qs is not None else None
         if cq is None and create:
+            # StorePathError for a topic/queue with no directory under the root: raised before the
+            # table gains an entry for it
             cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir, self.config.mappedFileSizeConsumeQueue,
                               readonly=self.config.readOnly)
-            qs[queue_id] = cq
+            self.consume_queue_table.setdefault(topic, {})[queue_id] = cq
         return cq
 
     def _dispatch(self, d: DispatchInfo, notify: bool = True) -> None:

@@ -124,3 +124,11 @@ def test_a_topic_directory_symlinked_out_is_skipped_on_load(harness, tmp_path):
     s = harness.open()
     assert "Evil" not in s.consume_queue_table
     assert s.get_max_offset_in_queue("T", 0) == 1
+
+
+def test_find_consume_queue_leaves_no_entry_for_a_refused_topic(harness):
+    s = harness.open()
+    with pytest.raises(StorePathError):
+        s.find_consume_queue("../x", 0)
+    assert "../x" not in s.consume_queue_table
+    assert s.find_consume_queue("../x", 0, create=False) is None
