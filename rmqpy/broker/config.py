@@ -112,6 +112,10 @@ class BrokerConfig:
     # rmqpy: how often client channels are scanned and how long they may stay silent
     channelScanIntervalMills: int = 10 * 1000
     channelExpiredTimeoutMills: int = 120 * 1000
+    # Java's BrokerFastFailure: sends that waited this long are answered SYSTEM_BUSY
+    # (rmqpy/broker/fast_failure.py says how the wait is measured on a reactor)
+    brokerFastFailureEnable: bool = True
+    waitTimeMillsInSendQueue: int = 200
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -102,6 +102,10 @@ class BrokerController:
                                                 on_register=self._register_filters,
                                                 on_unregister=self.consumer_filter_manager.unregister)
         self.message_store = message_store
+        # SYSTEM_BUSY for sends that waited too long (rmqpy/broker/fast_failure.py)
+        from rmqpy.broker.fast_failure import BrokerFastFailure
+        self.fast_failure = BrokerFastFailure.from_config(reactor, bc, self.store_config,
+                                                          getattr(message_store, "stats", None))
         self.pull_hold_service = PullRequestHoldService(
             reactor, self.now_ms, self._max_offset, self._wakeup_pull, bc.longPollingEnable, bc.shortPollingTimeMills,
             bc.maxPullPollingSize, bc.maxPullPollingSizePerChannel)
@@ -162,6 +166,7 @@ class BrokerController:
             self.message_store = MessageStore(self.store_config, self.store_host, self.reactor)
             self.message_store.load()
         self.message_store.add_arrive_listener(self._message_arrived)
+        self.fast_failure.watch(getattr(self.message_store, "stats", None))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -169,6 +174,7 @@ class BrokerController:
         if start_store is not None:
             start_store()
         self.pull_hold_service.start()
+        self.fast_failure.start()
         self.started = True
         # persist what we loaded, so the files exist in Java's format from the start
         self.topic_config_manager.persist()
@@ -209,6 +215,7 @@ class BrokerController:
             if slot[0] is not None and slot[0].active():
                 slot[0].cancel()
         self._timers.clear()
+        self.fast_failure.stop()
         self.channel_sweeper.stop()
         if self._register_pending is not None and self._register_pending.active():
             self._register_pending.cancel()

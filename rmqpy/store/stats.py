@@ -37,6 +37,10 @@ class StoreStats:
         self.put_size_total = 0
         self.put_failed_times = 0
         self.put_entire_time_max = 0
+        # puts that held the (single) writer longer than osPageCacheBusyTimeOutMills: Java's
+        # "page cache busy"; the broker's fast failure watches the count
+        self.slow_put_ms = 1000
+        self.slow_puts = 0
         self.get_found = 0
         self.get_miss = 0
         self.get_transferred = 0
@@ -55,6 +59,8 @@ class StoreStats:
         ms = int(seconds * 1000)
         if ms > self.put_entire_time_max:
             self.put_entire_time_max = ms
+        if ms > self.slow_put_ms:
+            self.slow_puts += 1
         self.dist[bisect.bisect_left(_BUCKETS, ms) if ms > 0 else 0] += 1
         self.lat_ms.append(seconds * 1000)
 

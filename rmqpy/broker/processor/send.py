@@ -130,9 +130,15 @@ class SendMessageProcessor:
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
         self.random = random.Random()
+        self._fast_failure = getattr(broker, "fast_failure", None)
 
     # ------------------------------------------------------------------ entry
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+        ff = self._fast_failure
+        if ff is not None:  # SYSTEM_BUSY when the send waited too long (Java BrokerFastFailure)
+            busy = ff.check(request)
+            if busy is not None:
+                return busy
         if request.code == RequestCode.SEND_MESSAGE:
             header = request.decode_header(SendMessageRequestHeader)
         else:
@@ -346,4 +352,3 @@ def half_message(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
     msg.topic = RMQ_SYS_TRANS_HALF_TOPIC
     msg.queue_id = 0
     return msg
-
