@@ -59,6 +59,11 @@ class ChannelSweeper:
 
     A connection marks itself active (``_active``) on every read and write; the sweep turns
     the mark into a time stamp, so the idle time is known to within one sweep interval.
+
+    It is also the factories' partial-frame budget: a connection adds the declared size of
+    a frame it starts to buffer to :attr:`partial_bytes` (from the 4-byte length, before the
+    bytes come) and calls :meth:`over_budget` when the sum passes the limit, so the biggest
+    declared frame is closed before it is buffered.
     """
 
     log = Logger()
@@ -67,7 +72,12 @@ class ChannelSweeper:
                  factories: Iterable["RemotingServerFactory"] = ()) -> None:
         self.clock = clock
         self.limits = limits
-        self.factories: list[RemotingServerFactory] = list(factories)
+        self.factories: list[RemotingServerFactory] = []
+        self.partial_bytes = 0  # declared sizes of the frames being buffered
+        budget = limits.max_partial_bytes_total
+        self.max_partial_bytes = budget if budget > 0 else 1 << 62
+        for factory in factories:
+            self.add(factory)
         self.closed_idle = 0
         self.closed_partial = 0
         self.closed_budget = 0
@@ -76,6 +86,7 @@ class ChannelSweeper:
 
     def add(self, factory: "RemotingServerFactory") -> None:
         self.factories.append(factory)
+        factory.partial_budget = self
 
     def start(self) -> None:
         if not self._loop.running:
@@ -108,6 +119,7 @@ class ChannelSweeper:
                 held = len(ch._buffer)
                 if not held:
                     continue
+                held = max(held, ch._reserved)
                 if not ch._paused:  # a paused connection is not read: its frame cannot advance
                     since = ch._partial_since
                     if since is None:
@@ -121,16 +133,27 @@ class ChannelSweeper:
                         continue
                 total += held
                 holders.append(ch)
-        budget = lim.max_partial_bytes_total
-        if 0 < budget < total:
+        self._enforce(holders, total, now)
+
+    def over_budget(self) -> None:
+        """Called by a connection when :attr:`partial_bytes` passed the budget: count exactly,
+        then close the biggest holders until under it."""
+        holders = [ch for f in self.factories for ch in f.channels if ch._reserved and ch.connected_]
+        self._enforce(holders, sum(ch._reserved for ch in holders), self.clock.seconds())
+
+    def _enforce(self, holders: list, total: int, now: float) -> None:
+        budget = self.max_partial_bytes
+        if total > budget:
             # the biggest first, the oldest among equals: they cost the most and wait the longest
-            holders.sort(key=lambda c: (-len(c._buffer), c._partial_since if c._partial_since is not None else now))
+            holders.sort(key=lambda c: (-c._reserved, c._partial_since if c._partial_since is not None else now))
             for ch in holders:
                 if total <= budget:
                     break
-                total -= len(ch._buffer)
+                total -= max(len(ch._buffer), ch._reserved)
                 self.closed_budget += 1
-                self.log.warn("closing connection from {peer}: its partial frame ({n} bytes) is the biggest while "
-                              "all connections buffer more than serverPartialFramesMaxBytes={b}",
-                              peer=ch.remote_address, n=len(ch._buffer), b=budget)
+                self.log.warn("closing connection from {peer}: its partial frame ({n} of {d} bytes) is the biggest "
+                              "while all connections' partial frames pass serverPartialFramesMaxBytes={b}",
+                              peer=ch.remote_address, n=len(ch._buffer), d=ch._reserved,
+                              b=self.limits.max_partial_bytes_total)
                 ch.abort()
+        self.partial_bytes = total

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from rmqpy.remoting.limits import ConnectionLimits
 
 _LENGTH = struct.Struct(">I")
+# partial frames counted against the budget of all connections: smaller ones cost little
+# more than a read chunk, and not counting them keeps split small frames fast
+_RESERVE_FROM = 64 * 1024
 _opaques = itertools.count(0)  # one counter per process, as Java's RemotingCommand.requestId
 
 
@@ -44,8 +47,20 @@ def next_opaque() -> int:
     return next(_opaques) & 0x7FFFFFFF
 
 
+class _Unbounded:
+    """The partial-frame budget of connections no ChannelSweeper watches (client side)."""
+
+    partial_bytes = 0
+    max_partial_bytes = 1 << 62  # an int: compared on the slow path
+
+    def over_budget(self) -> None:
+        pass
+
+
 class RemotingProtocol(protocol.Protocol):
     log = Logger()
+    # the declared sizes of the partial frames of all connections sharing it (ChannelSweeper)
+    _budget: Any = _Unbounded()
 
     def __init__(self, dispatcher: "RequestDispatcher | None", clock: IReactorTime,
                  max_frame: int = codec.DEFAULT_MAX_FRAME) -> None:
@@ -64,6 +79,7 @@ class RemotingProtocol(protocol.Protocol):
         self._last_active = 0.0
         self._partial_since: float | None = None  # None: a partial frame begun after the last sweep
         self._paused = False  # not read while the peer does not read its replies (server side)
+        self._reserved = 0  # bytes of the partial frame counted in _budget
 
     # -------------------------------------------------------------- connection events
     def connectionMade(self) -> None:
@@ -107,9 +123,14 @@ class RemotingProtocol(protocol.Protocol):
                 return
             (length,) = _LENGTH.unpack_from(buf, 0)
             if 4 <= length <= self.max_frame - 4 and len(buf) < length + 4:
+                if length > _RESERVE_FROM and not self._reserved:  # it began with less than its length
+                    self._reserve(length + 4)
                 return  # the rest of a frame is still to come: nothing copied but this chunk
             data = bytes(buf)
             buf.clear()
+            if self._reserved:
+                self._budget.partial_bytes -= self._reserved
+                self._reserved = 0
         # Frames are decoded from views of ``data``: no copy of the frame before decode
         # (the header is parsed from the view; the body is copied once, into its own bytes).
         n = len(data)
@@ -135,6 +156,23 @@ class RemotingProtocol(protocol.Protocol):
         if pos < n and self.connected_:
             buf += data[pos:] if pos else data
             self._partial_since = None
+            if n - pos >= 4:
+                (length,) = _LENGTH.unpack_from(data, pos)
+                if length > _RESERVE_FROM:
+                    self._reserve(min(length, self.max_frame) + 4)
+
+    def _reserve(self, nbytes: int) -> None:
+        """Count a partial frame's declared size against the budget of all connections,
+        before its bytes are buffered; past the budget the biggest holders are closed."""
+        budget = self._budget
+        self._reserved = nbytes
+        budget.partial_bytes += nbytes
+        if budget.partial_bytes > budget.max_partial_bytes:
+            budget.over_budget()  # may close this connection
+
+    def _release(self) -> None:
+        self._budget.partial_bytes -= self._reserved
+        self._reserved = 0
 
     def _drop(self, why: str) -> None:
         """Close a connection that sent an undecodable frame: one warning line, rate-limited
@@ -201,6 +239,7 @@ class RemotingProtocol(protocol.Protocol):
         """Close now, dropping unsent replies: a peer that does not read its replies would
         keep a graceful close waiting for ever."""
         self.connected_ = False
+        self._release()
         self._buffer.clear()
         if self.transport is not None:
             self.transport.abortConnection()
@@ -221,10 +260,13 @@ class RemotingServerFactory(protocol.Factory):
         self.limits = limits if limits is not None else ConnectionLimits()
         self.channels: set[RemotingProtocol] = set()
         self.closed_unsent = 0  # connections closed for serverChannelMaxUnsentBytes
+        self.partial_budget: Any = None  # the ChannelSweeper watching this factory, if any
 
     def buildProtocol(self, addr: object) -> RemotingProtocol:
         proto = _TrackedProtocol(self.dispatcher, self.clock, self.max_frame)
         proto.factory = self
+        if self.partial_budget is not None:
+            proto._budget = self.partial_budget
         return proto
 
 
@@ -265,6 +307,8 @@ class _TrackedProtocol(RemotingProtocol):
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.factory.channels.discard(self)
+        self._release()
+        self._buffer.clear()
         super().connectionLost(reason)
 
     def _stop_flow_control(self) -> None:

@@ -192,17 +192,42 @@ def test_a_half_sent_frame_times_out_even_if_bytes_trickle_in():
     assert sweep.closed_partial == 1
 
 
-def test_the_partial_frame_budget_closes_the_biggest_first():
+def begin_frame(proto, size: int, sent: int = 10 * KiB, first: int = 4) -> None:
+    """Declare a frame of ``size`` bytes and send ``sent`` bytes of it, the first ``first`` alone."""
+    data = struct.pack(">I", size - 4) + b"\0" * (sent - 4)
+    proto.dataReceived(data[:first])
+    proto.dataReceived(data[first:])
+
+
+def test_the_partial_frame_budget_closes_the_biggest_declared_frame_before_it_is_buffered():
     clock, factory, sweep = sweeper(ConnectionLimits(max_partial_bytes_total=450 * KiB))
     conns = {}
     for name, size in (("small", 100), ("big", 300), ("mid", 200)):
         proto, t = connect(factory, StringTransport())
-        proto.dataReceived(struct.pack(">I", 1024 * KiB) + b"\0" * (size * KiB - 4))
+        begin_frame(proto, size * KiB, first=2 if name == "mid" else 4)  # mid's length comes in two reads
         conns[name] = t
-    clock.advance(1)
+    # closed as the third frame is declared: not a second later, and with 10 KiB of each received
     assert conns["big"].disconnected
     assert not conns["small"].disconnected and not conns["mid"].disconnected
-    assert sweep.closed_budget == 1
+    assert sweep.closed_budget == 1 and sweep.partial_bytes == 300 * KiB
+
+
+def test_the_budget_counts_frames_being_received_not_those_done():
+    clock, factory, sweep = sweeper(ConnectionLimits(max_partial_bytes_total=450 * KiB))
+    first, first_t = connect(factory, StringTransport())
+    begin_frame(first, 400 * KiB)
+    first.connectionLost(None)  # the peer went away: its frame is given back
+    second, second_t = connect(factory, StringTransport())
+    whole = codec.encode(RemotingCommand.request(RequestCode.HEART_BEAT, body=b"\0" * (400 * KiB)))
+    for _ in range(5):  # whole 400 KiB frames in pieces: each given back when done
+        second.dataReceived(whole[:10 * KiB])
+        second.dataReceived(whole[10 * KiB:])
+    assert not second_t.disconnecting and sweep.closed_budget == 0 and sweep.partial_bytes == 0
+    begin_frame(second, 400 * KiB)
+    assert sweep.partial_bytes == 400 * KiB
+    third, third_t = connect(factory, StringTransport())
+    begin_frame(third, 100 * KiB)
+    assert second_t.disconnected and not third_t.disconnected
 
 
 def test_limits_from_netty_config_keys():
