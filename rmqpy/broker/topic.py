@@ -6,7 +6,8 @@ from typing import Any, Callable
 from twisted.logger import Logger
 
 from rmqpy.broker.configfile import ConfigManager
-from rmqpy.broker.validation import DEFAULT_MAX_TOPIC_QUEUE_NUMS, bounded, validate_topic  # noqa: F401 (re-exported)
+from rmqpy.broker.validation import (DEFAULT_MAX_TOPIC_QUEUE_NUMS, bounded, queue_nums_limit,  # noqa: F401
+                                     validate_topic)  # (validate_topic re-exported)
 from rmqpy.protocol.bodies.topic import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
                                          TopicConfigSerializeWrapper)
 
@@ -102,7 +103,7 @@ class TopicConfigManager(ConfigManager):
     @property
     def max_queue_nums(self) -> int:
         """The broker setting ``maxTopicQueueNums``: no topic has more read or write queues."""
-        return int(getattr(self.broker_config, "maxTopicQueueNums", DEFAULT_MAX_TOPIC_QUEUE_NUMS))
+        return queue_nums_limit(getattr(self.broker_config, "maxTopicQueueNums", DEFAULT_MAX_TOPIC_QUEUE_NUMS))
 
     def _bound(self, tc: TopicConfig) -> TopicConfig:
         """Clamp the queue counts of a topic read from disk or made on demand (warned once):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable
 from twisted.logger import Logger
 
 from rmqpy.common import config_guard
-from rmqpy.common.properties import PropertiesError, parse_properties
+from rmqpy.common.properties import PropertiesError
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.route import QueueData, TopicRouteData, kv_table
 from rmqpy.protocol.bodies.topic import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -231,8 +231,8 @@ class NamesrvRequestProcessor:
     def update_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
         if request.body:
             try:
-                props = parse_properties(request.body.decode("utf-8"), "UPDATE_NAMESRV_CONFIG body")
-            except (PropertiesError, UnicodeDecodeError) as exc:
+                props = config_guard.parse_update_body(request.body)
+            except PropertiesError as exc:
                 return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
             config = self.controller.config
             refused = config_guard.refusal(

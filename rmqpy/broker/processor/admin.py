@@ -316,11 +316,10 @@ class AdminBrokerProcessor:
     def update_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         self.log.info("updateBrokerConfig called by {a}", a=getattr(channel, "remote_address", "?"))
         if request.body:
-            from rmqpy.common.properties import parse_properties
             try:
-                props = parse_properties(request.body.decode("utf-8"))
-            except (PropertiesError, UnicodeDecodeError):
-                return request.response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
+                props = config_guard.parse_update_body(request.body)
+            except PropertiesError as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
             broker_config = self.broker.settings.broker
             refused = config_guard.refusal(props, CONFIG_BLACK_LIST + tuple(broker_config.configBlackList.split(";")),
                                            broker_config.remoteConfigUpdateAllowKeys)

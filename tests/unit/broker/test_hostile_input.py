@@ -212,3 +212,16 @@ def test_pull_with_bad_group_is_group_not_exist(broker):
     resp = call(broker, FakeChannel(), pull_request("T", TRAVERSAL, suspend_ms=0))
     assert resp.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
     assert TRAVERSAL not in broker.subscription_group_manager.table
+
+
+def test_the_limit_setting_itself_has_a_ceiling(tmp_path):
+    """UPDATE_BROKER_CONFIG may raise maxTopicQueueNums; the loops still stop at 8192."""
+    from rmqpy.broker.validation import queue_nums_limit
+    assert queue_nums_limit(2_000_000_000) == 8192
+    assert queue_nums_limit(0) == 1 and queue_nums_limit("x") == 1024 and queue_nums_limit("8") == 8
+    b, _ = make_broker(tmp_path, maxTopicQueueNums=2_000_000_000)
+    try:
+        resp = create_topic(b, "Huge", 2_000_000_000)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "[0, 8192]" in resp.remark
+    finally:
+        b.shutdown()
