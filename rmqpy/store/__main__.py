@@ -17,6 +17,7 @@ from rmqpy.store.commitlog import CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE
 from rmqpy.store.consume_queue import INT_MAX, UNIT, ConsumeQueue
 from rmqpy.store.mapped_file import StoreError
+from rmqpy.store.paths import StorePathError
 
 try:
     from tqdm import tqdm
@@ -57,7 +58,11 @@ class ReadOnlyStore:
                     fsize = _first_file_size(qdir)
                     if fsize is None:
                         continue
-                    cq = ConsumeQueue(topic, int(q), self.cq_dir, fsize, readonly=True)
+                    try:
+                        cq = ConsumeQueue(topic, int(q), self.cq_dir, fsize, readonly=True)
+                    except StorePathError as e:  # a directory symlinked out of the store
+                        print(f"ignoring consume queue: {e}", file=sys.stderr)
+                        continue
                     cq.load()
                     cq.recover()
                     self.cqs.append(cq)

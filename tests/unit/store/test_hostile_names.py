@@ -132,3 +132,20 @@ def test_find_consume_queue_leaves_no_entry_for_a_refused_topic(harness):
         s.find_consume_queue("../x", 0)
     assert "../x" not in s.consume_queue_table
     assert s.find_consume_queue("../x", 0, create=False) is None
+
+
+def test_verify_tool_skips_a_topic_directory_symlinked_out(harness, tmp_path):
+    import json
+    import subprocess
+    import sys
+    harness.open()
+    assert harness.put(msg()).put_message_status == PutMessageStatus.PUT_OK
+    harness.close()
+    outside = tmp_path / "elsewhere" / "0"
+    outside.mkdir(parents=True)
+    (outside / ("0" * 20)).write_bytes(b"\0" * 1000)
+    os.symlink(outside.parent, tmp_path / "store" / "consumequeue" / "Evil")
+    r = subprocess.run([sys.executable, "-m", "rmqpy.store", "verify", str(tmp_path / "store")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["ok"] and "outside the store root" in r.stderr
