@@ -22,6 +22,7 @@ below 0.85 it is OK again, in between the state stays.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 
@@ -77,7 +78,6 @@ class DiskSpaceGuard:
         path = self._space_path()
         free = free_bytes(path)
         if 0 <= free < need + FREE_SPACE_HEADROOM:
-            import errno
             self._alloc_error("commit log file", path, need, OSError(errno.ENOSPC, "free space below the file size"))
             return None
         try:
@@ -91,6 +91,7 @@ class DiskSpaceGuard:
         that recovery ends there, the write position and queue offsets go back."""
         mf.mm[pos:pos + 8] = bytes(8)
         mf.wrote_position = pos
+        mf.flushed_position = min(mf.flushed_position, pos)  # the next record there must be flushed anew
         for key, qoff in queue_offsets:
             self.topic_queue_table[key] = qoff
         self._alloc_error("consume queue file", cq_path, self.config.mappedFileSizeConsumeQueue, e)
