@@ -1173,7 +1173,8 @@ class MessageStore(DiskSpaceGuard):
         cfg = self.config
         ratio = disk_used_ratio(cfg.commitlog_dir if os.path.isdir(cfg.commitlog_dir) else cfg.storePathRootDir)
         self._mark_ratio(ratio)
-        space_full = ratio < 0 or ratio > cfg.diskMaxUsedSpaceRatio / 100.0
+        # Java's getDiskMaxUsedSpaceRatio clamps the setting to 10..95
+        space_full = ratio < 0 or ratio > min(95, max(10, cfg.diskMaxUsedSpaceRatio)) / 100.0
         clean_now = ratio > DISK_SPACE_CLEAN_FORCIBLY_RATIO and cfg.cleanFileForciblyEnable
         if not (force_time or self._is_time_to_delete() or space_full):
             return defer.succeed(0)
