@@ -157,6 +157,16 @@ class ConsumerManager:
         self.on_register = on_register
         self.on_unregister = on_unregister
         self.groups: dict[str, ConsumerGroupInfo] = {}
+        # channel -> (group, client id) that said UNREGISTER_CLIENT on it and have not heartbeated since
+        self.departed: dict[Any, set[tuple[str, str]]] = {}
+
+    def has_left(self, channel: Any, group: str, client_id: str) -> bool:
+        """True when ``client_id`` unregistered from ``group`` on ``channel`` and has not come back.
+
+        A Java client's rebalance thread may still run for a moment after its UNREGISTER_CLIENT
+        (notified of another member leaving, it locks a queue for an allocation that counts
+        itself): what it asks for then is for a member that no longer exists."""
+        return (group, client_id) in self.departed.get(channel, ())
 
     def get(self, group: str) -> ConsumerGroupInfo | None:
         return self.groups.get(group)
@@ -182,6 +192,9 @@ class ConsumerManager:
                           consume_from_where: str, subs: list[SubscriptionData], notify: bool = True,
                           update_subscription: bool = True) -> bool:
         now = self.now_ms()
+        left = self.departed.get(info.channel)
+        if left:
+            left.discard((group, info.client_id))
         group_info = self.groups.get(group)
         if group_info is None:
             group_info = self.groups[group] = ConsumerGroupInfo(group, consume_type, message_model,
@@ -195,6 +208,7 @@ class ConsumerManager:
         return r1 or r2
 
     def unregister_consumer(self, group: str, info: ClientChannelInfo, notify: bool = True) -> None:
+        self.departed.setdefault(info.channel, set()).add((group, info.client_id))
         group_info = self.groups.get(group)
         if group_info is None:
             return
@@ -209,6 +223,7 @@ class ConsumerManager:
         self._notify(group, notify)
 
     def channel_closed(self, channel: Any, notify_enabled: Callable[[str], bool] = lambda g: True) -> None:
+        self.departed.pop(channel, None)
         for group in list(self.groups):
             group_info = self.groups[group]
             if group_info.channels.pop(channel, None) is None:

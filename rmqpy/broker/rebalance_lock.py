@@ -82,3 +82,13 @@ class RebalanceLockManager:
             else:
                 self.log.warn("unlockBatch, but mq locked by other client: {o}, Group: {g} {c} {mq}",
                               o=entry.client_id, g=group, c=client_id, mq=mq)
+
+    def unlock_all(self, group: str, client_id: str) -> list[MQ]:
+        """Drops every lock ``client_id`` holds in ``group`` (it left the group); returns the queues."""
+        table = self.table.get(group) or {}
+        freed = [mq for mq, entry in table.items() if entry.client_id == client_id]
+        for mq in freed:
+            del table[mq]
+        if freed:
+            self.log.info("unlockAll, client left the group, Group: {g} {c} {mqs}", g=group, c=client_id, mqs=freed)
+        return freed

@@ -366,3 +366,115 @@ def _new_group_skips_nothing(env: Env, request) -> None:
 @pytest.mark.parametrize("env", RMQPY + JAVA + JAVA_5_WITH_49_CLIENT, indirect=True)
 def test_new_group_skips_nothing_sent_while_it_starts(env: Env, request) -> None:
     _new_group_skips_nothing(env, request)
+
+
+# ------------------------------------------------------------------ issue 12: members join and leave
+def _even(members: list[Member]) -> bool:
+    """Every queue held by exactly one member, and the members' shares differ by at most one."""
+    held = [m.assigned() for m in members]
+    if any(h is None for h in held):
+        return False
+    flat = sorted(q for h in held for q in h)
+    sizes = [len(h) for h in held]
+    return flat == QUEUES and max(sizes) - min(sizes) <= 1
+
+
+def _exactly_once(members: list[Member], sent: set[str]) -> None:
+    counts = collections.Counter(e["body"] for m in members for e in m.received() if e["body"] in sent)
+    missing = sent - set(counts)
+    doubled = {b: n for b, n in counts.items() if n > 1}
+    where = {b: [(m.name, e["queueId"], e["queueOffset"]) for m in members for e in m.received() if e["body"] == b]
+             for b in list(doubled)[:5]}
+    assert not missing and not doubled, f"missing {sorted(missing)[:10]}, doubled {doubled} at {where}"
+
+
+def _orderly_members_leave(env: Env) -> None:
+    """4 orderly members split the 4 queues; 2 shut down at the same time: the 2 survivors end with 2
+    queues each, the broker lists only them at once, and every message is consumed exactly once."""
+    version = env.version
+    topic, group = uniq("TLeave", version), uniq("GLeave", version)
+    produce(env, version, topic, 4, "warm-{i}")
+    members = [Member(env, version, n, topic, group, *ORDERLY) for n in "abcd"]
+    a, b, c, d = members
+
+    def diag() -> str:
+        return "\n".join(m.tail() for m in members) + "\n" + env.diag()
+
+    try:
+        wait_until(lambda: _even(members), 60, 0.2, what="the 4 queues split between the 4 members", diag=diag)
+        first = {f"one-{i}" for i in range(20)}
+        produce(env, version, topic, len(first), "one-{i}")
+        wait_until(lambda: first <= set().union(*(m.bodies() for m in members)), 30, 0.2,
+                   what="the first batch consumed", diag=diag)
+        c.stop_file.touch()
+        d.stop_file.touch()
+        for m in (c, d):
+            left = m.collect(30)
+            assert left.returncode == 0 and left.done and left.done.get("stopped"), diag()
+        # both have unregistered and closed their connections: the broker lists the survivors only
+        check_connections(env, group, [a, b], "CLUSTERING")
+        wait_until(lambda: _even([a, b]), 20, 0.2, what="the 2 survivors holding 2 queues each", diag=diag)
+        second = {f"two-{i}" for i in range(20)}
+        produce(env, version, topic, len(second), "two-{i}")
+        wait_until(lambda: second <= a.bodies() | b.bodies(), 30, 0.2, what="the second batch consumed", diag=diag)
+        time.sleep(1.0)  # would-be duplicates
+        assert _even([a, b]), [a.assigned(), b.assigned()]
+        _exactly_once(members, first | second)
+    finally:
+        for m in members:
+            m.stop()
+
+
+def _scale_out(env: Env) -> None:
+    """A group grows from 1 to 3 members while messages flow: every message is consumed exactly once
+    and the queues end split 2/1/1."""
+    import threading
+    version = env.version
+    topic, group = uniq("TGrow", version), uniq("GGrow", version)
+    produce(env, version, topic, 4, "warm-{i}")
+    a = Member(env, version, "a", topic, group)
+    members = [a]
+
+    def diag() -> str:
+        return "\n".join(m.tail() for m in members) + "\n" + env.diag()
+
+    sent: set[str] = set()
+    errors: list[BaseException] = []
+
+    def flow() -> None:
+        try:
+            for r in range(4):
+                produce(env, version, topic, 20, f"flow{r}-{{i}}")
+                sent.update(f"flow{r}-{i}" for i in range(20))
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+
+    try:
+        wait_until(lambda: a.assigned() == QUEUES, 40, 0.2, what="the first member holding all 4 queues", diag=diag)
+        producer = threading.Thread(target=flow, daemon=True)
+        producer.start()
+        for name in "bc":
+            m = Member(env, version, name, topic, group)
+            members.append(m)
+            wait_until(lambda: _even(members), 40, 0.2, what=f"the queues split between {len(members)} members",
+                       diag=diag)
+        producer.join(120)
+        assert not errors and not producer.is_alive(), errors
+        wait_until(lambda: sent <= set().union(*(m.bodies() for m in members)), 30, 0.2,
+                   what="every message sent while the group grew", diag=diag)
+        time.sleep(1.0)
+        assert _even(members), [m.assigned() for m in members]
+        _exactly_once(members, sent)
+    finally:
+        for m in members:
+            m.stop()
+
+
+@pytest.mark.parametrize("env", RMQPY + JAVA, indirect=True)
+def test_orderly_members_leave_survivors_split_evenly(env: Env) -> None:
+    _orderly_members_leave(env)
+
+
+@pytest.mark.parametrize("env", RMQPY + JAVA, indirect=True)
+def test_group_grows_while_messages_flow_exactly_once(env: Env) -> None:
+    _scale_out(env)

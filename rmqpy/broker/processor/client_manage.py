@@ -74,6 +74,12 @@ class ClientManageProcessor:
         if h.consumerGroup:
             sgc = b.subscription_group_manager.find(h.consumerGroup)
             notify = sgc.notifyConsumerIdsChangedEnable if sgc is not None else True
+            # its queue locks go first, so that the members notified below can lock them at once
+            # (Java keeps them until they expire, 60 s, when a rebalance of the leaving client took
+            # one after its UNLOCK_BATCH_MQ)
+            locks = getattr(b, "rebalance_lock_manager", None)
+            if locks is not None:
+                locks.unlock_all(h.consumerGroup, h.clientID)
             b.consumer_manager.unregister_consumer(h.consumerGroup, info, notify)
         return request.response(ResponseCode.SUCCESS, None)
 

@@ -45,7 +45,10 @@ class LockBatchProcessor:
         client_id = str(body.get("clientId") or "")
         mqs = [mq_from_json(m) for m in (body.get("mqSet") or [])]
         if request.code == RequestCode.LOCK_BATCH_MQ:
-            locked = self.manager.try_lock_batch(group, mqs, client_id)
+            if self.broker.consumer_manager.has_left(channel, group, client_id):
+                locked = []  # it said it left the group: no new locks that nobody would release
+            else:
+                locked = self.manager.try_lock_batch(group, mqs, client_id)
             out = fastjson.dumps({"lockOKMQSet": [mq_to_json(m) for m in locked]}).encode()
             return request.response(ResponseCode.SUCCESS, None, body=out)
         self.manager.unlock_batch(group, mqs, client_id)

@@ -58,3 +58,34 @@ def test_renewal_keeps_the_lock_and_unlock_releases(broker):
 def test_response_body_is_fastjson(broker):
     resp = lock(broker, "c1", [3])
     assert resp.body == b'{"lockOKMQSet":[{"brokerName":"broker-a","queueId":3,"topic":"T"}]}'
+
+
+def test_a_client_that_left_the_group_holds_no_lock(broker):
+    """UNREGISTER_CLIENT drops the client's locks in the group before the other members are told,
+    and a LOCK_BATCH_MQ it sends afterwards on the same connection (its rebalance thread still
+    running while it shuts down) gets nothing; a HEART_BEAT brings it back."""
+    from rmqpy.protocol.headers.broker import UnregisterClientRequestHeader
+    from tests.unit.broker.test_processors import heartbeat
+    survivor, leaver = FakeChannel(), FakeChannel()
+    call(broker, survivor, heartbeat("c1", "G", "T"))
+    call(broker, leaver, heartbeat("c2", "G", "T"))
+
+    def lock_on(channel, client, ids):
+        body = fastjson.dumps({"clientId": client, "consumerGroup": "G", "mqSet": mqs(*ids)})
+        return locked_ids(call(broker, channel, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ,
+                                                                        body=body.encode())))
+
+    assert lock_on(leaver, "c2", [0, 1]) == [0, 1]
+    survivor.oneway.clear()
+    resp = call(broker, leaver, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT,
+                                                        UnregisterClientRequestHeader("c2", None, "G")))
+    assert resp.code == ResponseCode.SUCCESS
+    assert [r.code for r in survivor.oneway] == [RequestCode.NOTIFY_CONSUMER_IDS_CHANGED]
+    from rmqpy.protocol.headers.broker import GetConsumerListByGroupRequestHeader
+    ids = call(broker, survivor, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                         GetConsumerListByGroupRequestHeader("G")))
+    assert fastjson.loads(ids.body)["consumerIdList"] == ["c1"]  # what the notified member reads next
+    assert lock_on(leaver, "c2", [2]) == []          # late lock of the leaving client: refused
+    assert lock_on(survivor, "c1", [0, 1, 2]) == [0, 1, 2]  # at once, not after 60 s
+    call(broker, leaver, heartbeat("c2", "G", "T"))  # back in the group
+    assert lock_on(leaver, "c2", [3]) == [3]
