@@ -55,10 +55,13 @@ class SubscriptionGroupManager(ConfigManager):
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """``findSubscriptionGroupConfig``: auto-creates when allowed and, as 5.3.3 does, only
-        a name of at most 255 characters of ``[%|a-zA-Z0-9_-]`` (else None: code 26 for the caller)."""
+        a name of at most 255 characters of ``[%|a-zA-Z0-9_-]``. rmqpy also finds no such name
+        kept in subscriptionGroup.json from before (its %RETRY%/%DLQ% topics are directories):
+        None, code 26 for the caller."""
+        if not is_group_auto_creatable(group):
+            return None
         cfg = self.table.get(group)
-        if cfg is None and (self.broker_config.autoCreateSubscriptionGroup or is_sys_consumer_group(group)) \
-                and is_group_auto_creatable(group):
+        if cfg is None and (self.broker_config.autoCreateSubscriptionGroup or is_sys_consumer_group(group)):
             cfg = SubscriptionGroupConfig(group)
             self.table[group] = cfg
             self.log.info("auto create a subscription group, {group}", group=group)

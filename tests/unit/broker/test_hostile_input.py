@@ -175,10 +175,14 @@ def test_send_back_refuses_a_bad_group_even_if_configured(broker, tmp_path):
     assert files_outside(tmp_path, tmp_path / "store") == []
 
 
-def test_heartbeat_with_bad_group_creates_no_group_or_retry_topic(broker):
+@pytest.mark.parametrize("configured", [False, True])
+def test_heartbeat_with_bad_group_creates_no_group_or_retry_topic(broker, configured):
+    from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
+    if configured:  # kept in a subscriptionGroup.json from before the checks
+        broker.subscription_group_manager.table[TRAVERSAL] = SubscriptionGroupConfig(TRAVERSAL)
     resp = call(broker, FakeChannel(), heartbeat("c1", TRAVERSAL, "T"))
     assert resp.code == ResponseCode.SUCCESS
-    assert TRAVERSAL not in broker.subscription_group_manager.table
+    assert (TRAVERSAL in broker.subscription_group_manager.table) is configured
     assert "%RETRY%" + TRAVERSAL not in broker.topic_config_manager.table
 
 
