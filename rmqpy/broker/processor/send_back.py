@@ -42,6 +42,10 @@ class ConsumerSendMsgBackProcessor:
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         b = self.broker
+        ff = getattr(b, "fast_failure", None)
+        busy = ff.check(request) if ff is not None else None
+        if busy is not None:  # Java runs send-back in the send pool: it fails fast the same way
+            return busy
         bc = b.broker_config
         h = request.decode_header(ConsumerSendMsgBackRequestHeader)
         # the group names %RETRY%<group> and %DLQ%<group>, directories of the store: a name 5.3.3

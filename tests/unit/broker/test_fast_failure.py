@@ -113,3 +113,15 @@ def test_broker_answers_busy_and_stores_nothing(tmp_path, monkeypatch):
         assert call(broker, ch, send_request("TFF")).code == ResponseCode.SUCCESS
     finally:
         broker.shutdown()
+
+
+def test_send_back_is_failed_fast_too(tmp_path):
+    from rmqpy.protocol.codes import RequestCode
+    broker, clock = make_broker(tmp_path, brokerFastFailureEnable=True)
+    try:
+        clock.advance(INITIAL_DELAY)
+        clock.advance(0.3)
+        resp = call(broker, FakeChannel(), RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK))
+        assert resp.code == ResponseCode.SYSTEM_BUSY and resp.remark.startswith(TIMEOUT)
+    finally:
+        broker.shutdown()
