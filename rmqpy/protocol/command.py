@@ -155,15 +155,21 @@ _LANGUAGE_BY_NAME = {lang.name: int(lang) for lang in LanguageCode}
 
 
 def encode_header(cmd: RemotingCommand) -> bytes:
-    if cmd.serialize_type == SerializeType.ROCKETMQ:
-        return _encode_binary_header(cmd)
-    return _encode_json_header(cmd)
+    try:
+        if cmd.serialize_type == SerializeType.ROCKETMQ:
+            return _encode_binary_header(cmd)
+        return _encode_json_header(cmd)
+    except UnicodeEncodeError:
+        return encode_header(_java_strings(cmd))
 
 
 def encode(cmd: RemotingCommand) -> bytes:
     """The whole frame, length prefix included."""
     serialize_type = cmd.serialize_type
-    header = _encode_binary_header(cmd) if serialize_type == 1 else _encode_json_header(cmd)
+    try:
+        header = _encode_binary_header(cmd) if serialize_type == 1 else _encode_json_header(cmd)
+    except UnicodeEncodeError:  # a lone surrogate, e.g. a request's own text quoted in a remark
+        header = encode_header(_java_strings(cmd))
     body = cmd.body
     n = len(header)
     if body:
@@ -201,6 +207,17 @@ def decode(frame: bytes | memoryview) -> RemotingCommand:
     cmd.body = bytes(frame[end:]) if end < size else None
     cmd.serialize_type = serialize_type
     return cmd
+
+
+def _java_strings(cmd: RemotingCommand) -> RemotingCommand:
+    """A copy whose remark and extFields encode as Java's ``String.getBytes(UTF_8)`` does:
+    an unpaired surrogate becomes ``?``."""
+    def fix(text: Any) -> Any:
+        return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else text
+
+    return RemotingCommand(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, fix(cmd.remark),
+                           None if cmd.ext_fields is None else {fix(k): fix(v) for k, v in cmd.ext_fields.items()},
+                           cmd.body, cmd.serialize_type)
 
 
 _LANGUAGE_NAMES = {int(lang): lang.name for lang in LanguageCode}
@@ -273,11 +290,28 @@ def _parse_json_header(header: memoryview) -> tuple[Any, bool]:
 
 
 def _str_values(ext: dict) -> bool:
+    """Whether every value is a str that Java could write out (no lone surrogate, which a
+    JSON ``\\ud800`` escape makes: it would fail every later UTF-8 encode, a persist too)."""
     try:
-        "".join(ext.values())  # TypeError unless every value is a str
+        text = "".join(ext.values())  # TypeError unless every value is a str
     except TypeError:
         return False
-    return True
+    return text.isascii() or not _has_surrogate(text)
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _java_text(text: str) -> str:
+    """``text`` as Java's ``getBytes(UTF_8)`` writes it: a lone surrogate becomes ``?``."""
+    if text.isascii() or not _has_surrogate(text):
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 _JAVA = int(LanguageCode.JAVA)
@@ -311,7 +345,7 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
                     remark = get("remark")
                     if (_INT_MIN <= code <= _INT_MAX and _INT_MIN <= opaque <= _INT_MAX
                             and _INT_MIN <= flag <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
-                            and (remark is None or type(remark) is str)):
+                            and (remark is None or type(remark) is str and remark.isascii())):
                         return RemotingCommand(code, _JAVA, version, opaque, flag, remark, ext)
                 except (TypeError, ValueError, KeyError, OverflowError):
                     pass  # _command_from_doc raises the FrameError
@@ -341,12 +375,15 @@ def _command_from_doc(doc: Any, standard: bool) -> RemotingCommand:
     if ext is not None and not isinstance(ext, dict):
         raise FrameError("extFields is not an object")
     remark = get("remark")
-    if remark is not None and not isinstance(remark, str):
-        raise FrameError(f"remark is a {type(remark).__name__}, not a string")
+    if remark is not None:
+        if not isinstance(remark, str):
+            raise FrameError(f"remark is a {type(remark).__name__}, not a string")
+        remark = _java_text(remark)
     try:
         # a plain dict of str -> str from the stdlib parser (what clients send: its keys are
         # always exact str, and so are its string values) is already what _ext_str makes
         if ext is not None and not (standard and _str_values(ext)):
+            # (keys are left as they are: a key is only looked up, never stored or echoed)
             ext = {str(k): _ext_str(v) for k, v in ext.items()}
         fields = [_java_int(name, doc.get(name)) for name in ("code", "version", "opaque", "flag")]
         return RemotingCommand(fields[0], int(language), fields[1], fields[2], fields[3], remark, ext)
@@ -382,7 +419,7 @@ def _ext_str(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return value
+        return _java_text(value)
     if isinstance(value, (dict, list)):
         _check_depth(value, 1)
         return fastjson.dumps(value)

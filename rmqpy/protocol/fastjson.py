@@ -261,7 +261,7 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
         # the same limit as the fallback parser's; walked only when it could be exceeded
         if data.count("[") + data.count("{") > MAX_DEPTH and _depth_over(result, MAX_DEPTH):
             raise JSONDecodeError(f"nested deeper than {MAX_DEPTH}", data, 0)
-        return result
+        return _java_strings(result) if "\\ud" in data or "\\uD" in data else result
     parser = _Parser(data)
     try:
         result = parser.value()
@@ -274,7 +274,43 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
     parser.skip_ws()
     if parser.pos != len(data):
         raise parser.fail("extra data after the JSON value")
-    return result
+    return _java_strings(result) if "\\ud" in data or "\\uD" in data else result
+
+
+def _java_strings(value: Any) -> Any:
+    """``value`` with every lone surrogate (a ``\\ud800`` escape) in its strings replaced by
+    ``?``, as Java writes such a string: otherwise it fails every later UTF-8 encode, the
+    persist of a config file that holds it included. Iterative; keeps ObjectKey keys."""
+    def fix(text: str) -> str:
+        try:
+            text.encode("utf-8")
+            return text
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "replace").decode("utf-8")
+
+    def fixed_key(key: Any) -> Any:
+        return fix(key) if isinstance(key, str) else key
+
+    root = [value]
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                if isinstance(item, str):
+                    node[i] = fix(item)
+                elif isinstance(item, (list, dict)):
+                    stack.append(item)
+        elif isinstance(node, dict) and not isinstance(node, ObjectKey):
+            items = list(node.items())
+            node.clear()
+            for key, item in items:
+                if isinstance(item, str):
+                    item = fix(item)
+                elif isinstance(item, (list, dict)):
+                    stack.append(item)
+                node[fixed_key(key)] = item
+    return root[0]
 
 
 def _depth_over(value: Any, limit: int) -> bool:

@@ -38,6 +38,7 @@ def _reference_json_header(header: bytes) -> RemotingCommand:
     remark = doc.get("remark")
     if remark is not None and not isinstance(remark, str):  # (issue 11: a wrong type is a bad frame)
         raise FrameError(f"remark is a {type(remark).__name__}, not a string")
+    remark = codec._java_text(remark) if remark is not None else None
     try:
         cmd = RemotingCommand(
             code=int(doc["code"]), language=int(language), version=int(doc.get("version") or 0),

@@ -319,3 +319,23 @@ def test_a_zlib_bomb_is_refused() -> None:
         safe.inflate(bomb, limit=1 << 20)
     with pytest.raises(BodyError):
         RegisterBrokerBody.decode(bomb, True, 0)  # within the limit, but not a body
+
+
+# ---------------------------------------------------------------- lone surrogates (found by bench/fuzz_soak.py)
+def test_a_lone_surrogate_escape_reads_as_java_writes_it() -> None:
+    """A ``\\ud800`` escape made a str no UTF-8 encode accepts: one PUT_KV_CONFIG with it made
+    every later persist of the name server's kvConfig.json fail. It reads as "?", as Java
+    writes it (String.getBytes(UTF_8)); a valid pair stays what it is."""
+    header = rb'{"code":100,"extFields":{"namespace":"n","key":"k","value":"v\ud800"},"remark":"r\udfff"}'
+    cmd = codec.decode(_frame(header))
+    assert cmd.ext_fields["value"] == "v?" and cmd.remark == "r?"
+    body = fastjson.loads(rb'{"a\ud800":["x\ud800",{"k":"\ud83d\ude00"}]}')
+    assert body == {"a?": ["x?", {"k": "\U0001F600"}]}
+    json.dumps(body).encode()  # encodable
+
+
+@pytest.mark.parametrize("serialize_type", [0, 1])
+def test_encoding_a_lone_surrogate_writes_a_question_mark(serialize_type: int) -> None:
+    frame = codec.encode(RemotingCommand(1, remark="a\ud800", ext_fields={"k": "v\udc00"}, serialize_type=serialize_type))
+    cmd = codec.decode(frame[4:])
+    assert (cmd.remark, cmd.ext_fields) == ("a?", {"k": "v?"})

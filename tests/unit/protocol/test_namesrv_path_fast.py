@@ -107,7 +107,11 @@ def _reference_header_encode(cmd: RemotingCommand) -> bytes:
 
 
 def _reference_encode(cmd: RemotingCommand) -> bytes:
-    header = (codec._encode_binary_header(cmd) if cmd.serialize_type == 1 else _reference_header_encode(cmd))
+    try:
+        header = (codec._encode_binary_header(cmd) if cmd.serialize_type == 1 else _reference_header_encode(cmd))
+    except UnicodeEncodeError:  # a lone surrogate is written as "?", as Java's getBytes(UTF_8) does
+        cmd = codec._java_strings(cmd)
+        header = (codec._encode_binary_header(cmd) if cmd.serialize_type == 1 else _reference_header_encode(cmd))
     body = cmd.body or b""
     return codec._FRAME_PREFIX.pack(4 + len(header) + len(body),
                                     (int(cmd.serialize_type) << 24) | len(header)) + header + body
@@ -131,7 +135,7 @@ def _commands():
     yield RemotingCommand(code=True, flag=2.9, opaque=-5, version=0, language=3.0, body=bytearray(b"ba"))
     yield RemotingCommand(code="17", opaque="9", language="2")  # strings as int() reads them
     yield RemotingCommand(code="x")                             # fails either way
-    yield RemotingCommand(code=1, remark="\ud800")             # lone surrogate: fails either way
+    yield RemotingCommand(code=1, remark="\ud800")             # lone surrogate: "?" either way
     yield RemotingCommand(code=1, ext_fields={"a": None, "b": 5, "c": "\u0001\"\\"}, serialize_type=SerializeType.ROCKETMQ)
     yield RemotingCommand(code=1, ext_fields={}, remark="", serialize_type=1, body=b"b")
     rng = random.Random(7)
