@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqpy.broker.rebalance_lock import MQ, RebalanceLockManager
 from rmqpy.protocol import fastjson
+from rmqpy.protocol.bodies.lock import LockBatchRequestBody
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 
@@ -38,12 +39,10 @@ class LockBatchProcessor:
 
     def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         try:
-            body = fastjson.loads(request.body or b"{}") or {}
-        except ValueError as exc:
+            body = LockBatchRequestBody.decode(request.body)
+        except ValueError as exc:  # BodyError: any JSON of the wrong shape too
             return request.response(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}")
-        group = str(body.get("consumerGroup") or "")
-        client_id = str(body.get("clientId") or "")
-        mqs = [mq_from_json(m) for m in (body.get("mqSet") or [])]
+        group, client_id, mqs = body.consumerGroup, body.clientId, body.mqSet
         if request.code == RequestCode.LOCK_BATCH_MQ:
             if self.broker.consumer_manager.has_left(channel, group, client_id):
                 locked = []  # it said it left the group: no new locks that nobody would release
