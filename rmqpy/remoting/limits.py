@@ -105,16 +105,19 @@ class ChannelSweeper:
         holders = []
         for factory in self.factories:
             for ch in list(factory.channels):
-                if not ch.connected_:
+                if ch._aborted:
                     continue
                 if ch._active:
                     ch._active = False
                     ch._last_active = now
                 elif 0 < max_idle < now - ch._last_active:
+                    # also one being closed gracefully whose peer does not read what is left to send
                     self.closed_idle += 1
                     # Java's NettyConnectManageHandler.userEventTriggered line
                     self.log.warn("NETTY SERVER PIPELINE: IDLE exception [{peer}]", peer=ch.remote_address)
                     ch.abort()
+                    continue
+                if not ch.connected_:
                     continue
                 held = len(ch._buffer)
                 if not held:

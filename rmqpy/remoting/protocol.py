@@ -61,6 +61,7 @@ class RemotingProtocol(protocol.Protocol):
     log = Logger()
     # the declared sizes of the partial frames of all connections sharing it (ChannelSweeper)
     _budget: Any = _Unbounded()
+    _aborted = False
 
     def __init__(self, dispatcher: "RequestDispatcher | None", clock: IReactorTime,
                  max_frame: int = codec.DEFAULT_MAX_FRAME) -> None:
@@ -239,6 +240,7 @@ class RemotingProtocol(protocol.Protocol):
         """Close now, dropping unsent replies: a peer that does not read its replies would
         keep a graceful close waiting for ever."""
         self.connected_ = False
+        self._aborted = True
         self._release()
         self._buffer.clear()
         if self.transport is not None:

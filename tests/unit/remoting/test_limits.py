@@ -164,6 +164,17 @@ def test_idle_connections_are_closed_active_ones_kept():
     assert sweep.closed_idle == 2
 
 
+def test_a_closing_connection_whose_peer_does_not_read_is_aborted_when_idle():
+    clock, factory, sweep = sweeper(ConnectionLimits(max_idle_seconds=2))
+    proto, transport = connect(factory)
+    # a reply the peer never reads, then a bad frame: a graceful close that cannot finish
+    proto.dataReceived(requests(1) + struct.pack(">I", 0))
+    assert len(transport.value()) > 40 * KiB
+    assert transport.disconnecting and not transport.disconnected
+    seconds(clock, 4)
+    assert transport.disconnected and sweep.closed_idle == 1
+
+
 def test_idle_time_zero_never_closes():
     clock, factory, _ = sweeper(ConnectionLimits(max_idle_seconds=0))
     _, t = connect(factory, StringTransport())
