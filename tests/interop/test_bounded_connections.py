@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import select
 import socket
+import ssl
 import struct
 import time
 from pathlib import Path
@@ -70,7 +71,7 @@ def push_without_reading(sock: socket.socket, data: bytes, seconds: float) -> in
     while sent < len(data) and time.monotonic() < deadline:
         try:
             sent += sock.send(data[sent:sent + 256 * 1024])
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             select.select([], [sock], [], 0.05)
         except OSError:
             break
@@ -90,8 +91,10 @@ def still_open(socks: list[socket.socket], seconds: float) -> list[socket.socket
             try:
                 while s.recv(1 << 20):
                     pass
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError):
                 continue
+            except ssl.SSLError:
+                pass  # the connection was cut mid-record
             except OSError as exc:
                 if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
                     raise
@@ -99,8 +102,12 @@ def still_open(socks: list[socket.socket], seconds: float) -> list[socket.socket
     return remaining
 
 
-def test_pulls_never_read_do_not_grow_the_broker(tmp_path: Path) -> None:
-    with Cluster(tmp_path, "127.0.0.1", broker_props={"serverChannelMaxIdleTimeSeconds": 3}) as cluster:
+@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "tls"])
+def test_pulls_never_read_do_not_grow_the_broker(tmp_path: Path, tls: bool) -> None:
+    props: dict[str, object] = {"serverChannelMaxIdleTimeSeconds": 3}
+    if tls:  # TLS and plaintext on one port; the hostile client speaks TLS
+        props.update({"tls.server.mode": "permissive", "tls.test.mode.enable": True})
+    with Cluster(tmp_path, "127.0.0.1", broker_props=props) as cluster:
         pid = cluster.broker.proc.pid
         with BlockingClient(cluster.broker_addr, timeout=10) as client:
             for i in range(64):  # each pull answers 32 of these: about 135 KB
@@ -109,6 +116,10 @@ def test_pulls_never_read_do_not_grow_the_broker(tmp_path: Path) -> None:
         before = status_kb(pid, "VmHWM")
         hostile = socket.create_connection(("127.0.0.1", cluster.broker.port))
         hostile.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        if tls:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            hostile = ctx.wrap_socket(hostile)
         sent = push_without_reading(hostile, pull_frame() * 4000, seconds=4)
         # another client is served meanwhile
         latency = served_within(cluster.broker_addr, RequestCode.GET_MAX_OFFSET,
