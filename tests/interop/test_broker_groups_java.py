@@ -478,3 +478,49 @@ def test_orderly_members_leave_survivors_split_evenly(env: Env) -> None:
 @pytest.mark.parametrize("env", RMQPY + JAVA, indirect=True)
 def test_group_grows_while_messages_flow_exactly_once(env: Env) -> None:
     _scale_out(env)
+
+
+# ------------------------------------------------------------------ issue 12: mqadmin resetOffsetByTime, group offline
+def _reset_offline(env: Env) -> None:
+    """A group consumed 8 messages and went offline; ``mqadmin resetOffsetByTime -s 0`` moves it back
+    to the start, and its next member receives the 8 again, once each.
+
+    The broker answers CONSUMER_NOT_ONLINE (206) as Java's Broker2Client does, and mqadmin falls back
+    to the offline reset (ResetOffsetByTimeOldCommand: consume stats, then UPDATE_CONSUMER_OFFSET per
+    queue). Java 5.3.3 resets on the broker instead (useServerSideResetOffset, true by default) and
+    prints its own table."""
+    version = env.version
+    topic, group = uniq("TReset", version), uniq("GReset", version)
+    produce(env, version, topic, 8, "r-{i}")
+    sent = {f"r-{i}" for i in range(8)}
+    first = Member(env, version, "first", topic, group)
+    wait_until(lambda: sent <= first.bodies(), 40, 0.2, what="the 8 messages consumed",
+               diag=lambda: f"{first.tail()}\n{env.diag()}")
+    gone = first.leave()  # commits its offsets (2 per queue) and unregisters: the group is offline
+    assert gone.returncode == 0 and gone.done and gone.done.get("stopped"), first.tail()
+
+    out = clients.mqadmin(env.host, version, ["resetOffsetByTime", "-g", group, "-t", topic, "-s", "0"], env.ns_addr)
+    rows = [line.split() for line in out.splitlines() if line.startswith("broker-")]
+    if env.server == "java" and env.server_version == "5.3.3":  # the broker-side reset: queueId, offset
+        assert f"start reset consumer offset by specified, group[{group}], topic[{topic}], force[true]" in out, out
+        assert sorted((int(r[1]), int(r[2])) for r in rows) == [(q, 0) for q in QUEUES], out
+    else:  # the offline reset: brokerOffset, consumerOffset, timestampOffset, resetOffset per queue
+        verb = "rollback" if version.startswith("4.") else "reset"  # the 4.9.8 mqadmin's word
+        assert (f"{verb} consumer offset by specified consumerGroup[{group}], topic[{topic}], force[true], "
+                "timestamp(string)[0], timestamp(long)[0]") in out, out
+        assert sorted(tuple(int(x) for x in r[1:]) for r in rows) == [(q, 2, 2, 0, 0) for q in QUEUES], out
+
+    again = Member(env, version, "again", topic, group, "--from", "last")  # a stored offset wins over --from
+    try:
+        wait_until(lambda: sent <= again.bodies(), 40, 0.2, what="the 8 messages consumed again after the reset",
+                   diag=lambda: f"{again.tail()}\n{env.diag()}")
+        time.sleep(1.0)
+        counts = collections.Counter(e["body"] for e in again.received())
+        assert counts == collections.Counter(sent), counts
+    finally:
+        again.stop()
+
+
+@pytest.mark.parametrize("env", RMQPY + JAVA, indirect=True)
+def test_mqadmin_reset_offset_by_time_of_an_offline_group(env: Env) -> None:
+    _reset_offline(env)

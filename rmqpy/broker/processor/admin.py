@@ -466,12 +466,19 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ broker -> client
     def reset_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        """``Broker2Client.resetOffset``: compute the offsets, tell every consumer of the group."""
+        """``Broker2Client.resetOffset``: compute the offsets, tell every consumer of the group.
+
+        A group with an offset for every queue but no consumer online answers CONSUMER_NOT_ONLINE (206),
+        on which mqadmin resetOffsetByTime falls back to the offline reset (GET_CONSUME_STATS, then
+        UPDATE_CONSUMER_OFFSET per queue). A missing topic: SYSTEM_ERROR for 4.x requesters,
+        TOPIC_NOT_EXIST from V5_0_0 on (as each Java generation answers). Java 5.x's default
+        server-side reset (useServerSideResetOffset) is not implemented: this is its Broker2Client path."""
         b = self.broker
         h = request.decode_header(ResetOffsetRequestHeader)
         tc = b.topic_config_manager.select(h.topic)
         if tc is None:
-            return request.response(ResponseCode.SYSTEM_ERROR,
+            code = ResponseCode.TOPIC_NOT_EXIST if request.version >= MQVersion.V5_0_0 else ResponseCode.SYSTEM_ERROR
+            return request.response(code,
                                     f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}")
         store = b.message_store
         table = {}
@@ -490,7 +497,7 @@ class AdminBrokerProcessor:
         body = fastjson.dumps({"offsetTable": table}).encode()
         info = b.consumer_manager.get(h.group)
         if info is None or not info.channels:
-            return request.response(ResponseCode.SYSTEM_ERROR,
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE,
                                     f"Consumer not online, so can not reset offset, Group: {h.group} "
                                     f"Topic: {h.topic} Timestamp: {h.timestamp}")
         for client in list(info.channels.values()):
