@@ -138,7 +138,7 @@ class BrokerController:
         self.server_factories: list[Any] = []  # the listening sides
         # idle / half-sent connections and the partial-frame budget, over both ports
         self.connection_limits = ConnectionLimits.from_config(self.netty_config)
-        self.channel_sweeper = ChannelSweeper(reactor, self.connection_limits)
+        self.channel_sweeper = ChannelSweeper(reactor, self.connection_limits, config=self.netty_config)
         self._timers: list[Any] = []
         self._register_pending: Any = None
         self.started = False

@@ -40,7 +40,7 @@ class NamesrvController(service.MultiService):
         self.dispatcher.add_channel_listener(self)
         limits = ConnectionLimits.from_config(netty)
         self.factory = RemotingServerFactory(self.dispatcher, self.clock, netty.frameMaxLength, limits)
-        self.sweeper = ChannelSweeper(self.clock, limits, [self.factory])  # idle and half-sent connections
+        self.sweeper = ChannelSweeper(self.clock, limits, [self.factory], netty)  # idle, half-sent connections
         self.server = RemotingServerService(reactor, netty.listenPort, self.factory, netty.bindAddress,
                                             wrap_factory)
         self.server.setServiceParent(self)

@@ -69,9 +69,12 @@ class ChannelSweeper:
     log = Logger()
 
     def __init__(self, clock: IReactorTime, limits: ConnectionLimits,
-                 factories: Iterable["RemotingServerFactory"] = ()) -> None:
+                 factories: Iterable["RemotingServerFactory"] = (), config: Any = None) -> None:
         self.clock = clock
         self.limits = limits
+        # NettyServerConfig, re-read every sweep: UPDATE_*_CONFIG changes apply to every
+        # connection (Java's apply to connections made after the change)
+        self.config = config
         self.factories: list[RemotingServerFactory] = []
         self.partial_bytes = 0  # declared sizes of the frames being buffered
         budget = limits.max_partial_bytes_total
@@ -96,7 +99,17 @@ class ChannelSweeper:
         if self._loop.running:
             self._loop.stop()
 
+    def _refresh(self) -> None:
+        fresh = ConnectionLimits.from_config(self.config)
+        lim = self.limits  # shared with the factories: changed in place
+        lim.max_idle_seconds, lim.write_high_water = fresh.max_idle_seconds, fresh.write_high_water
+        lim.max_unsent_bytes, lim.partial_frame_timeout = fresh.max_unsent_bytes, fresh.partial_frame_timeout
+        lim.max_partial_bytes_total = fresh.max_partial_bytes_total
+        self.max_partial_bytes = fresh.max_partial_bytes_total if fresh.max_partial_bytes_total > 0 else 1 << 62
+
     def sweep(self) -> None:
+        if self.config is not None:
+            self._refresh()
         lim = self.limits
         now = self.clock.seconds()
         max_idle = lim.max_idle_seconds

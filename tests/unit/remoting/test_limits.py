@@ -241,6 +241,22 @@ def test_the_budget_counts_frames_being_received_not_those_done():
     assert second_t.disconnected and not third_t.disconnected
 
 
+def test_config_changes_apply_at_the_next_sweep():
+    from rmqpy.namesrv.config import NettyServerConfig
+    netty = NettyServerConfig(serverChannelMaxIdleTimeSeconds=100)
+    clock = task.Clock()
+    limits = ConnectionLimits.from_config(netty)
+    factory = server(limits, clock)
+    ChannelSweeper(clock, limits, [factory], netty).start()
+    _, t = connect(factory, StringTransport())
+    seconds(clock, 5)
+    assert not t.disconnecting
+    netty.serverChannelMaxIdleTimeSeconds = 2  # as UPDATE_NAMESRV_CONFIG sets it
+    netty.serverChannelMaxUnsentBytes = 1234
+    seconds(clock, 1)
+    assert t.disconnected and factory.limits.max_unsent_bytes == 1234
+
+
 def test_limits_from_netty_config_keys():
     from rmqpy.broker.config import NettyServerConfig as BrokerNetty
     from rmqpy.namesrv.config import NettyServerConfig as NamesrvNetty
