@@ -139,6 +139,32 @@ def test_pulls_never_read_do_not_grow_the_broker(tmp_path: Path, tls: bool) -> N
         assert cluster.broker.proc.poll() is None
 
 
+def test_route_queries_never_read_do_not_grow_the_name_server(tmp_path: Path) -> None:
+    ns = start_namesrv(tmp_path / "ns")
+    try:
+        with BlockingClient(ns.addr, timeout=10) as admin:  # a namespace whose list is 400 KB
+            for i in range(50):
+                r = admin.invoke(RemotingCommand.request(RequestCode.PUT_KV_CONFIG, ext_fields={
+                    "namespace": "NSBounded", "key": f"k{i}", "value": "v" * 8000}))
+                assert r.code == 0, r.remark
+        time.sleep(0.5)
+        before = status_kb(ns.proc.pid, "VmHWM")
+        query = RemotingCommand.request(RequestCode.GET_KVLIST_BY_NAMESPACE, ext_fields={"namespace": "NSBounded"})
+        hostile = socket.create_connection(("127.0.0.1", ns.port))
+        hostile.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sent = push_without_reading(hostile, codec.encode(query) * 4000, seconds=3)
+        latency = served_within(ns.addr, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}, seconds=3)
+        time.sleep(1.5)
+        grown = (status_kb(ns.proc.pid, "VmHWM") - before) / 1024
+        print(f"hostile sent {sent} bytes of 4000 queries; name server peak RSS +{grown:.1f} MB; "
+              f"other client {latency:.3f}s")
+        assert grown < 64, f"name server RSS grew {grown:.0f} MB for answers that are never read"
+        hostile.close()
+        assert ns.proc.poll() is None
+    finally:
+        ns.stop()
+
+
 def test_stalled_partial_frames_are_bounded_and_closed(tmp_path: Path) -> None:
     props = {"serverPartialFramesMaxBytes": 64 * MiB, "serverPartialFrameTimeoutSeconds": 3}
     with Cluster(tmp_path, "127.0.0.1", broker_props=props) as cluster:
