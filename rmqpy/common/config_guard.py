@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from rmqpy.common.properties import PropertiesError, parse_properties
+
 #: the config-file setting that lets remote updates change protected keys
 ALLOW_KEYS_SETTING = "remoteConfigUpdateAllowKeys"
 
@@ -23,6 +25,10 @@ BROKER_BLACK_LIST = ("brokerConfigPath", "rocketmqHome", "configBlackList")
 NAMESRV_BLACK_LIST = ("configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome")
 
 JAVA_REMARK = "Can not update config in black list."
+
+#: a whole broker config is about 10 KiB; parsing runs on the reactor thread, so a 16 MiB body
+#: of 280,000 keys (about a second of it) is refused unread
+MAX_BODY_BYTES = 128 * 1024
 
 # camel-case words of a key that make it protected, by kind
 _KINDS: tuple[tuple[str, frozenset[str]], ...] = (
@@ -55,6 +61,17 @@ def protected_kind(key: str) -> str | None:
 def has_control(text: str) -> bool:
     """A C0 control, DEL or a lone surrogate (a ``\\uD800`` escape makes one)."""
     return _CONTROL.search(text) is not None
+
+
+def parse_update_body(body: bytes) -> dict[str, str]:
+    """The properties of an UPDATE_*_CONFIG body (UTF-8, as Java's ``MixAll.string2Properties``)."""
+    if len(body) > MAX_BODY_BYTES:
+        raise PropertiesError(f"body of {len(body)} bytes, more than {MAX_BODY_BYTES}")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PropertiesError(f"body is not UTF-8: {exc.reason}") from None
+    return parse_properties(text, "body")
 
 
 def refusal(props: dict[str, str], java_black_list: Iterable[str], allow_keys: str) -> str | None:

@@ -19,6 +19,7 @@ class PropertiesError(ValueError):
 
 _WS = " \t\f"          # what java.util.Properties skips around keys and separators
 _EOL = "\r\n"
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -27,6 +28,9 @@ def _logical_lines(text: str) -> list[str]:
     A port of the JDK 17 state machine, so that edge cases (a continuation line that starts
     with ``#``, a blank line after a trailing backslash, ``\\r\\n``) split where Java splits.
     """
+    if "\\" not in text:   # no continuation or escape: the same split, without a loop per character
+        stripped = (line.lstrip(_WS) for line in _NEWLINE.split(text))
+        return [line for line in stripped if line and line[0] not in "#!"]
     lines: list[str] = []
     buf: list[str] = []
     skip_ws, appended, backslash, skip_lf = True, False, False, False

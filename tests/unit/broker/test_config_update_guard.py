@@ -78,3 +78,11 @@ def test_a_value_that_would_stop_the_next_start_is_refused(broker, tmp_path, bod
     assert broker.settings.format() == before
     assert (tmp_path / "broker.conf").read_text() == CONF
     load_settings(str(tmp_path / "broker.conf"))          # the broker still starts
+
+
+def test_an_oversized_or_malformed_body_is_refused_unread(broker, tmp_path) -> None:
+    resp = update(broker, b"fileReservedTime=7\n" + b"k=v\n" * 40_000)
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "more than 131072" in resp.remark
+    assert update(broker, b"fileReservedTime=7\nmsgTraceTopicName=\\u00G1\n").code == ResponseCode.SYSTEM_ERROR
+    assert update(broker, b"fileReservedTime=7\nmsgTraceTopicName=\xff\n").code == ResponseCode.SYSTEM_ERROR
+    assert broker.store_config.fileReservedTime != 7

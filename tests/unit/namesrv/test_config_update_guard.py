@@ -47,3 +47,9 @@ def test_allowed_update_and_opt_in(ns: Harness) -> None:
     ns.ctl.config.remoteConfigUpdateAllowKeys = "serverChannelMaxIdleTimeSeconds;listenPort"
     assert update(ns, b"listenPort=9999\n").code == ResponseCode.SUCCESS
     assert ns.ctl.netty.listenPort == 9999
+
+
+def test_an_oversized_body_is_refused_unread(ns: Harness) -> None:
+    resp = update(ns, b"orderMessageEnable=true\n" + b"k=v\n" * 40_000)
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "more than 131072" in resp.remark
+    assert ns.ctl.config.orderMessageEnable is False
