@@ -72,8 +72,10 @@ class NamesrvController(service.MultiService):
         return [self.config, self.netty]
 
     def update_config(self, props: dict[str, str]) -> None:
-        apply_properties(self.config_objects(), props,
-                         warn=lambda m: self.log.warn("UPDATE_NAMESRV_CONFIG: {m}", m=m))
+        unknown = apply_properties(self.config_objects(), props)
+        if unknown:   # one line per request, not one per key: a body may hold thousands
+            self.log.warn("UPDATE_NAMESRV_CONFIG: {n} unknown config keys ignored, e.g. {k}",
+                          n=len(unknown), k=ascii(unknown[0])[:80])
 
     def all_configs_text(self) -> str:
         return "".join(format_properties(config_items(c)) for c in self.config_objects())

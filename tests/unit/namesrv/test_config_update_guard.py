@@ -53,3 +53,15 @@ def test_an_oversized_body_is_refused_unread(ns: Harness) -> None:
     resp = update(ns, b"orderMessageEnable=true\n" + b"k=v\n" * 40_000)
     assert resp.code == ResponseCode.SYSTEM_ERROR and "more than 131072" in resp.remark
     assert ns.ctl.config.orderMessageEnable is False
+
+
+def test_unknown_keys_are_one_log_line(ns: Harness) -> None:
+    from twisted.logger import globalLogPublisher
+    lines: list = []
+    globalLogPublisher.addObserver(lines.append)
+    try:
+        assert update(ns, b"".join(b"k%d=v\n" % i for i in range(500))).code == ResponseCode.SUCCESS
+    finally:
+        globalLogPublisher.removeObserver(lines.append)
+    warned = [e for e in lines if "unknown config keys" in e.get("log_format", "")]
+    assert len(warned) == 1 and warned[0]["n"] == 500
