@@ -4,8 +4,8 @@ A client that sends a bad request per millisecond must not write a line per requ
 log would grow by megabytes a minute and the reactor would spend its time formatting
 tracebacks. Each *kind* of line (a fixed string chosen by the caller: "bad-request",
 "bad-frame", ...) has a token bucket: ``burst`` lines at once, then ``rate`` lines a second.
-What is held back is counted, and one line per kind reports the count once the interval
-is over. The clock is injected (``twisted.internet.task.Clock`` in tests).
+What is held back is counted, and one line per kind and ``summary_interval`` reports the
+count. The clock is injected (``twisted.internet.task.Clock`` in tests).
 """
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 
 #: Lines per second and burst per kind: enough to see what is going on, small enough that
-#: a flood of bad requests writes a few KB a second at most.
-DEFAULT_RATE = 5.0
+#: a flood of bad requests writes a few hundred bytes a second per kind.
+DEFAULT_RATE = 1.0
 DEFAULT_BURST = 20
+#: How often a kind that held lines back says so ("suppressed N similar log lines").
+DEFAULT_SUMMARY_INTERVAL = 10.0
 
 
 class _Bucket:
@@ -37,10 +39,12 @@ class LogRateLimiter:
 
     summary_log = Logger(namespace="rmqpy.remoting.ratelimit")
 
-    def __init__(self, clock: IReactorTime, rate: float = DEFAULT_RATE, burst: int = DEFAULT_BURST) -> None:
+    def __init__(self, clock: IReactorTime, rate: float = DEFAULT_RATE, burst: int = DEFAULT_BURST,
+                 summary_interval: float = DEFAULT_SUMMARY_INTERVAL) -> None:
         self.clock = clock
         self.rate = float(rate)
         self.burst = float(burst)
+        self.summary_interval = float(summary_interval)
         self._buckets: dict[str, _Bucket] = {}
 
     def allow(self, kind: str) -> bool:
@@ -57,7 +61,7 @@ class LogRateLimiter:
             return True
         bucket.suppressed += 1
         if bucket.flush is None:
-            bucket.flush = self.clock.callLater(max(1.0, 1.0 / self.rate), self._summarise, kind)
+            bucket.flush = self.clock.callLater(self.summary_interval, self._summarise, kind)
         return False
 
     def suppressed(self, kind: str) -> int:
@@ -70,7 +74,8 @@ class LogRateLimiter:
         bucket.flush = None
         count, bucket.suppressed = bucket.suppressed, 0
         if count:
-            self.summary_log.warn("suppressed {count} similar log lines ({kind})", count=count, kind=kind)
+            self.summary_log.warn("suppressed {count} similar log lines ({kind}) in the last {interval:.0f} s",
+                                  count=count, kind=kind, interval=self.summary_interval)
 
     # -------------------------------------------------------------- logging helpers
     def emit(self, kind: str, log: Logger, level: LogLevel, fmt: str, **kwargs: Any) -> bool:

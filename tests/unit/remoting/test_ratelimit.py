@@ -12,7 +12,7 @@ from rmqpy.protocol.codes import ResponseCode
 from rmqpy.protocol.command import HeaderError, RemotingCommand
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.protocol import RemotingServerFactory
-from rmqpy.remoting.ratelimit import DEFAULT_BURST, LogRateLimiter, limiter_for
+from rmqpy.remoting.ratelimit import DEFAULT_BURST, DEFAULT_SUMMARY_INTERVAL, LogRateLimiter, limiter_for
 
 CODE = 4243
 
@@ -42,11 +42,13 @@ def test_burst_then_rate_then_summary() -> None:
 
 def test_summary_line_reports_what_was_held_back(logged) -> None:
     clock = task.Clock()
-    limiter = LogRateLimiter(clock, rate=1, burst=1)
+    limiter = LogRateLimiter(clock, rate=1, burst=1, summary_interval=10)
     for _ in range(11):
         limiter.allow("bad-request")
+    clock.advance(9.0)
+    assert not logged
     clock.advance(1.0)
-    assert "suppressed 10 similar log lines (bad-request)" in _texts(logged)
+    assert _texts(logged) == ["suppressed 10 similar log lines (bad-request) in the last 10 s"]
     assert limiter.suppressed("bad-request") == 0
     clock.advance(5.0)  # nothing held back: no further summary
     assert len(logged) == 1
@@ -100,8 +102,8 @@ def test_500_bad_requests_are_answered_and_log_a_bounded_number_of_lines(logged)
     assert len(mine) == DEFAULT_BURST
     assert all(e["log_level"] == LogLevel.warn for e in mine)
     assert _texts(mine)[0] == "192.168.1.1:54321: bad 4243 request: the custom field <topic> is null"
-    clock.advance(1.0)
-    assert f"suppressed {500 - DEFAULT_BURST} similar log lines (bad-request)" in _texts(logged)
+    clock.advance(DEFAULT_SUMMARY_INTERVAL)
+    assert f"suppressed {500 - DEFAULT_BURST} similar log lines (bad-request) in the last 10 s" in _texts(logged)
 
 
 def test_processor_bug_keeps_its_traceback_but_rate_limited(logged) -> None:
