@@ -289,6 +289,7 @@ class _TrackedProtocol(RemotingProtocol):
     _producing = False
     _unsent = 0  # bytes written while paused
     _reader: Any = None
+    _not_reading = False  # the reader was paused
 
     def connectionMade(self) -> None:
         self.factory.channels.add(self)
@@ -325,8 +326,9 @@ class _TrackedProtocol(RemotingProtocol):
         self._paused = True
         self._unsent = 0
         self.send_command = self._send_while_paused  # type: ignore[method-assign]
-        if self._reader is not None:
-            self._reader.pauseProducing()
+        # reading stops when the peer sends while paused: a client with one request in flight
+        # (most of them) costs no epoll changes when a big reply passes the mark
+        self.dataReceived = self._receive_while_paused  # type: ignore[method-assign]
 
     def resumeProducing(self) -> None:
         if not self.connected_:  # closing (a bad frame): let the graceful close finish
@@ -336,13 +338,25 @@ class _TrackedProtocol(RemotingProtocol):
             return
         self._paused = False
         del self.send_command
-        if self._reader is not None:
+        del self.dataReceived
+        if self._not_reading:
+            self._not_reading = False
             self._reader.resumeProducing()
         if self._buffer:
             self.dataReceived(b"")  # the frames that arrived while paused
 
     def stopProducing(self) -> None:
         self._producing = False
+
+    def _receive_while_paused(self, data: bytes) -> None:
+        """Keep what comes (at most one read: reading stops here) unparsed until resumed."""
+        self._active = True
+        if not self._buffer:
+            self._partial_since = None
+        self._buffer += data
+        if not self._not_reading and self._reader is not None:
+            self._not_reading = True
+            self._reader.pauseProducing()
 
     def _send_while_paused(self, cmd: RemotingCommand) -> None:
         if not self.connected_:

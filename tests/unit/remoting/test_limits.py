@@ -29,16 +29,19 @@ class BufferingTransport(StringTransport):
     more than ``bufferSize`` bytes wait, and resumes it once a peer has read them all."""
 
     bufferSize = 64 * KiB
+    producer_paused = False  # as FileDescriptor.producerPaused
 
     def write(self, data: bytes) -> None:
         super().write(data)
-        if self.producer is not None and len(self.value()) > self.bufferSize and self.producerState == "producing":
+        if self.producer is not None and len(self.value()) > self.bufferSize and not self.producer_paused:
+            self.producer_paused = True
             self.producer.pauseProducing()
 
     def peer_reads_all(self) -> bytes:
         data = self.value()
         self.clear()
-        if self.producer is not None and self.producerState == "paused":
+        if self.producer is not None and self.producer_paused:
+            self.producer_paused = False
             self.producer.resumeProducing()
         return data
 
@@ -90,12 +93,15 @@ def test_a_client_that_does_not_read_is_not_read_either():
     proto.dataReceived(requests(50))  # one read with 50 pipelined requests
     # two 40 KiB replies pass the 64 KiB mark: the connection stops reading and parsing
     assert [f.opaque for f in frames(transport.value())] == [0, 1]
+    assert transport.producerState == "producing"  # nothing more came: no need to stop reading yet
+    more = requests(60)[len(requests(50)):]
+    proto.dataReceived(more)  # the peer sends more while its replies wait: it is not read any more
     assert transport.producerState == "paused"
-    proto.dataReceived(requests(0))
+    assert [f.opaque for f in frames(transport.value())] == [0, 1]
     answered = [f.opaque for f in frames(transport.peer_reads_all())]
     while transport.value():
         answered += [f.opaque for f in frames(transport.peer_reads_all())]
-    assert answered == list(range(50))  # all answered, in order, once the peer read
+    assert answered == list(range(60))  # all answered, in order, once the peer read
     assert transport.producerState == "producing" and proto.connected_
 
 
@@ -103,6 +109,7 @@ def test_replies_past_the_unsent_limit_close_the_connection():
     factory = server(ConnectionLimits(max_unsent_bytes=100 * KiB))
     proto, transport = connect(factory)
     proto.dataReceived(requests(2))
+    proto.dataReceived(requests(1))
     assert transport.producerState == "paused"
     reply = RemotingCommand.request(RequestCode.PULL_MESSAGE).response(ResponseCode.SUCCESS, body=b"x" * (40 * KiB))
     proto.send_command(reply)  # e.g. held pulls answered while the peer still does not read
