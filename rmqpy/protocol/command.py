@@ -33,7 +33,6 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
 MAX_HEADER_LENGTH = 1024 * 1024
 #: Deepest nesting of a JSON value inside extFields that is accepted (clients send flat strings).
 MAX_EXT_VALUE_DEPTH = 16
-_INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF  # code, version, opaque, flag are Java ints
 
 # ---------------------------------------------------------------- schemas (source of truth)
 
@@ -337,16 +336,11 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
             get = doc.get
             ext = get("extFields")
             if get("language", "JAVA") == "JAVA" and (ext is None or type(ext) is dict and _str_values(ext)):
+                remark = get("remark")
                 try:
-                    code = int(doc["code"])
-                    opaque = int(get("opaque") or 0)
-                    flag = int(get("flag") or 0)
-                    version = int(get("version") or 0)
-                    remark = get("remark")
-                    if (_INT_MIN <= code <= _INT_MAX and _INT_MIN <= opaque <= _INT_MAX
-                            and _INT_MIN <= flag <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
-                            and (remark is None or type(remark) is str and remark.isascii())):
-                        return RemotingCommand(code, _JAVA, version, opaque, flag, remark, ext)
+                    if remark is None or type(remark) is str and remark.isascii():  # else: "?" for surrogates
+                        return RemotingCommand(int(doc["code"]), _JAVA, int(get("version") or 0),
+                                               int(get("opaque") or 0), int(get("flag") or 0), remark, ext)
                 except (TypeError, ValueError, KeyError, OverflowError):
                     pass  # _command_from_doc raises the FrameError
             return _command_from_doc(doc, True)
@@ -385,20 +379,10 @@ def _command_from_doc(doc: Any, standard: bool) -> RemotingCommand:
         if ext is not None and not (standard and _str_values(ext)):
             # (keys are left as they are: a key is only looked up, never stored or echoed)
             ext = {str(k): _ext_str(v) for k, v in ext.items()}
-        fields = [_java_int(name, doc.get(name)) for name in ("code", "version", "opaque", "flag")]
-        return RemotingCommand(fields[0], int(language), fields[1], fields[2], fields[3], remark, ext)
-    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        return RemotingCommand(int(doc["code"]), int(language), int(get("version") or 0),
+                               int(get("opaque") or 0), int(get("flag") or 0), remark, ext)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # 1e999: OverflowError
         raise FrameError(f"bad field in JSON header: {exc}") from None
-
-
-def _java_int(name: str, value: Any) -> int:
-    """A header field Java reads as an int: a number (or numeric string) in int range."""
-    if value is None and name != "code":
-        return 0
-    number = int(value)  # (code null: the TypeError of int(None), as always)
-    if not _INT_MIN <= number <= _INT_MAX:
-        raise FrameError(f"{name} {number} is outside the Java int range")
-    return number
 
 
 def _check_depth(value: Any, depth: int) -> None:

@@ -46,9 +46,6 @@ def _reference_json_header(header: bytes) -> RemotingCommand:
             ext_fields={str(k): codec._ext_str(v) for k, v in ext.items()} if ext is not None else None)
     except (TypeError, ValueError, OverflowError) as exc:
         raise FrameError(f"bad field in JSON header: {exc}") from None
-    for name in ("code", "version", "opaque", "flag"):  # Java ints
-        if not -2**31 <= getattr(cmd, name) < 2**31:
-            raise FrameError(f"bad field in JSON header: {name} {getattr(cmd, name)} is outside the Java int range")
     return cmd
 
 
