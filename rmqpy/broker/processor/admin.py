@@ -308,7 +308,13 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ broker config / runtime
     def get_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        content = self.broker.settings.format()
+        """rmqpy's settings, then every other key the Java broker of the requester's generation lists,
+        with Java's default (rmqpy/broker/java_config.py)."""
+        from rmqpy.broker.java_config import java_only_items
+        from rmqpy.common.properties import format_properties
+        settings = self.broker.settings
+        items = settings.items()
+        content = format_properties(items + java_only_items(request.version, {k for k, _ in items}))
         version = fastjson.dumps(self.config_version)
         return self._ok(request, content.encode() if content else None,
                         header=GetBrokerConfigResponseHeader(version=version))
