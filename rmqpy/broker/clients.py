@@ -157,6 +157,8 @@ class ConsumerManager:
         self.on_register = on_register
         self.on_unregister = on_unregister
         self.groups: dict[str, ConsumerGroupInfo] = {}
+        # group -> when its members or subscriptions last changed (ms): the members are told then
+        self.changed_at: dict[str, int] = {}
         # channel -> (group, client id) that said UNREGISTER_CLIENT on it and have not heartbeated since
         self.departed: dict[Any, set[tuple[str, str]]] = {}
 
@@ -184,6 +186,7 @@ class ConsumerManager:
         return None
 
     def _notify(self, group: str, enabled: bool) -> None:
+        self.changed_at[group] = self.now_ms()
         info = self.groups.get(group)
         if enabled and self.ids_changed is not None:
             self.ids_changed(group, [c.channel for c in info.channels.values()] if info else [])

@@ -3,7 +3,8 @@
 A pytest plugin (loaded by tests/interop/conftest.py). When ``RMQPY_COMPAT_REPORT`` names a
 file (``test.sh`` sets ``docs/compatibility.md``), the outcome of every interop test is
 written there as a Markdown table: one row per scenario (module and test), one column per
-client (the version parameter of the test, or the client the module drives).
+client (the version parameter of the test, or the client the module drives). Hand-written
+notes after :data:`NOTES_MARKER` (deliberate differences from a Java version, and why) are kept.
 """
 from __future__ import annotations
 
@@ -75,5 +76,17 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     for scenario in sorted(_results):
         row = _results[scenario]
         lines.append(f"| {scenario} | " + " | ".join(SYMBOL.get(row.get(c, ""), "") for c in clients) + " |")
-    Path(target).parent.mkdir(parents=True, exist_ok=True)
-    Path(target).write_text("\n".join(lines) + "\n")
+    path = Path(target)
+    notes = kept_notes(path.read_text()) if path.exists() else ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n" + notes)
+
+
+#: the hand-written part of the report: this line and everything after it survive a rewrite
+NOTES_MARKER = "<!-- hand-written notes below: kept by tests/interop/compat_report.py -->"
+
+
+def kept_notes(text: str) -> str:
+    """The hand-written notes of an existing report (from :data:`NOTES_MARKER` on), led by a blank line."""
+    at = text.find(NOTES_MARKER)
+    return "" if at < 0 else "\n" + text[at:]

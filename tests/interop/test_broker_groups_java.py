@@ -470,13 +470,27 @@ def _scale_out(env: Env) -> None:
             m.stop()
 
 
+JAVA_STALE_LOCK = ("Java keeps the queue lock a leaving member's rebalance took after its UNLOCK_BATCH_MQ (it "
+                   "was notified of the other member leaving while shutting down) until it expires (60 s): a "
+                   "survivor cannot lock that queue in time (measured: 2 of 2 runs on 4.9.7); rmqpy drops a "
+                   "member's locks at its UNREGISTER_CLIENT and refuses it new ones")
+JAVA_HANDOVER = ("Java answers the new member's QUERY_CONSUMER_OFFSET before the member giving the queue up has "
+                 "committed it (a oneway UPDATE_CONSUMER_OFFSET sent one round trip after the same notice), so "
+                 "what it consumed since its last commit is consumed again (measured on 4.9.7 and 5.3.3); rmqpy "
+                 "holds that query until the previous owner's commit (at most 1 s after the change)")
+
+
 @pytest.mark.parametrize("env", RMQPY + JAVA, indirect=True)
-def test_orderly_members_leave_survivors_split_evenly(env: Env) -> None:
+def test_orderly_members_leave_survivors_split_evenly(env: Env, request) -> None:
+    if env.server == "java":  # a race in Java: it passes sometimes
+        request.applymarker(pytest.mark.xfail(strict=False, reason=JAVA_STALE_LOCK))
     _orderly_members_leave(env)
 
 
 @pytest.mark.parametrize("env", RMQPY + JAVA, indirect=True)
-def test_group_grows_while_messages_flow_exactly_once(env: Env) -> None:
+def test_group_grows_while_messages_flow_exactly_once(env: Env, request) -> None:
+    if env.server == "java":  # a race in Java: it passes sometimes
+        request.applymarker(pytest.mark.xfail(strict=False, reason=JAVA_HANDOVER))
     _scale_out(env)
 
 

@@ -9,3 +9,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_request_code_table_is_up_to_date() -> None:
     committed = (ROOT / "docs" / "request-codes.md").read_text()
     assert committed == codes_table.render(), "run: python -m rmqpy.tools.codes_table > docs/request-codes.md"
+
+
+def test_compatibility_report_keeps_the_hand_written_notes() -> None:
+    from tests.interop.compat_report import NOTES_MARKER, kept_notes
+    committed = (ROOT / "docs" / "compatibility.md").read_text()
+    assert NOTES_MARKER in committed
+    notes = kept_notes(committed)
+    assert notes.startswith("\n" + NOTES_MARKER) and committed.endswith(notes.lstrip("\n"))
+    assert kept_notes("| table |\n") == ""

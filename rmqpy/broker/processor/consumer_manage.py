@@ -4,7 +4,10 @@ GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME
 (answered by AdminBrokerProcessor in Java)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
 
 from rmqpy.broker.validation import is_group_auto_creatable, validate_topic
 from rmqpy.protocol.bodies.heartbeat import consumer_list_body
@@ -21,14 +24,39 @@ if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
 
 
+#: how long after a group change a query for a queue may wait for its previous owner's commit (ms)
+HANDOVER_MAX_MS = 1000
+#: a member that committed a queue (pull commitOffset or update) this recently was consuming it (ms); a held
+#: pull is answered within brokerSuspendMaxTimeMillis (15 s) and the next one carries the commit
+ACTIVE_MS = 20_000
+
+
+@dataclass(eq=False)
+class _Handover:
+    """A QUERY_CONSUMER_OFFSET waiting for the queue's previous owners (client addresses) to commit it."""
+    key: tuple[str, str, int]
+    pending: set[str]
+    request: RemotingCommand
+    deferred: defer.Deferred
+    timer: Any = None
+
+
 class ConsumerManageProcessor:
     codes = (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.QUERY_CONSUMER_OFFSET,
              RequestCode.UPDATE_CONSUMER_OFFSET)
 
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
+        # (group, topic, queueId) -> client address -> last commit of any kind / last UPDATE_CONSUMER_OFFSET (ms)
+        self.active: dict[tuple[str, str, int], dict[str, int]] = {}
+        self.updated: dict[tuple[str, str, int], dict[str, int]] = {}
+        self.handovers: list[_Handover] = []
+        broker.consumer_offset_manager.listeners.append(self._committed)
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def _committed(self, host: str, group: str, topic: str, queue_id: int) -> None:
+        self.active.setdefault((group, topic, queue_id), {})[host] = self.broker.now_ms()
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         if request.code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
             h = request.decode_header(GetConsumerListByGroupRequestHeader)
             info = self.broker.consumer_manager.get(h.consumerGroup)
@@ -47,8 +75,64 @@ class ConsumerManageProcessor:
                 return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {h.topic} not exist!")
             self.broker.consumer_offset_manager.commit_offset(channel.remote_address, h.consumerGroup, h.topic,
                                                               h.queueId, h.commitOffset)
+            self._updated(channel.remote_address, h.consumerGroup, h.topic, int(h.queueId))
             return request.response(ResponseCode.SUCCESS, None)
-        return self.query_consumer_offset(request)
+        return self.query_after_handover(channel, request)
+
+    # ------------------------------------------------------------------ queue hand-over
+    def _updated(self, host: str, group: str, topic: str, queue_id: int) -> None:
+        key = (group, topic, queue_id)
+        self.updated.setdefault(key, {})[host] = self.broker.now_ms()
+        for waiter in list(self.handovers):
+            if waiter.key == key:
+                waiter.pending.discard(host)
+                if not waiter.pending:
+                    self._answer(waiter)
+
+    def _previous_owners(self, channel: Any, group: str, topic: str, queue_id: int) -> tuple[set[str], int]:
+        """Other members that were consuming the queue and have not committed it (UPDATE_CONSUMER_OFFSET)
+        since the group last changed, while that change is recent; and the change's time."""
+        b = self.broker
+        changed = b.consumer_manager.changed_at.get(group)
+        info = b.consumer_manager.get(group)
+        now = b.now_ms()
+        if changed is None or info is None or info.message_model != "CLUSTERING" or now - changed >= HANDOVER_MAX_MS:
+            return set(), 0
+        key = (group, topic, queue_id)
+        active, updated = self.active.get(key, {}), self.updated.get(key, {})
+        members = {c.address for c in info.channels.values()} - {channel.remote_address}
+        return {h for h in members if now - active.get(h, -ACTIVE_MS) < ACTIVE_MS
+                and updated.get(h, -1) < changed}, changed
+
+    def query_after_handover(self, channel: Any, request: RemotingCommand) -> Any:
+        """QUERY_CONSUMER_OFFSET, answered once the queue's previous owner has committed it.
+
+        When a group changes, the broker tells every member (NOTIFY_CONSUMER_IDS_CHANGED); a member that
+        takes a queue asks for its offset while the member that gives it up commits it (a oneway
+        UPDATE_CONSUMER_OFFSET, RebalancePushImpl.removeUnnecessaryMessageQueue). Both follow one round
+        trip after the notice, so the query often comes first and reads an older offset: what the
+        previous owner consumed since its last commit is consumed twice (Java brokers answer at once and
+        have the same race). So within HANDOVER_MAX_MS of a change, a query for a queue that another
+        member was committing (pulls or updates within ACTIVE_MS) and has not committed since the change
+        waits for that member's UPDATE_CONSUMER_OFFSET, at most until HANDOVER_MAX_MS after the change
+        (a member that keeps the queue, or left, costs that wait once)."""
+        h = request.decode_header(QueryConsumerOffsetRequestHeader)
+        pending, changed = self._previous_owners(channel, h.consumerGroup, h.topic, int(h.queueId))
+        if not pending:
+            return self.query_consumer_offset(request)
+        waiter = _Handover((h.consumerGroup, h.topic, int(h.queueId)), pending, request, defer.Deferred())
+        self.handovers.append(waiter)
+        delay = max(0.0, (changed + HANDOVER_MAX_MS - self.broker.now_ms()) / 1000.0)
+        waiter.timer = self.broker.reactor.callLater(delay, self._answer, waiter)
+        return waiter.deferred
+
+    def _answer(self, waiter: "_Handover") -> None:
+        if waiter not in self.handovers:
+            return
+        self.handovers.remove(waiter)
+        if waiter.timer is not None and waiter.timer.active():
+            waiter.timer.cancel()
+        waiter.deferred.callback(self.query_consumer_offset(waiter.request))
 
     def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         """The committed offset of (group, topic, queue); for a group with none, 0 or QUERY_NOT_FOUND.

@@ -490,3 +490,38 @@ def test_send_refusals_repeat_and_start_accept_timestamp(broker):
     broker.broker_config.startAcceptSendRequestTimeStamp = start
     resp = call(broker, ch, send_request("GoodTopic"))
     assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark == f"broker unable to service, until {start}"
+
+
+def test_new_owner_reads_the_offset_the_previous_owner_commits_on_hand_over(broker):
+    """A group grows: the member that gives a queue up commits its offset (oneway UPDATE_CONSUMER_OFFSET)
+    about when the new member asks for it. The query waits for that commit, so the new owner starts
+    where the old one stopped instead of at its last periodic commit (a duplicate per message between)."""
+    a, b = FakeChannel(), FakeChannel()
+    call(broker, a, heartbeat("ca", "G", "T"))
+    for _ in range(8):
+        call(broker, a, send_request("T", b"m", queue_id=0))
+
+    def update(ch, offset):
+        call(broker, ch, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                                 UpdateConsumerOffsetRequestHeader("G", "T", 0, offset)))
+    update(a, 3)  # a's periodic commit; it then consumes up to 6
+    broker.clock.advance(2)
+    call(broker, b, heartbeat("cb", "G", "T"))  # b joins: a and b are notified
+    assert _query(broker, b, "G", "T") is None  # held: a consumed queue 0 and has not committed since
+    broker.clock.advance(0.05)
+    update(a, 6)  # a drops queue 0 and commits
+    assert b.sent[-1].code == ResponseCode.SUCCESS and b.sent[-1].ext_fields["offset"] == "6"
+    # a member that does not commit costs the wait once: answered HANDOVER_MAX_MS after the change
+    broker.clock.advance(0.1)
+    c = FakeChannel()
+    call(broker, c, heartbeat("cc", "G", "T"))
+    update(b, 6)  # b is active on queue 0 too now
+    assert _query(broker, c, "G", "T") is None
+    broker.clock.advance(0.5)
+    assert c.sent == []
+    broker.clock.advance(0.6)
+    assert c.sent[-1].ext_fields["offset"] == "6"
+    # long after the change, or for a queue nobody else consumed: at once
+    assert _query(broker, c, "G", "T").ext_fields["offset"] == "6"
+    call(broker, FakeChannel(), heartbeat("cd", "G", "T"))
+    assert _query(broker, c, "G", "T", qid=1).ext_fields["offset"] == "0"
