@@ -41,7 +41,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         settings = load_settings(options["configFile"], options["namesrvAddr"],
                                  warn=lambda m: print(f"rmq-broker: warning: {m}", file=sys.stderr))
     except PropertiesError as exc:
-        raise SystemExit(f"rmq-broker: {exc}")
+        raise SystemExit(f"rmq-broker: {exc}") from None
     if options["printConfigItem"] or options["printImportantConfig"]:
         sys.stdout.write(settings.format(important_only=bool(options["printImportantConfig"])))
         sys.stdout.flush()
@@ -63,15 +63,17 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         wrap = tls_hook.server_wrapper(tls_props)
         client_endpoints = tls_hook.client_endpoint_factory(tls_props)
     except (ValueError, PropertiesError) as exc:  # tls.TlsConfigError is a ValueError
-        raise SystemExit(f"rmq-broker: {exc}")
+        raise SystemExit(f"rmq-broker: {exc}") from None
 
+    from rmqpy.common import logbridge
+    logbridge.install()  # the store logs through stdlib logging: into the twistd log, before it loads
     controller = BrokerController(settings, reactor)
     if client_endpoints is not None:  # tls.enable=true: register with the name servers over TLS too
         controller.namesrv_client = RemotingClient(reactor, connect_timeout=3.0, endpoint_factory=client_endpoints)
     try:
         controller.initialize()
     except Exception as exc:  # the store or a config file cannot be loaded
-        raise SystemExit(f"rmq-broker: cannot start: {type(exc).__name__}: {exc}")
+        raise SystemExit(f"rmq-broker: cannot start: {type(exc).__name__}: {exc}") from None
 
     top = service.MultiService()
     top.controller = controller  # type: ignore[attr-defined]

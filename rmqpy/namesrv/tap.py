@@ -48,7 +48,7 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
     try:
         config, netty = build_configs(options)
     except PropertiesError as exc:
-        raise SystemExit(f"rmq-namesrv: {exc}")
+        raise SystemExit(f"rmq-namesrv: {exc}") from None
     if options["printConfigItem"] or options["printImportantConfig"]:
         items = config_items(config) + config_items(netty)
         if options["printImportantConfig"]:
@@ -56,9 +56,11 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         sys.stdout.write(format_properties(items))
         sys.stdout.flush()
         raise SystemExit(0)
+    from rmqpy.common import logbridge
+    logbridge.install()  # stdlib logging (libraries, shared modules) into the twistd log
     from rmqpy.remoting import tls_hook
     try:
         wrap = tls_hook.server_wrapper(options.get("tlsProps", {}))
     except ValueError as exc:  # TLS (issue 6): tls.TlsConfigError
-        raise SystemExit(f"rmq-namesrv: {exc}")
+        raise SystemExit(f"rmq-namesrv: {exc}") from None
     return NamesrvController(config, netty, wrap_factory=wrap)

@@ -22,6 +22,33 @@ DEFAULT_RATE = 1.0
 DEFAULT_BURST = 20
 #: How often a kind that held lines back says so ("suppressed N similar log lines").
 DEFAULT_SUMMARY_INTERVAL = 10.0
+#: Longest client-supplied text a log line quotes (topic, group, client ID, remark, value):
+#: a 70 KB header field must not become a 70 KB log line.
+MAX_LOGGED_TEXT = 200
+
+
+def clip(value: Any, limit: int = MAX_LOGGED_TEXT) -> Any:
+    """``value`` for a log line: text (``str``, ``bytes``, or anything whose ``str()`` is
+    long, such as a message queue with a client's topic in it) longer than ``limit``
+    characters is cut to ``limit`` with "…(N chars)" saying how long it was; numbers, None
+    and short values are returned as they are."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        text = bytes(value[:limit + 1]).decode("utf-8", "backslashreplace")
+        full = len(value)
+    else:
+        text = value if isinstance(value, str) else str(value)
+        full = len(text)
+    if full <= limit:
+        return value
+    return f"{text[:limit]}…({full} chars)"
+
+
+def _clipped(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword values of a log call through :func:`clip` (``log_*`` keys are the
+    logger's own and are left alone)."""
+    return {k: v if k.startswith("log_") else clip(v) for k, v in kwargs.items()}
 
 
 class _Bucket:
@@ -79,20 +106,27 @@ class LogRateLimiter:
 
     # -------------------------------------------------------------- logging helpers
     def emit(self, kind: str, log: Logger, level: LogLevel, fmt: str, **kwargs: Any) -> bool:
-        """``log.emit(level, fmt, **kwargs)`` unless ``kind`` is over its rate; True if written."""
+        """``log.emit(level, fmt, **kwargs)`` unless ``kind`` is over its rate; True if written.
+        Every keyword value goes through :func:`clip`."""
         if not self.allow(kind):
             return False
-        log.emit(level, fmt, **kwargs)
+        log.emit(level, fmt, **_clipped(kwargs))
         return True
 
     def warn(self, kind: str, log: Logger, fmt: str, **kwargs: Any) -> bool:
         return self.emit(kind, log, LogLevel.warn, fmt, **kwargs)
 
+    def info(self, kind: str, log: Logger, fmt: str, **kwargs: Any) -> bool:
+        return self.emit(kind, log, LogLevel.info, fmt, **kwargs)
+
+    def error(self, kind: str, log: Logger, fmt: str, **kwargs: Any) -> bool:
+        return self.emit(kind, log, LogLevel.error, fmt, **kwargs)
+
     def failure(self, kind: str, log: Logger, fmt: str, failure: Failure, **kwargs: Any) -> bool:
         """``log.failure`` (the traceback: for real bugs) unless ``kind`` is over its rate."""
         if not self.allow(kind):
             return False
-        log.failure(fmt, failure, **kwargs)
+        log.failure(fmt, failure, **_clipped(kwargs))
         return True
 
 

@@ -25,6 +25,10 @@ class CommitLog:
         self.delay_tags_code = delay_tags_code
         self.readonly = readonly
         self.last_store_timestamp = 0  # of the last appended record
+        #: what the last recovery walked: [first file index, files walked, valid records]
+        self.recovery_scan = [0, 0, 0]
+        #: why the last recovery stopped before the written end (None: at zeros, a clean end)
+        self.recovery_torn: str | None = None
 
     def load(self) -> None:
         self.queue.load()
@@ -107,6 +111,8 @@ class CommitLog:
         mf = files[index]
         process = mf.file_from_offset
         pos = 0
+        self.recovery_scan = [index, 1, 0]
+        self.recovery_torn = None
         while True:
             mm = mf.mm
             view = memoryview(mm)[:mf.readable_position()] if mm is not None else b""
@@ -119,6 +125,7 @@ class CommitLog:
                 if on_record is not None:
                     on_record(d)
                 self.last_store_timestamp = d.store_timestamp
+                self.recovery_scan[2] += 1
                 pos += d.size
             elif d.success and d.size == 0:  # blank: next file
                 index += 1
@@ -127,10 +134,13 @@ class CommitLog:
                 mf = files[index]
                 process = mf.file_from_offset
                 pos = 0
+                self.recovery_scan[1] += 1
             else:
-                if mf.file_from_offset + pos < self.queue.max_wrote_offset():
+                if mm is not None and pos + 8 <= len(view) and any(view[pos:pos + 8]):
+                    # not the zeros after the last record: a torn or corrupt record
+                    self.recovery_torn = d.reason or "invalid record"
                     log.info("commitlog recovery: end of valid data at %d (%s)", mf.file_from_offset + pos,
-                             d.reason or "invalid record")
+                             self.recovery_torn)
                 break
         return process + pos
 
@@ -164,7 +174,12 @@ class CommitLog:
 
     def _truncate(self, end: int) -> None:
         old_max = self.queue.max_wrote_offset()
+        old_files = len(self.queue.files)
         self.queue.truncate_dirty_files(end)
+        deleted = old_files - len(self.queue.files)
+        if self.recovery_torn is not None or deleted:
+            log.info("commitlog recovery: truncated after offset %d (%s; %d later files deleted)", end,
+                     self.recovery_torn or "end of valid data", deleted)
         for f in self.queue.files:
             f.flushed_position = f.wrote_position
         last = self.queue.last()

@@ -246,6 +246,8 @@ class MappedFileQueue:
             mf = MappedFile(path, self.mapped_file_size)
             if not self.files:
                 self.flushed_where = create_offset
+            else:
+                log.info("%s: rolled to a new file %s", self.store_path, offset_to_file_name(create_offset))
             self.files.append(mf)
             return mf
         return last

@@ -23,11 +23,12 @@ from twisted.internet import defer
 from rmqpy.protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_WAIT_STORE_MSG_OK,
     SCHEDULE_TOPIC, DispatchInfo, MessageExt, MessageExtBatch, MessageExtBrokerInner, create_offset_msg_id,
-    decode_batch_body, decode_record, encode_record_at, encode_record_into, host_bytes, java_string_hash, properties_to_string,
+    decode_batch_body, decode_record, encode_record_at, encode_record_into, host_bytes, java_string_hash,
     string_to_properties, RecordError, MAX_TOPIC_LENGTH_V1, MAX_PROPERTIES_LENGTH, record_size, record_fields_error,
     PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY,
 )
 from rmqpy.protocol import sysflag as SF
+from rmqpy.remoting.ratelimit import clip, limiter_for
 from rmqpy.store.checkpoint import StoreCheckpoint
 from rmqpy.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
@@ -36,7 +37,7 @@ from rmqpy.store.index import IndexService
 from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.paths import StorePathError, topic_path
 from rmqpy.store.space import disk_used_ratio
-from rmqpy.store.space_guard import DISK_SPACE_CLEAN_FORCIBLY_RATIO, DISK_SPACE_WARNING_RATIO, DiskSpaceGuard
+from rmqpy.store.space_guard import DISK_SPACE_CLEAN_FORCIBLY_RATIO, DiskSpaceGuard
 from rmqpy.store.stats import StoreStats
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ class MessageStore(DiskSpaceGuard):
         self._timers: list = []
         self._threadpool = None
         self._flushing = False
+        self._flush_failures = 0  # commit log flushes failed in a row (logged once, then rate-limited)
         self._flush_waiters: list = []
         self._cq_flushing = False
         self._last_logics_ts = 0
@@ -236,7 +238,7 @@ class MessageStore(DiskSpaceGuard):
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
         except OSError:
             os.close(fd)
-            raise StoreError(f"{path}: the store is locked by another process (another broker running?)")
+            raise StoreError(f"{path}: the store is locked by another process (another broker running?)") from None
         os.pwrite(fd, b"lock", 0)
         self._lock_fd = fd
 
@@ -288,6 +290,10 @@ class MessageStore(DiskSpaceGuard):
             end = 0
         elif self.last_exit_ok:
             end = self.commit_log.recover_normally()
+            first, walked, records = self.commit_log.recovery_scan
+            log.info("recover normally: commit log of %d files, checked %d from file %d (%d records), "
+                     "valid data ends at offset %d; %d consume queues", len(self.commit_log.queue.files),
+                     walked, first, records, end, sum(map(len, self.consume_queue_table.values())))
         else:
             cp = self.checkpoint
             if self.config.messageIndexEnable and self.config.messageIndexSafe:
@@ -295,6 +301,11 @@ class MessageStore(DiskSpaceGuard):
             else:
                 limit = cp.get_min_timestamp()
             end = self.commit_log.recover_abnormally(lambda magic, ts: ts <= limit, self._dispatch_recover)
+            first, walked, records = self.commit_log.recovery_scan
+            log.info("recover abnormally (the last exit was not clean): commit log of %d files, re-dispatched "
+                     "%d records from %d files starting at file %d, valid data ends at offset %d; "
+                     "%d consume queues", len(self.commit_log.queue.files), records, walked, first, end,
+                     sum(map(len, self.consume_queue_table.values())))
         if self.index_service.files and not self.config.readOnly:
             last = self.index_service.files[-1]
             if last.end_phy_offset > end:
@@ -496,7 +507,8 @@ class MessageStore(DiskSpaceGuard):
                     bad = str(e)
         if bad is None:
             return None
-        log.warning("put refused before writing: %s", bad)
+        if limiter_for(self.reactor).allow("store-put-refused"):  # a client's request: rate-limited
+            log.warning("put refused before writing: %s", clip(bad))
         return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
 
     def put_message(self, msg: MessageExtBrokerInner) -> defer.Deferred:
@@ -638,7 +650,8 @@ class MessageStore(DiskSpaceGuard):
         try:
             items = decode_batch_body(batch.body)
         except ValueError as e:
-            log.warning("bad batch body: %s", e)
+            if limiter_for(self.reactor).allow("store-bad-batch"):  # a client's request: rate-limited
+                log.warning("bad batch body of topic %s: %s", clip(batch.topic), clip(str(e)))
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
         if not items:
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
@@ -762,6 +775,9 @@ class MessageStore(DiskSpaceGuard):
 
     def _flush_done(self, target: int, ts: int) -> None:
         self._flushing = False
+        if self._flush_failures:
+            log.info("commit log flush succeeded again after %d failed attempts", self._flush_failures)
+            self._flush_failures = 0
         self.commit_log.queue.flushed_where = max(self.commit_log.queue.flushed_where, target)
         if self.checkpoint is not None and ts:
             self.checkpoint.physic_msg_timestamp = ts
@@ -771,7 +787,9 @@ class MessageStore(DiskSpaceGuard):
 
     def _flush_failed(self, f) -> None:
         self._flushing = False
-        log.error("commit log flush failed: %s", f.getErrorMessage())
+        self._flush_failures += 1
+        if self._flush_failures == 1 or limiter_for(self.reactor).allow("store-flush-failed"):
+            log.error("commit log flush failed (%d in a row): %s", self._flush_failures, f.getErrorMessage())
         waiters, self._flush_waiters = self._flush_waiters, []
         for w in waiters:
             if w[2] is not None and w[2].active():
@@ -828,7 +846,8 @@ class MessageStore(DiskSpaceGuard):
 
         def failed(f):
             self._cq_flushing = False
-            log.error("consume queue flush failed: %s", f.getErrorMessage())
+            if limiter_for(self.reactor).allow("store-cq-flush-failed"):
+                log.error("consume queue flush failed: %s", f.getErrorMessage())
 
         self._in_thread(self._flush_logics_blocking).addCallbacks(done, failed)
 
