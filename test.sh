@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+# static checks first, in seconds: lint (pyproject.toml [tool.ruff]); a finding fails the run
+python3 -m ruff check --quiet .
 if [ -f spark/requirements.txt ]; then
   python3 -m pip install -q --disable-pip-version-check -r spark/requirements.txt
 fi

@@ -60,7 +60,8 @@ def main() -> int:
     pairs = [issue(ca, f"server {i}", fresh_key=True) for i in range(2)]
     pems = [(p.cert_pem, p.key_pem("pw")) for p in pairs]
     cert, key = d / "server.pem", d / "server.key"
-    cert.write_bytes(pems[0][0]); key.write_bytes(pems[0][1])
+    cert.write_bytes(pems[0][0])
+    key.write_bytes(pems[0][1])
 
     r = SelectReactor()
     clock = task.Clock()
@@ -98,14 +99,16 @@ def main() -> int:
         await connect_and_check(pairs[0].fingerprint)
         for _ in range(20):  # warm-up: allocator and caches settle before the baseline
             i = (wrapper.holder.reloads + 1) % 2
-            replace(key, pems[i][1]); replace(cert, pems[i][0])
+            replace(key, pems[i][1])
+            replace(cert, pems[i][0])
             clock.advance(tls.POLL_INTERVAL)
         gc.collect()
         base, t0, start_reloads = rss_kib(), time.monotonic(), wrapper.holder.reloads
         print(f"baseline RSS {base / 1024:.1f} MiB after {start_reloads} warm-up reloads", flush=True)
         for n in range(1, args.reloads + 1):
             i = (wrapper.holder.reloads + 1) % 2
-            replace(key, pems[i][1]); replace(cert, pems[i][0])
+            replace(key, pems[i][1])
+            replace(cert, pems[i][0])
             clock.advance(tls.POLL_INTERVAL)
             assert wrapper.holder.fingerprint == pairs[i].fingerprint, f"reload {n} did not swap"
             if args.connect_every and n % args.connect_every == 0:

@@ -180,7 +180,7 @@ class ScheduleMessageService:
                 d.addBoth(self._async_put_done, level, offset)
                 return
             ok: list[bool] = []
-            d.addBoth(lambda r: ok.append(self._put_ok(r, inner)))
+            d.addBoth(lambda r: ok.append(self._put_ok(r, inner)))  # noqa: B023 (d has fired: runs now)
             if not ok or not ok[0]:
                 self.update_offset(level, offset)
                 self._schedule(level, DELAY_FOR_A_WHILE)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json as _stdjson
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, TypeVar
 
 from construct import (Bytes, GreedyRange, Int8ub, Int16sb, Int16ub, Int24ub, Int32sb, Int32ub,

@@ -14,8 +14,7 @@ import sys
 from rmqpy.protocol.message import RecordError, decode_record
 from rmqpy.store.checkpoint import StoreCheckpoint
 from rmqpy.store.commitlog import CommitLog
-from rmqpy.store.config import CQ_STORE_UNIT_SIZE
-from rmqpy.store.consume_queue import INT_MAX, UNIT, ConsumeQueue
+from rmqpy.store.consume_queue import INT_MAX, ConsumeQueue
 from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.paths import StorePathError
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-import os
 import sys
 from typing import Iterator
 

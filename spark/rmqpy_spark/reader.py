@@ -29,7 +29,7 @@ import os
 import re
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -380,7 +380,7 @@ def _gather_small(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
     return arr[idx], offsets.astype(np.int32)
 
 
-def _binary(data, offsets: np.ndarray, typ=pa.binary()) -> pa.Array:
+def _binary(data, offsets: np.ndarray, typ=pa.binary()) -> pa.Array:  # noqa: B008 (an immutable type)
     return pa.Array.from_buffers(typ, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 

@@ -64,7 +64,6 @@ CLI: ``python -m tests.interop.isolation check|cleanup|kind|image``.
 from __future__ import annotations
 
 import atexit
-import errno
 import fcntl
 import ipaddress
 import itertools

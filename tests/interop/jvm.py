@@ -31,6 +31,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -80,7 +81,6 @@ def _track(proc: subprocess.Popen) -> None:
     global _live
     if _live is None:
         import atexit
-        import weakref
 
         _live = weakref.WeakSet()
 

@@ -89,7 +89,7 @@ def _go_consume(host, ns: str, topic: str, group: str, count: int, tags: str = "
                 extra: tuple = ()):
     # the broker registers a topic it auto-created with the name server at once, but a one-way
     # producer may exit before the broker has even read its send: the route can lag a moment
-    for attempt in range(10):
+    for _attempt in range(10):
         ev = goharness.run(host, ["consume", "-n", ns, "-topic", topic, "-group", group, "-count", count,
                                   "-tags", tags, "-timeout", f"{timeout}s", *extra], timeout=timeout + 15,
                            check=False)

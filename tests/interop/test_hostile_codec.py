@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from rmqpy.protocol import command as codec
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.remoting.ratelimit import DEFAULT_SUMMARY_INTERVAL

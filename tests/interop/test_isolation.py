@@ -195,7 +195,7 @@ def test_host_loopback_server_is_not_reachable(net, ch):
 def test_namespace_reaches_nothing_else(net, ch):
     # its own links: lo and eth0 only; no default route
     links = ch.run(["ip", "-o", "link", "show"], timeout=10).stdout
-    names = sorted(l.split(":")[1].strip().split("@")[0] for l in links.splitlines())
+    names = sorted(line.split(":")[1].strip().split("@")[0] for line in links.splitlines())
     assert names == ["eth0", "lo"]
     routes = ch.run(["ip", "-4", "route", "show"], timeout=10).stdout
     assert "default" not in routes
@@ -214,7 +214,7 @@ def test_namespace_reaches_nothing_else(net, ch):
 def _host_ipv4_addrs() -> list[str]:
     out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True,
                          text=True, check=True).stdout
-    return [l.split()[3].split("/")[0] for l in out.splitlines()]
+    return [line.split()[3].split("/")[0] for line in out.splitlines()]
 
 
 def _block_addrs(net) -> set[str]:

@@ -275,7 +275,7 @@ def test_reply_to_a_requester_that_is_gone_gets_java_system_error(env: Env) -> N
     assert not out.of("replier-sent"), out
     (rerr,) = out.of("replier-error")
     assert rerr["class"].endswith("MQClientException") and rerr["responseCode"] == 1, rerr
-    assert rerr["message"].startswith(f"Send [3] times, still failed, cost ["), rerr
+    assert rerr["message"].startswith("Send [3] times, still failed, cost ["), rerr
     assert f"Topic: {REPLY_TOPIC}, BrokersSent: [" in rerr["message"], rerr
     (cause,) = [c for c in rerr["causes"] if "responseCode" in c]
     assert cause["class"].endswith("MQBrokerException") and cause["responseCode"] == 1, cause

@@ -58,6 +58,5 @@ def test_make_service_listens_on_both_ports(tmp_path):
     opts = tap.Options()
     opts.parseOptions(["-c", str(conf)])
     svc = tap.makeService(opts, reactor=task.Clock())
-    names = [str(getattr(s, "endpoint", "")) for s in svc]
     assert len(list(svc)) == 3
     svc.controller.message_store.shutdown()

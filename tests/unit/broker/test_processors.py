@@ -420,7 +420,7 @@ def test_search_offset_and_earliest_store_time(broker):
 
 def test_max_msg_bytes_limits_a_pull(broker):
     ch = FakeChannel()
-    for i in range(5):
+    for _i in range(5):
         call(broker, ch, send_request("TMB", b"x" * 100))
     req = pull_request("TMB", "G", sys_flag=0x4)
     req.ext_fields["maxMsgBytes"] = "300"

@@ -25,7 +25,7 @@ def _frames(path: Path):
 def test_every_captured_frame_round_trips_byte_for_byte(path: Path) -> None:
     frames = _frames(path)
     assert len(frames) > 20
-    for tag, conn, direction, frame in frames:
+    for tag, conn, _direction, frame in frames:
         cmd = codec.decode(frame[4:])
         assert codec.encode(cmd) == frame, f"{tag} conn {conn}: {cmd!r}"
 
@@ -33,7 +33,7 @@ def test_every_captured_frame_round_trips_byte_for_byte(path: Path) -> None:
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_captured_json_bodies_parse(path: Path) -> None:
     parsed = 0
-    for tag, conn, direction, frame in _frames(path):
+    for _tag, _conn, _direction, frame in _frames(path):
         cmd = codec.decode(frame[4:])
         body = cmd.body or b""
         if body[:1] in (b"{", b"[") and cmd.code != RequestCode.SEND_MESSAGE_V2:

@@ -216,7 +216,8 @@ def test_permissive_serves_tls_and_plaintext_on_one_port(pki):
             assert kinds == ["Server", "_LoggedTLSProtocol"]  # one plaintext TCP, one TLS
             assert len(srv.dispatched) == 3
         finally:
-            secure.close(); plain.close()
+            secure.close()
+            plain.close()
             await srv.close()
     run(body)
 
@@ -376,7 +377,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def test_reload_by_poll_on_clock(pki, tmp_path):
     """Polling with an injected clock: any one file changing reloads; broken files keep the old."""
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
-    cert.write_bytes(pki["server"].cert_pem); key.write_bytes(pki["server"].key_pem())
+    cert.write_bytes(pki["server"].cert_pem)
+    key.write_bytes(pki["server"].key_pem())
     clock = task.Clock()
     w = tls.server_factory_wrapper({"tls.server.certPath": str(cert), "tls.server.keyPath": str(key),
                                     "tls.config.file": "/nonexistent"}, reactor=object(), clock=clock,
@@ -391,7 +393,8 @@ def test_reload_by_poll_on_clock(pki, tmp_path):
     assert h.fingerprint == renewed.fingerprint and h.reloads == 1
     # half-written certificate: keeps the last good one, counted once
     cert.write_bytes(pki["server2"].cert_pem[:200])
-    clock.advance(0.5); clock.advance(0.5)
+    clock.advance(0.5)
+    clock.advance(0.5)
     assert h.fingerprint == renewed.fingerprint and h.failures == 1
     # new cert with a new key, cert written first: mismatch keeps the old, then the key completes it
     cert.write_bytes(pki["server2"].cert_pem)
@@ -413,7 +416,8 @@ def test_reload_by_poll_on_clock(pki, tmp_path):
 
 def test_reload_live_inotify_new_connections_see_new_cert(pki, tmp_path):
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
-    cert.write_bytes(pki["server"].cert_pem); key.write_bytes(pki["server"].key_pem(PASSWORD))
+    cert.write_bytes(pki["server"].cert_pem)
+    key.write_bytes(pki["server"].key_pem(PASSWORD))
 
     async def body(r):
         props = server_props(pki, **{"tls.server.certPath": str(cert), "tls.server.keyPath": str(key)})
@@ -441,7 +445,8 @@ def test_reload_live_inotify_new_connections_see_new_cert(pki, tmp_path):
             assert srv.wrapper.holder.failures >= 1
             third = tls_client(r, pki)
             assert await peer_fingerprint(third, srv.addr) == pki["server2"].fingerprint
-            new_client.close(); third.close()
+            new_client.close()
+            third.close()
         finally:
             old_client.close()
             await srv.close()

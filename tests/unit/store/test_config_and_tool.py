@@ -86,7 +86,7 @@ def _snapshot(root):
 
 
 def test_tool_verify_stats_dump_read_only(harness):
-    s = harness.open()
+    harness.open()
     for i in range(400):
         harness.put(msg(qid=i % 2, keys=f"k{i}"))
     harness.close()
@@ -110,7 +110,7 @@ def test_tool_verify_stats_dump_read_only(harness):
 
 def test_tool_reports_flipped_byte(harness):
     s = harness.open()
-    for i in range(50):
+    for _i in range(50):
         harness.put(msg())
     phy = s.get_commit_log_offset_in_queue("T", 0, 20)
     harness.close()

@@ -131,7 +131,7 @@ def test_free_space_checked_before_a_roll(harness, monkeypatch):
 
 def test_consume_queue_roll_failure_takes_the_record_back(harness, alloc):
     s = harness.open()
-    for i in range(50):  # one consume queue file holds 50 units
+    for _i in range(50):  # one consume queue file holds 50 units
         assert harness.put(msg(qid=0)).put_message_status == PutMessageStatus.PUT_OK
     max_phy = s.get_max_phy_offset()
     alloc.fail_sizes.add(CQ_SIZE)

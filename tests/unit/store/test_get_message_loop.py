@@ -3,7 +3,6 @@ commit log file kept from record to record, the batch limits inline) answers wha
 loop it replaced answers: reference_get_message below is that loop, kept as it was."""
 from __future__ import annotations
 
-import os
 import time
 
 import pytest

@@ -5,7 +5,6 @@ import logging
 import re
 
 import pytest
-from twisted.internet import defer
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.python.failure import Failure
 
@@ -53,7 +52,7 @@ def test_abnormal_recovery_reaches_the_twisted_log(harness, twisted_events):
 
 def test_normal_recovery_logged_once_and_file_rolls(harness, twisted_events):
     harness.open()
-    for i in range(1000):  # 64 KiB commit log files: several rolls
+    for _i in range(1000):  # 64 KiB commit log files: several rolls
         harness.put(msg(qid=0))
     rolls = [t for _, t in _lines(twisted_events) if "rolled to a new file" in t]
     assert len(rolls) >= 2
@@ -73,7 +72,7 @@ def test_normal_recovery_logged_once_and_file_rolls(harness, twisted_events):
 
 def test_torn_tail_truncation_is_logged(harness, twisted_events):
     s = harness.open()
-    for i in range(20):
+    for _i in range(20):
         harness.put(msg(qid=0))
     end = s.commit_log.get_max_offset()
     mf = s.commit_log.queue.last()

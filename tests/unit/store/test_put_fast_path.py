@@ -117,7 +117,6 @@ def test_index_built_on_put_is_what_put_key_writes(tmp_path):
     from rmqpy.protocol.message import DispatchInfo
     from rmqpy.store.index import IndexFile, IndexService, build_key
     svc = IndexService(str(tmp_path / "a"), 16, 64, now=lambda: 1_700_000_000_000)
-    ref = None
     dispatched = []
     for i in range(150):  # three files' worth of keys
         d = DispatchInfo(100, True, "T" if i % 3 else "U", 0, i * 100, 0, 1_700_000_000_000 + i * 1000, i,

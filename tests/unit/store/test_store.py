@@ -47,7 +47,7 @@ def test_get_statuses(harness):
     s = harness.open()
     g = s.get_message("G", "T", 0, 0, 32)
     assert g.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and g.next_begin_offset == 0
-    for i in range(3):
+    for _i in range(3):
         harness.put(msg())
     assert s.get_message("G", "T", 0, 3, 32).status == GetMessageStatus.OFFSET_OVERFLOW_ONE
     g = s.get_message("G", "T", 0, 10, 32)
@@ -103,7 +103,7 @@ def test_rollover_blank_record_and_cq_files(harness):
 
 
 def test_consume_queue_unit_layout(harness):
-    s = harness.open()
+    harness.open()
     harness.put(msg(tags="TagA"))
     harness.put(msg(tags=None))
     path = os.path.join(str(harness.root), "consumequeue", "T", "0", "%020d" % 0)
@@ -272,7 +272,7 @@ def test_batch_put(harness):
 
 
 def test_put_rejections(harness):
-    s = harness.open()
+    harness.open()
     assert harness.put(msg(topic="x" * 128)).put_message_status == PutMessageStatus.MESSAGE_ILLEGAL
     big = harness.put(msg(body=b"z" * (4 * 1024 * 1024 + 1)))
     assert big.put_message_status == PutMessageStatus.MESSAGE_ILLEGAL
@@ -291,7 +291,7 @@ def test_arrive_listener(harness):
 
 def test_offsets_by_time_and_timestamps(harness):
     s = harness.open()
-    for i in range(20):
+    for _i in range(20):
         harness.put(msg())
         harness.clock.advance(1)
     t0 = int(T0 * 1000)
@@ -316,7 +316,7 @@ def test_sync_flush_group_commit(harness, monkeypatch):
         return d
     monkeypatch.setattr(s, "_in_thread", fake_in_thread)
     results = []
-    for i in range(10):
+    for _i in range(10):
         s.put_message(msg()).addCallback(results.append)
     assert results == [] and len(pending) == 1  # one fsync in flight
     fn, a, d = pending.pop()
@@ -358,7 +358,7 @@ def test_lock_prevents_second_store(harness):
 
 
 def test_wrong_file_size_is_a_clear_error(harness):
-    s = harness.open()
+    harness.open()
     harness.put(msg())
     harness.close()
     p = os.path.join(str(harness.root), "commitlog", "%020d" % 0)
@@ -399,7 +399,7 @@ def test_delete_topics_and_runtime_info(harness):
 
 def test_retention_deletes_old_files(harness):
     s = harness.open(fileReservedTime=1)
-    for i in range(800):
+    for _i in range(800):
         harness.put(msg())
     nfiles = len(s.commit_log.queue.files)
     assert nfiles >= 3
