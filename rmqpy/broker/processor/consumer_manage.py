@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
+from twisted.logger import Logger
 
 from rmqpy.broker.validation import is_group_auto_creatable, validate_topic
 from rmqpy.protocol.bodies.heartbeat import consumer_list_body
@@ -24,8 +25,11 @@ if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
 
 
-#: how long after a group change a query for a queue may wait for its previous owner's commit (ms)
-HANDOVER_MAX_MS = 1000
+#: a query for a queue this soon after a group change may be one for a queue changing hands (ms): the new
+#: member's first rebalance (a fresh JVM) often asks more than a second after it registered
+HANDOVER_WINDOW_MS = 10_000
+#: the longest such a query waits for the previous owner's commit (ms; the clients wait 5 s for the answer)
+HANDOVER_MAX_MS = 2000
 #: a member that committed a queue (pull commitOffset or update) this recently was consuming it (ms); a held
 #: pull is answered within brokerSuspendMaxTimeMillis (15 s) and the next one carries the commit
 ACTIVE_MS = 20_000
@@ -42,6 +46,7 @@ class _Handover:
 
 
 class ConsumerManageProcessor:
+    log = Logger()
     codes = (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.QUERY_CONSUMER_OFFSET,
              RequestCode.UPDATE_CONSUMER_OFFSET)
 
@@ -89,20 +94,23 @@ class ConsumerManageProcessor:
                 if not waiter.pending:
                     self._answer(waiter)
 
-    def _previous_owners(self, channel: Any, group: str, topic: str, queue_id: int) -> tuple[set[str], int]:
-        """Other members that were consuming the queue and have not committed it (UPDATE_CONSUMER_OFFSET)
-        since the group last changed, while that change is recent; and the change's time."""
+    def _previous_owners(self, channel: Any, group: str, topic: str, queue_id: int) -> set[str]:
+        """The other member that was consuming the queue (committed it last, within ACTIVE_MS) if it has not
+        sent UPDATE_CONSUMER_OFFSET for it since the group last changed, while that change is recent."""
         b = self.broker
         changed = b.consumer_manager.changed_at.get(group)
         info = b.consumer_manager.get(group)
         now = b.now_ms()
-        if changed is None or info is None or info.message_model != "CLUSTERING" or now - changed >= HANDOVER_MAX_MS:
-            return set(), 0
+        if changed is None or info is None or info.message_model != "CLUSTERING" or now - changed >= HANDOVER_WINDOW_MS:
+            return set()
         key = (group, topic, queue_id)
         active, updated = self.active.get(key, {}), self.updated.get(key, {})
         members = {c.address for c in info.channels.values()} - {channel.remote_address}
-        return {h for h in members if now - active.get(h, -ACTIVE_MS) < ACTIVE_MS
-                and updated.get(h, -1) < changed}, changed
+        # the owner: the other member that committed the queue last (an owner's pulls carry commits)
+        owner = max((h for h in members if h in active), key=active.__getitem__, default=None)
+        if owner is None or now - active[owner] >= ACTIVE_MS or updated.get(owner, -1) >= changed:
+            return set()
+        return {owner}
 
     def query_after_handover(self, channel: Any, request: RemotingCommand) -> Any:
         """QUERY_CONSUMER_OFFSET, answered once the queue's previous owner has committed it.
@@ -112,18 +120,19 @@ class ConsumerManageProcessor:
         UPDATE_CONSUMER_OFFSET, RebalancePushImpl.removeUnnecessaryMessageQueue). Both follow one round
         trip after the notice, so the query often comes first and reads an older offset: what the
         previous owner consumed since its last commit is consumed twice (Java brokers answer at once and
-        have the same race). So within HANDOVER_MAX_MS of a change, a query for a queue that another
-        member was committing (pulls or updates within ACTIVE_MS) and has not committed since the change
-        waits for that member's UPDATE_CONSUMER_OFFSET, at most until HANDOVER_MAX_MS after the change
-        (a member that keeps the queue, or left, costs that wait once)."""
+        have the same race). So within HANDOVER_WINDOW_MS of a change, a query for a queue that another
+        member was the last to commit (pulls or updates within ACTIVE_MS), and has not updated since the change,
+        waits for that member's UPDATE_CONSUMER_OFFSET, at most HANDOVER_MAX_MS (a member that keeps the
+        queue, or left, costs that wait once)."""
         h = request.decode_header(QueryConsumerOffsetRequestHeader)
-        pending, changed = self._previous_owners(channel, h.consumerGroup, h.topic, int(h.queueId))
+        pending = self._previous_owners(channel, h.consumerGroup, h.topic, int(h.queueId))
         if not pending:
             return self.query_consumer_offset(request)
+        self.log.info("hand-over: offset query of {g} {t} {q} from {c} waits for the commit of {p}",
+                      g=h.consumerGroup, t=h.topic, q=h.queueId, c=channel.remote_address, p=sorted(pending))
         waiter = _Handover((h.consumerGroup, h.topic, int(h.queueId)), pending, request, defer.Deferred())
         self.handovers.append(waiter)
-        delay = max(0.0, (changed + HANDOVER_MAX_MS - self.broker.now_ms()) / 1000.0)
-        waiter.timer = self.broker.reactor.callLater(delay, self._answer, waiter)
+        waiter.timer = self.broker.reactor.callLater(HANDOVER_MAX_MS / 1000.0, self._answer, waiter)
         return waiter.deferred
 
     def _answer(self, waiter: "_Handover") -> None:
@@ -132,6 +141,9 @@ class ConsumerManageProcessor:
         self.handovers.remove(waiter)
         if waiter.timer is not None and waiter.timer.active():
             waiter.timer.cancel()
+        elif waiter.pending:
+            self.log.info("hand-over: no commit of {g} {t} {q} from {p} in time", g=waiter.key[0], t=waiter.key[1],
+                          q=waiter.key[2], p=sorted(waiter.pending))
         waiter.deferred.callback(self.query_consumer_offset(waiter.request))
 
     def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
