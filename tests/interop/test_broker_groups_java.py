@@ -477,7 +477,7 @@ JAVA_STALE_LOCK = ("Java keeps the queue lock a leaving member's rebalance took 
 JAVA_HANDOVER = ("Java answers the new member's QUERY_CONSUMER_OFFSET before the member giving the queue up has "
                  "committed it (a oneway UPDATE_CONSUMER_OFFSET sent one round trip after the same notice), so "
                  "what it consumed since its last commit is consumed again (measured on 4.9.7 and 5.3.3); rmqpy "
-                 "holds that query until the previous owner's commit (at most 1 s after the change)")
+                 "holds that query until the previous owner's commit (at most 2 s)")
 
 
 @pytest.mark.parametrize("env", RMQPY + JAVA, indirect=True)
