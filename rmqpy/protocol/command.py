@@ -17,13 +17,16 @@ from __future__ import annotations
 import json as _stdjson
 import struct
 from dataclasses import dataclass
-from typing import Any, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Mapping, TypeVar
 
 from construct import (Bytes, GreedyRange, Int8ub, Int16sb, Int16ub, Int24ub, Int32sb, Int32ub,
                        PascalString, Prefixed, Struct, this)
 
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import LanguageCode, MQVersion, ResponseCode, SerializeType
+
+if TYPE_CHECKING:  # headers.base imports this module
+    from rmqpy.protocol.headers.base import CommandHeader
 
 RPC_RESPONSE = 0x1
 RPC_ONEWAY = 0x2
@@ -79,7 +82,7 @@ class BodyError(BadRequestError):
     """A request body (JSON or binary) that does not decode to what its code expects."""
 
 
-H = TypeVar("H")
+H = TypeVar("H", bound="CommandHeader")
 
 
 @dataclass(eq=False)
@@ -129,7 +132,7 @@ class RemotingCommand:
 
     def decode_header(self, header_cls: type[H]) -> H:
         """Typed view of extFields; raises :class:`HeaderError` naming a missing field."""
-        return header_cls.decode(self.ext_fields or {})  # type: ignore[attr-defined]
+        return header_cls.decode(self.ext_fields or {})
 
     def ext(self, key: str, default: str | None = None) -> str | None:
         return (self.ext_fields or {}).get(key, default)
@@ -253,7 +256,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
                                int(cmd.version))
 
 
-class _OrderedFields(dict):
+class _OrderedFields(dict[str, Any]):
     """A map that fastjson.dumps writes in insertion order (see fastjson.dumps)."""
 
     keep_order = True
@@ -265,7 +268,7 @@ _json_decoder = _stdjson.JSONDecoder(parse_constant=fastjson._reject_constant)
 _json_decode = _json_decoder.decode
 #: its C scanner: ``_json_decode`` without the two whitespace regex matches, for a text that
 #: starts with ``{`` and ends where the object does (what every client sends)
-_json_scan = _json_decoder.scan_once
+_json_scan = _json_decoder.scan_once  # type: ignore[attr-defined]  # set by __init__, not in the stubs
 
 
 def _parse_json_header(header: memoryview) -> tuple[Any, bool]:
@@ -288,7 +291,7 @@ def _parse_json_header(header: memoryview) -> tuple[Any, bool]:
     return fastjson.loads(bytes(header)), False  # everything else, errors included, exactly as before
 
 
-def _str_values(ext: dict) -> bool:
+def _str_values(ext: dict[str, Any]) -> bool:
     """Whether every value is a str that Java could write out (no lone surrogate, which a
     JSON ``\\ud800`` escape makes: it would fail every later UTF-8 encode, a persist too)."""
     try:

@@ -32,7 +32,7 @@ class JSONDecodeError(ValueError):
         self.pos = pos
 
 
-class ObjectKey(dict):
+class ObjectKey(dict[Any, Any]):
     """A JSON object used as a map key (fastjson's MessageQueue keys); hashable, read-only."""
 
     def __hash__(self) -> int:  # type: ignore[override]
@@ -86,7 +86,7 @@ class _Parser:
             self.depth += 1
             if self.depth > MAX_DEPTH:
                 raise self.fail(f"nested deeper than {MAX_DEPTH}")
-            result = self.obj() if ch == "{" else self.array()
+            result: Any = self.obj() if ch == "{" else self.array()
             self.depth -= 1
             return result
         if ch == '"' or ch == "'":
@@ -99,9 +99,9 @@ class _Parser:
                 return result
         raise self.fail(f"unexpected character {ch!r}")
 
-    def obj(self) -> dict:
+    def obj(self) -> dict[Any, Any]:
         self.pos += 1
-        result: dict = {}
+        result: dict[Any, Any] = {}
         self.skip_ws()
         if self.peek() == "}":
             self.pos += 1
@@ -149,9 +149,9 @@ class _Parser:
             raise self.fail("expected an object key")
         return self.text[start:self.pos]
 
-    def array(self) -> list:
+    def array(self) -> list[Any]:
         self.pos += 1
-        result: list = []
+        result: list[Any] = []
         self.skip_ws()
         if self.peek() == "]":
             self.pos += 1

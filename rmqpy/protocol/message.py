@@ -18,9 +18,17 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import construct as cs
+
+if TYPE_CHECKING:
+    import mmap
+    from typing import TypeAlias
+
+    #: what the record codecs read from and write into: bytes, a bytearray, a memoryview or a mapped file
+    RecordBuffer: TypeAlias = bytes | bytearray | memoryview | mmap.mmap
+    WritableBuffer: TypeAlias = bytearray | memoryview | mmap.mmap
 
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.sysflag import (  # re-exported for convenience
@@ -89,7 +97,7 @@ class RecordError(ValueError):
 
 # --------------------------------------------------------------------------- construct schema
 
-def _host(v6_bit: int):
+def _host(v6_bit: int) -> Any:
     return cs.Struct(
         "ip" / cs.IfThenElse(lambda ctx: ctx._.sysFlag & v6_bit, cs.Bytes(16), cs.Bytes(4)),
         "port" / cs.Int32sb,
@@ -156,7 +164,7 @@ assert _HEAD.size == 48 and _FIXED_V4.size == 88
 _crc32 = zlib.crc32
 
 
-def body_crc(body) -> int:
+def body_crc(body: RecordBuffer) -> int:
     """BODYCRC as Java's UtilAll.crc32: CRC32 masked to 31 bits."""
     return zlib.crc32(body) & 0x7FFFFFFF
 
@@ -169,7 +177,7 @@ def record_size(sys_flag: int, body_len: int, topic_len: int, props_len: int, v2
             + 4 + body_len + (2 if v2 else 1) + topic_len + 2 + props_len)
 
 
-def _ip_bytes(ip) -> bytes:
+def _ip_bytes(ip: str | bytes | bytearray) -> bytes:
     if isinstance(ip, (bytes, bytearray)):
         return bytes(ip)
     try:
@@ -182,7 +190,7 @@ def _ip_str(b: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET if len(b) == 4 else socket.AF_INET6, bytes(b))
 
 
-_HOST_CACHE: dict = {}
+_HOST_CACHE: dict[tuple[str, int], bytes] = {}
 
 
 def host_bytes(host: tuple[str, int]) -> bytes:
@@ -203,7 +211,7 @@ def host_bytes(host: tuple[str, int]) -> bytes:
 
 # --------------------------------------------------------------------------- properties
 
-def properties_to_string(props: dict | None) -> str:
+def properties_to_string(props: dict[str, str] | None) -> str:
     """``MessageDecoder.messageProperties2String``: name\\x01value\\x02 ... (trailing \\x02)."""
     if not props:
         return ""
@@ -237,14 +245,14 @@ for _i in range(1, 4097):
 def java_string_hash(s: str) -> int:
     """Java ``String.hashCode()`` (over UTF-16 code units), as a signed int32."""
     if s.isascii():
-        units = s.encode("ascii")
+        units: bytes | list[int] = s.encode("ascii")
     else:
         u = s.encode("utf-16-be", "surrogatepass")
         units = [(u[i] << 8) | u[i + 1] for i in range(0, len(u), 2)]
     n = len(units)
     if n <= 4096:
         # sum(u[i] * 31^(n-1-i)): the units reversed against 31^0, 31^1, ...
-        h = sum(map(_mul, units[::-1], _POW31)) & 0xFFFFFFFF
+        h: int = sum(map(_mul, units[::-1], _POW31)) & 0xFFFFFFFF
     else:
         h = 0
         for c in units:
@@ -268,12 +276,12 @@ class MessageExt:
     queue_id: int = 0
     flag: int = 0
     body: bytes | None = b""
-    properties: dict = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
     sys_flag: int = 0
     born_timestamp: int = 0
-    born_host: tuple = ("0.0.0.0", 0)
+    born_host: tuple[str, int] = ("0.0.0.0", 0)
     store_timestamp: int = 0
-    store_host: tuple = ("0.0.0.0", 0)
+    store_host: tuple[str, int] = ("0.0.0.0", 0)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     queue_offset: int = 0
@@ -319,18 +327,18 @@ class MessageExtBrokerInner:
     queue_id: int = 0
     body: bytes = b""
     flag: int = 0
-    properties: dict | None = None
+    properties: dict[str, str] | None = None
     properties_string: str | None = None
     sys_flag: int = 0
     born_timestamp: int = 0
-    born_host: tuple = ("127.0.0.1", 0)
-    store_host: tuple | None = None
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    store_host: tuple[str, int] | None = None
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     tags_code: int | None = None
     store_timestamp: int = 0  # set by the store
 
-    def get_properties(self) -> dict:
+    def get_properties(self) -> dict[str, str]:
         if self.properties is None:
             self.properties = string_to_properties(self.properties_string)
         return self.properties
@@ -387,8 +395,8 @@ class MessageExtBatch:
     properties_string: str = ""
     sys_flag: int = 0
     born_timestamp: int = 0
-    born_host: tuple = ("127.0.0.1", 0)
-    store_host: tuple | None = None
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    store_host: tuple[str, int] | None = None
     reconsume_times: int = 0
 
     def items(self) -> list[BatchItem]:
@@ -397,7 +405,7 @@ class MessageExtBatch:
 
 # --------------------------------------------------------------------------- encode
 
-def encode_record_into(buf, pos: int, *, topic_bytes: bytes, queue_id: int, flag: int, body: bytes,
+def encode_record_into(buf: WritableBuffer, pos: int, *, topic_bytes: bytes, queue_id: int, flag: int, body: bytes,
                        props_bytes: bytes, sys_flag: int, born_timestamp: int, born_host: bytes,
                        store_timestamp: int, store_host: bytes, reconsume_times: int,
                        prepared_transaction_offset: int, queue_offset: int, physical_offset: int,
@@ -464,7 +472,7 @@ def record_fields_error(queue_id: int, flag: int, sys_flag: int, born_timestamp:
     return None
 
 
-def encode_record_at(buf, pos: int, total: int, topic_bytes: bytes, queue_id: int, flag: int, body: bytes,
+def encode_record_at(buf: WritableBuffer, pos: int, total: int, topic_bytes: bytes, queue_id: int, flag: int, body: bytes,
                      props_bytes: bytes, sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
                      store_host: bytes, reconsume_times: int, prepared_transaction_offset: int, queue_offset: int,
                      physical_offset: int) -> None:
@@ -531,7 +539,7 @@ def encode_record(msg: MessageExtBrokerInner | MessageExt, queue_offset: int | N
 
 # --------------------------------------------------------------------------- decode
 
-def _read_hosts(buf, pos: int, sys_flag: int):
+def _read_hosts(buf: RecordBuffer, pos: int, sys_flag: int) -> tuple[Any, ...]:
     """Return (born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared, body_len, next_pos)."""
     if sys_flag & SF.BORNHOST_V6_FLAG:
         bip, bport = _HOST6.unpack_from(buf, pos)
@@ -551,7 +559,7 @@ def _read_hosts(buf, pos: int, sys_flag: int):
     return bip, bport, sts, sip, sport, rt, pto, blen, pos + 16
 
 
-def decode_record(buf, offset: int = 0, check_crc: bool = True, read_body: bool = True) -> MessageExt:
+def decode_record(buf: RecordBuffer, offset: int = 0, check_crc: bool = True, read_body: bool = True) -> MessageExt:
     """Decode the record starting at ``buf[offset]``; raises :class:`RecordError`."""
     n = len(buf)
     if offset + 8 > n:
@@ -601,7 +609,7 @@ def decode_record(buf, offset: int = 0, check_crc: bool = True, read_body: bool 
                       queue_offset=qoff, commit_log_offset=phy, store_size=total, body_crc=crc, magic_code=magic)
 
 
-def decode_records(buf, check_crc: bool = False, read_body: bool = True) -> Iterator[MessageExt]:
+def decode_records(buf: RecordBuffer, check_crc: bool = False, read_body: bool = True) -> Iterator[MessageExt]:
     """Iterate over a concatenation of records (e.g. a pull response body)."""
     pos = 0
     n = len(buf)
@@ -626,15 +634,15 @@ class DispatchInfo:
     uniq_key: str | None = None
     sys_flag: int = 0
     prepared_transaction_offset: int = 0
-    properties: dict | None = None
+    properties: dict[str, str] | None = None
     reason: str = ""
 
 
 _BLANK = DispatchInfo(0, True)
 
 
-def check_record(buf, offset: int = 0, check_crc: bool = True, read_body: bool = True,
-                 delay_tags_code=None) -> DispatchInfo:
+def check_record(buf: RecordBuffer, offset: int = 0, check_crc: bool = True, read_body: bool = True,
+                 delay_tags_code: Callable[[int, int], int] | None = None) -> DispatchInfo:
     """Validate the record at ``buf[offset]`` like ``CommitLog.checkMessageAndReturnSize``.
 
     Returns size 0/success for a blank record, size -1 (or the claimed size) and
@@ -694,7 +702,7 @@ def check_record(buf, offset: int = 0, check_crc: bool = True, read_body: bool =
     return DispatchInfo(total, True, topic, qid, phy, tags_code, sts, qoff, keys, uniq, sys_flag, pto, props)
 
 
-def peek_record_header(buf, offset: int = 0):
+def peek_record_header(buf: RecordBuffer, offset: int = 0) -> tuple[int, int, int]:
     """(total_size, magic, store_timestamp) of the record at offset, without validation."""
     total, magic = struct.unpack_from(">iI", buf, offset)
     if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
@@ -707,7 +715,7 @@ def peek_record_header(buf, offset: int = 0):
 
 # --------------------------------------------------------------------------- batch body
 
-def encode_batch_body(items) -> bytes:
+def encode_batch_body(items: Iterable[tuple[int, bytes, dict[str, str] | str]]) -> bytes:
     """Encode messages for SEND_BATCH_MESSAGE (``MessageDecoder.encodeMessages``).
 
     ``items``: iterables of (flag, body, properties dict or string)."""
@@ -723,7 +731,7 @@ def encode_batch_body(items) -> bytes:
     return b"".join(out)
 
 
-def decode_batch_body(body) -> list[BatchItem]:
+def decode_batch_body(body: RecordBuffer) -> list[BatchItem]:
     """Decode a SEND_BATCH_MESSAGE body; raises ValueError on malformed input."""
     items = []
     pos = 0
@@ -793,7 +801,7 @@ def create_uniq_id(ip: str = "127.0.0.1", now_ms: int | None = None) -> str:
     return (_ip_bytes(ip) + _uniq_prefix + struct.pack(">IH", diff, _uniq_counter)).hex().upper()
 
 
-def decode_uniq_id(uniq: str) -> dict:
+def decode_uniq_id(uniq: str) -> dict[str, Any]:
     """Split a UNIQ_KEY into ip, pid, classloader hash, ms since month start, counter."""
     b = bytes.fromhex(uniq)
     iplen = 16 if len(b) == 28 else 4

@@ -45,15 +45,15 @@ class RemotingClient:
         self.endpoint_factory = endpoint_factory or (
             lambda r, h, p: HostnameEndpoint(r, h, p, timeout=self.connect_timeout))
         self._connections: dict[str, RemotingProtocol] = {}
-        self._connecting: dict[str, list[defer.Deferred]] = {}
+        self._connecting: dict[str, list[defer.Deferred[RemotingProtocol]]] = {}
 
-    def connection(self, addr: str) -> defer.Deferred:
+    def connection(self, addr: str) -> defer.Deferred[RemotingProtocol]:
         """A connected RemotingProtocol for ``addr`` (cached while it stays open)."""
         proto = self._connections.get(addr)
         if proto is not None and proto.connected_:
             return defer.succeed(proto)
         waiting = self._connecting.get(addr)
-        d: defer.Deferred = defer.Deferred()
+        d: defer.Deferred[RemotingProtocol] = defer.Deferred()
         if waiting is not None:
             waiting.append(d)
             return d
@@ -86,10 +86,10 @@ class RemotingClient:
         if self._connections.get(addr) is proto:
             del self._connections[addr]
 
-    def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred:
+    def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred[RemotingCommand]:
         return self.connection(addr).addCallback(lambda p: p.invoke(request, timeout))
 
-    def invoke_oneway(self, addr: str, request: RemotingCommand) -> defer.Deferred:
+    def invoke_oneway(self, addr: str, request: RemotingCommand) -> defer.Deferred[None]:
         return self.connection(addr).addCallback(lambda p: p.invoke_oneway(request))
 
     def close(self) -> None:

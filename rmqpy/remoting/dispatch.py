@@ -11,7 +11,7 @@ as a peer can send them as fast as it likes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 class RequestProcessor(Protocol):
     def process_request(self, channel: "RemotingProtocol", request: RemotingCommand
-                        ) -> RemotingCommand | None | defer.Deferred: ...
+                        ) -> RemotingCommand | None | defer.Deferred[Any]: ...
 
 
 class ChannelListener(Protocol):
@@ -72,7 +72,7 @@ class RequestDispatcher:
             except Exception:
                 self.log.failure("channel listener {listener!r} failed", listener=listener)
 
-    def dispatch(self, channel: "RemotingProtocol", request: RemotingCommand) -> defer.Deferred | None:
+    def dispatch(self, channel: "RemotingProtocol", request: RemotingCommand) -> defer.Deferred[Any] | None:
         """Run the request's processor and send its answer.
 
         A processor that answers synchronously (a RemotingCommand or None, or raises) is
@@ -85,13 +85,14 @@ class RequestDispatcher:
         if processor is None:
             _limiter(channel).warn("unsupported-code", self.log, "{peer}: request code {code} not supported",
                                    peer=channel.remote_address, code=request.code)
-            result = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            # an answer, None, a Failure, or whatever else maybeDeferred accepts
+            result: Any = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                       f" request type {request.code} not supported")
         else:
             try:
                 result = processor.process_request(channel, request)
             except BaseException:  # as maybeDeferred catches
-                result = Failure()
+                result = Failure()  # type: ignore[no-untyped-call]  # Twisted: Failure.__init__ unannotated
             else:
                 if result is not None and type(result) is not RemotingCommand:
                     d = defer.maybeDeferred(_same, result)
@@ -104,7 +105,7 @@ class RequestDispatcher:
                 result = self._on_error(result, channel, request)
             self._reply(result, channel, request)
         except BaseException:  # as the Deferred chain caught it
-            self._reply_failed(Failure(), channel)
+            self._reply_failed(Failure(), channel)  # type: ignore[no-untyped-call]
         return None
 
     def _reply_failed(self, failure: Failure, channel: "RemotingProtocol") -> None:
@@ -112,7 +113,7 @@ class RequestDispatcher:
                                   peer=channel.remote_address)
 
     def _on_error(self, failure: Failure, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
-        if failure.check(BadRequestError, JSONDecodeError):  # the client's mistake: one line
+        if failure.check(BadRequestError, JSONDecodeError):  # type: ignore[no-untyped-call]  # the client's mistake
             _limiter(channel).warn("bad-request", self.log, "{peer}: bad {code} request: {err}",
                                    peer=channel.remote_address, code=code_name(request.code, RequestCode),
                                    err=_short(failure.value))
@@ -142,6 +143,6 @@ def _short(error: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _same(result: object) -> object:
+def _same(result: Any) -> Any:
     """What maybeDeferred calls to wrap a result that is already there."""
     return result

@@ -18,7 +18,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 if TYPE_CHECKING:
-    from rmqpy.remoting.protocol import RemotingServerFactory
+    from rmqpy.remoting.protocol import RemotingProtocol, RemotingServerFactory
 
 MiB = 1024 * 1024
 
@@ -157,7 +157,7 @@ class ChannelSweeper:
         holders = [ch for f in self.factories for ch in f.channels if ch._reserved and ch.connected_]
         self._enforce(holders, sum(ch._reserved for ch in holders), self.clock.seconds())
 
-    def _enforce(self, holders: list, total: int, now: float) -> None:
+    def _enforce(self, holders: list[RemotingProtocol], total: int, now: float) -> None:
         budget = self.max_partial_bytes
         if total > budget:
             # the biggest first, the oldest among equals: they cost the most and wait the longest

@@ -12,7 +12,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer, protocol
-from twisted.internet.interfaces import IPushProducer, IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime, ITCPTransport
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -59,6 +59,8 @@ class _Unbounded:
 
 class RemotingProtocol(protocol.Protocol):
     log = Logger()
+    # set by makeConnection before any method below runs (a TCP transport, or TLS over one)
+    transport: ITCPTransport
     # the declared sizes of the partial frames of all connections sharing it (ChannelSweeper)
     _budget: Any = _Unbounded()
     _aborted = False
@@ -69,7 +71,7 @@ class RemotingProtocol(protocol.Protocol):
         self.clock = clock
         self.max_frame = max_frame
         self._buffer = bytearray()
-        self._pending: dict[int, tuple[defer.Deferred, object]] = {}
+        self._pending: dict[int, tuple[defer.Deferred[RemotingCommand], IDelayedCall]] = {}
         self.connected_ = False
         self.remote_address = "?"
         self.remote_host = ""
@@ -96,8 +98,8 @@ class RemotingProtocol(protocol.Protocol):
         self.connected_ = False
         pending, self._pending = self._pending, {}
         for d, timer in pending.values():
-            if timer.active():  # type: ignore[attr-defined]
-                timer.cancel()  # type: ignore[attr-defined]
+            if timer.active():
+                timer.cancel()
             d.errback(RemotingConnectionError(f"connection to {self.remote_address} closed"))
         if self.dispatcher is not None:
             self.dispatcher.channel_closed(self)
@@ -194,8 +196,8 @@ class RemotingProtocol(protocol.Protocol):
                                              peer=self.remote_address, opaque=cmd.opaque)
                 return
             d, timer = entry
-            if timer.active():  # type: ignore[attr-defined]
-                timer.cancel()  # type: ignore[attr-defined]
+            if timer.active():
+                timer.cancel()
             d.callback(cmd)
         elif self.dispatcher is not None:
             self.dispatcher.dispatch(self, cmd)
@@ -209,12 +211,12 @@ class RemotingProtocol(protocol.Protocol):
             self._active = True
             self.transport.write(codec.encode(cmd))
 
-    def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred:
+    def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred[RemotingCommand]:
         """Send a request; the Deferred fires with the response or fails on timeout/close."""
         if not self.connected_:
             return defer.fail(RemotingConnectionError(f"connection to {self.remote_address} is closed"))
         request.opaque = next_opaque()
-        d: defer.Deferred = defer.Deferred()
+        d: defer.Deferred[RemotingCommand] = defer.Deferred()
 
         def expire() -> None:
             entry = self._pending.pop(request.opaque, None)
@@ -302,7 +304,7 @@ class _TrackedProtocol(RemotingProtocol):
             register(self, True)
             self._producing = True
         # what stops reading: the TCP transport, under TLS the one below the TLS protocol
-        reader = transport
+        reader: Any = transport
         while reader is not None and not hasattr(reader, "pauseProducing"):
             reader = getattr(reader, "transport", None)
         self._reader = reader
@@ -317,7 +319,7 @@ class _TrackedProtocol(RemotingProtocol):
     def _stop_flow_control(self) -> None:
         if self._producing:
             self._producing = False
-            self.transport.unregisterProducer()
+            self.transport.unregisterProducer()  # type: ignore[attr-defined]  # IConsumer too; no intersections
 
     # IPushProducer, called by the transport
     def pauseProducing(self) -> None:

@@ -138,7 +138,7 @@ def limiter_for(clock: IReactorTime | None = None) -> LogRateLimiter:
     and dispatcher on one reactor shares one set of buckets, so N connections cannot log N
     times as much."""
     if clock is None:
-        from twisted.internet import reactor as clock  # type: ignore[no-redef]
+        from twisted.internet import reactor as clock
     limiter = _limiters.get(clock)
     if limiter is None:
         limiter = _limiters[clock] = LogRateLimiter(clock)  # type: ignore[arg-type]

@@ -27,12 +27,12 @@ class RemotingServerService(service.Service):
         self._listening: Any = None
 
     def startService(self) -> None:
-        super().startService()
+        super().startService()  # type: ignore[no-untyped-call]  # Twisted: unannotated
         factory = self.wrap_factory(self.factory) if self.wrap_factory else self.factory
         self._listening = self.reactor.listenTCP(self.port, factory, interface=self.interface)
 
-    def stopService(self) -> defer.Deferred | None:
-        super().stopService()
+    def stopService(self) -> defer.Deferred[None] | None:
+        super().stopService()  # type: ignore[no-untyped-call]  # Twisted: unannotated
         port, self._listening = self._listening, None
         if port is not None:
             return defer.maybeDeferred(port.stopListening)

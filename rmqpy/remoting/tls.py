@@ -48,7 +48,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from OpenSSL import SSL, crypto
 from twisted.internet import protocol, task
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IOpenSSLServerConnectionCreator
+from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IOpenSSLServerConnectionCreator, ITCPTransport
 from twisted.logger import Logger
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
 from zope.interface import implementer
@@ -217,6 +217,7 @@ def _use_pair(ctx: SSL.Context, files: dict[str, bytes], cert_path: str, key_pat
 
 def _trust(ctx: SSL.Context, files: dict[str, bytes], path: str) -> None:
     store = ctx.get_cert_store()
+    assert store is not None  # OpenSSL makes it with the context
     for cert in _load_certs(files[path], path):
         store.add_cert(crypto.X509.from_cryptography(cert))
 
@@ -369,12 +370,12 @@ class ReloadingContext:
         try:
             from twisted.internet import inotify
             from twisted.python.filepath import FilePath
-            notifier = inotify.INotify(self.reactor)
-            notifier.startReading()
+            notifier = inotify.INotify(self.reactor)  # type: ignore[no-untyped-call]  # Twisted: unannotated
+            notifier.startReading()  # type: ignore[no-untyped-call]
             mask = (inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO | inotify.IN_CREATE | inotify.IN_DELETE
                     | inotify.IN_MODIFY | inotify.IN_ATTRIB | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF)
             for d in sorted({os.path.dirname(os.path.abspath(p)) for p in self.paths}):
-                notifier.watch(FilePath(d), mask=mask, callbacks=[self._event])
+                notifier.watch(FilePath(d), mask=mask, callbacks=[self._event])  # type: ignore[no-untyped-call]
             self._notifier = notifier
         except Exception as exc:  # no inotify here: the 500 ms poll is enough
             log.info("TLS {name}: inotify unavailable ({err}); polling every {s}s", name=self.name,
@@ -440,7 +441,7 @@ class _LoggedTLSProtocol(BufferingTLSTransport):
                 log.warn("TLS connection from {peer} closed by the peer during the handshake", peer=where)
             else:
                 log.debug("TLS connection from {peer} closed without close_notify", peer=where)
-        super()._tlsShutdownFinished(reason)
+        super()._tlsShutdownFinished(reason)  # type: ignore[no-untyped-call]  # Twisted: unannotated
 
 
 def _ssl_reason(err: SSL.Error) -> str:
@@ -465,10 +466,10 @@ class TlsDetectingFactory(protocol.Factory):
 
     def startFactory(self) -> None:  # noqa: N802
         self.wrapper.holder.start()
-        self.inner.doStart()
+        self.inner.doStart()  # type: ignore[no-untyped-call]  # Twisted: unannotated
 
     def stopFactory(self) -> None:  # noqa: N802
-        self.inner.doStop()
+        self.inner.doStop()  # type: ignore[no-untyped-call]
         self.wrapper.holder.stop()
 
     def buildProtocol(self, addr: Any) -> "_Detector":  # noqa: N802
@@ -476,6 +477,8 @@ class TlsDetectingFactory(protocol.Factory):
 
 
 class _Detector(protocol.Protocol):
+    transport: ITCPTransport  # from listenTCP, set before connectionMade
+
     def __init__(self, factory: TlsDetectingFactory, addr: Any) -> None:
         self.factory = factory
         self.addr = addr

@@ -49,7 +49,8 @@ class Issued:
             return pbes1_sha1_3des_pem(self.key, password)
         else:
             enc = serialization.BestAvailableEncryption(password.encode())
-        return self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
+        pem: bytes = self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
+        return pem
 
     @property
     def fingerprint(self) -> str:
@@ -112,7 +113,7 @@ def pbes1_sha1_3des_pem(key: Any, password: str, iterations: int = 2048) -> byte
     try:
         from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
     except ImportError:  # cryptography < 43
-        from cryptography.hazmat.primitives.ciphers.algorithms import TripleDES  # type: ignore[no-redef]
+        from cryptography.hazmat.primitives.ciphers.algorithms import TripleDES  # type: ignore[no-redef, unused-ignore]
 
     plain = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
                               serialization.NoEncryption())

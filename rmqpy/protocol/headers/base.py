@@ -51,8 +51,8 @@ def _base_type(hint: Any) -> type:
     """int | None -> int; Long -> int; plain types pass through."""
     hint = _strip_optional(hint)
     if typing.get_origin(hint) is Annotated:
-        return typing.get_args(hint)[0]
-    return hint
+        return typing.cast(type, typing.get_args(hint)[0])
+    return typing.cast(type, hint)
 
 
 def _int_range(hint: Any) -> tuple[int, int]:
@@ -116,7 +116,7 @@ class CommandHeader:
                 continue
             values[name] = _parse(kind, name, raw, bounds.get(name, LONG_RANGE))
         try:
-            return cls(**values)  # type: ignore[call-arg]
+            return cls(**values)
         except HeaderError:
             raise
         except (TypeError, ValueError, OverflowError) as exc:  # a __post_init__ check of the class
@@ -131,6 +131,7 @@ class CommandHeader:
         return out
 
 
+@typing.dataclass_transform(field_specifiers=(dataclasses.field,))
 def header(cls: type[T]) -> type[T]:
     """Class decorator: make ``cls`` a dataclass header and precompute its field table."""
     cls = dataclasses.dataclass(cls)
