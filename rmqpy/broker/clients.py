@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from twisted.logger import Logger
-
 from rmqpy.protocol.bodies.heartbeat import SubscriptionData
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 
 @dataclass(eq=False)
@@ -34,7 +33,7 @@ def _close(channel: Any) -> None:
 
 
 class ProducerManager:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, now_ms: Callable[[], int]) -> None:
         self.now_ms = now_ms
@@ -146,7 +145,7 @@ class ConsumerGroupInfo:
 class ConsumerManager:
     """Consumer groups; calls ``ids_changed(group, channels)`` when membership changes."""
 
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, now_ms: Callable[[], int],
                  ids_changed: Callable[[str, list[Any]], None] | None = None,

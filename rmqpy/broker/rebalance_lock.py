@@ -7,9 +7,11 @@ and may be taken by another client. Time comes from the injected ``now_ms``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from twisted.logger import Logger
+
+from rmqpy.remoting.ratelimit import limiter_for
 
 REBALANCE_LOCK_MAX_LIVE_TIME = 60_000
 
@@ -29,10 +31,14 @@ class LockEntry:
 class RebalanceLockManager:
     log = Logger()
 
-    def __init__(self, now_ms: Callable[[], int], max_live_ms: int = REBALANCE_LOCK_MAX_LIVE_TIME) -> None:
+    def __init__(self, now_ms: Callable[[], int], max_live_ms: int = REBALANCE_LOCK_MAX_LIVE_TIME,
+                 clock: Any = None) -> None:
         self.now_ms = now_ms
         self.max_live_ms = max_live_ms
         self.table: dict[str, dict[MQ, LockEntry]] = {}
+        #: a line per queue and request, with the client's group and ID in it: any client can
+        #: write them at will, so they are rate-limited (per kind) and their values clipped
+        self.limiter = limiter_for(clock)
 
     def is_locked(self, group: str, mq: MQ, client_id: str) -> bool:
         """True (and renewed) when ``client_id`` holds a live lock on ``mq``."""
@@ -54,34 +60,38 @@ class RebalanceLockManager:
             entry = table.get(mq)
             if entry is None:
                 table[mq] = LockEntry(client_id, now)
-                self.log.info("tryLockBatch, message queue not locked, I got it. Group: {g} NewClientId: {c} {mq}",
-                              g=group, c=client_id, mq=mq)
+                self.limiter.info("lock-acquired", self.log,
+                                  "tryLockBatch, message queue not locked, I got it. Group: {g} NewClientId: {c} {mq}",
+                                  g=group, c=client_id, mq=mq)
                 locked.append(mq)
             elif entry.expired(now, self.max_live_ms):
-                self.log.warn("tryLockBatch, message queue lock expired, I got it. Group: {g} OldClientId: {o} "
-                              "NewClientId: {c} {mq}", g=group, o=entry.client_id, c=client_id, mq=mq)
+                self.limiter.warn("lock-expired", self.log,
+                                  "tryLockBatch, message queue lock expired, I got it. Group: {g} OldClientId: {o} "
+                                  "NewClientId: {c} {mq}", g=group, o=entry.client_id, c=client_id, mq=mq)
                 entry.client_id, entry.last_update = client_id, now
                 locked.append(mq)
             else:
-                self.log.warn("tryLockBatch, message queue locked by other client. Group: {g} OtherClientId: {o} "
-                              "NewClientId: {c} {mq}", g=group, o=entry.client_id, c=client_id, mq=mq)
+                self.limiter.warn("lock-conflict", self.log,
+                                  "tryLockBatch, message queue locked by other client. Group: {g} OtherClientId: {o} "
+                                  "NewClientId: {c} {mq}", g=group, o=entry.client_id, c=client_id, mq=mq)
         return locked
 
     def unlock_batch(self, group: str, mqs: Iterable[MQ], client_id: str) -> None:
         table = self.table.get(group)
         if not table:
-            self.log.warn("unlockBatch, group not exist, Group: {g} {c}", g=group, c=client_id)
+            self.limiter.warn("unlock-no-group", self.log, "unlockBatch, group not exist, Group: {g} {c}", g=group, c=client_id)
             return
         for mq in mqs:
             entry = table.get(mq)
             if entry is None:
-                self.log.warn("unlockBatch, but mq not locked, Group: {g} {c} {mq}", g=group, c=client_id, mq=mq)
+                self.limiter.warn("unlock-not-locked", self.log, "unlockBatch, but mq not locked, Group: {g} {c} {mq}",
+                                  g=group, c=client_id, mq=mq)
             elif entry.client_id == client_id:
                 del table[mq]
-                self.log.info("unlockBatch, Group: {g} {c} {mq}", g=group, c=client_id, mq=mq)
+                self.limiter.info("unlock", self.log, "unlockBatch, Group: {g} {c} {mq}", g=group, c=client_id, mq=mq)
             else:
-                self.log.warn("unlockBatch, but mq locked by other client: {o}, Group: {g} {c} {mq}",
-                              o=entry.client_id, g=group, c=client_id, mq=mq)
+                self.limiter.warn("unlock-conflict", self.log, "unlockBatch, but mq locked by other client: {o}, Group: {g} {c} {mq}",
+                                  o=entry.client_id, g=group, c=client_id, mq=mq)
 
     def unlock_all(self, group: str, client_id: str) -> list[MQ]:
         """Drops every lock ``client_id`` holds in ``group`` (it left the group); returns the queues."""
@@ -90,5 +100,6 @@ class RebalanceLockManager:
         for mq in freed:
             del table[mq]
         if freed:
-            self.log.info("unlockAll, client left the group, Group: {g} {c} {mqs}", g=group, c=client_id, mqs=freed)
+            self.limiter.info("unlock-all", self.log, "unlockAll, client left the group, Group: {g} {c} {mqs}",
+                              g=group, c=client_id, mqs=freed)
         return freed

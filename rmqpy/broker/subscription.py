@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.logger import Logger
-
 from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.validation import is_group_auto_creatable
 from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
 from rmqpy.protocol.bodies.topic import DataVersion
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
@@ -27,7 +26,7 @@ def is_sys_consumer_group(group: str) -> bool:
 
 class SubscriptionGroupManager(ConfigManager):
     file_name = "subscriptionGroup.json"
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, broker_config: Any, config_dir: str | None) -> None:
         super().__init__(config_dir)

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from twisted.logger import Logger
-
 from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.validation import (DEFAULT_MAX_TOPIC_QUEUE_NUMS, bounded, queue_nums_limit,  # noqa: F401
                                      validate_topic)  # (validate_topic re-exported)
 from rmqpy.protocol.bodies.topic import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
                                          TopicConfigSerializeWrapper)
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -56,7 +55,7 @@ def topic_config_string(tc: TopicConfig) -> str:
 
 class TopicConfigManager(ConfigManager):
     file_name = "topics.json"
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, broker_config: Any, config_dir: str | None,
                  on_new_topic: Callable[[], None] | None = None) -> None:

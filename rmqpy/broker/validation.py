@@ -14,6 +14,9 @@ import re
 #: TopicValidator.TOPIC_MAX_LENGTH / Validators.CHARACTER_MAX_LENGTH (5.3.3)
 TOPIC_MAX_LENGTH = 127
 GROUP_MAX_LENGTH = 255
+#: Longest client ID accepted where the broker keeps it (lock table): Java has no limit; a
+#: Java client's ID is ``ip@instanceName[@unitName]``, far below this.
+MAX_CLIENT_ID_LENGTH = 1024
 VALID_PATTERN = "^[%|a-zA-Z0-9_-]+$"
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 #: default of the broker setting ``maxTopicQueueNums`` (rmqpy; Java accepts any int)

@@ -25,6 +25,11 @@ class NamesrvConfig:
     # rmqpy (Java has none): path, TLS, ACL and address keys UPDATE_NAMESRV_CONFIG may change anyway,
     # ";"-separated, "*" for all of them as in Java; read from the config file only
     remoteConfigUpdateAllowKeys: str = ""
+    # rmqpy (Java has none): bounds of the KV config any client may PUT_KV_CONFIG into; a put over
+    # one is refused with an error answer (read at start; UPDATE_NAMESRV_CONFIG does not change them)
+    kvConfigMaxKeyLength: int = 255       # namespace and key, characters
+    kvConfigMaxValueLength: int = 16384   # characters
+    kvConfigMaxKeys: int = 10000          # all namespaces together
 
 
 @dataclass

@@ -4,12 +4,12 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.application import service
-from twisted.internet import task
+from twisted.internet import defer, task, threads
 from twisted.logger import Logger
 
 from rmqpy.common.properties import apply_properties, config_items, format_properties
 from rmqpy.namesrv.config import NamesrvConfig, NettyServerConfig
-from rmqpy.namesrv.kvconfig import KVConfigManager
+from rmqpy.namesrv.kvconfig import KVConfigManager, KVLimits
 from rmqpy.namesrv.processor import NamesrvRequestProcessor
 from rmqpy.namesrv.routeinfo import RouteInfoManager
 from rmqpy.remoting.dispatch import RequestDispatcher
@@ -33,7 +33,8 @@ class NamesrvController(service.MultiService):
         self.netty = netty
         self.routes = RouteInfoManager(now_ms=lambda: self.clock.seconds() * 1000,
                                        broker_channel_expired_ms=config.brokerChannelExpiredTime)
-        self.kv = KVConfigManager(config.kvConfigPath)
+        self.kv = KVConfigManager(config.kvConfigPath, KVLimits(
+            config.kvConfigMaxKeyLength, config.kvConfigMaxValueLength, config.kvConfigMaxKeys), self._in_thread)
         self.dispatcher = RequestDispatcher()
         self.processor = NamesrvRequestProcessor(self)
         self.dispatcher.register(self.processor.handlers, self.processor)
@@ -46,6 +47,13 @@ class NamesrvController(service.MultiService):
         self.server.setServiceParent(self)
         self._scan = task.LoopingCall(self.routes.scan_not_active_brokers)
         self._scan.clock = self.clock
+
+    def _in_thread(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in the reactor's thread pool (file writes); inline on a reactor without one."""
+        pool = getattr(self.reactor, "getThreadPool", None)
+        if pool is None:
+            return defer.maybeDeferred(fn, *args)
+        return threads.deferToThreadPool(self.reactor, pool(), fn, *args)
 
     def startService(self) -> None:
         self.kv.load()

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Union
 
-from twisted.logger import Logger
+from twisted.internet import defer
 
 from rmqpy.common import config_guard
 from rmqpy.common.properties import PropertiesError
@@ -14,7 +14,9 @@ from rmqpy.protocol.bodies.topic import DataVersion, RegisterBrokerBody, TopicCo
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RPC_RESPONSE, RemotingCommand
 from rmqpy.protocol.headers import namesrv as h
+from rmqpy.namesrv.kvconfig import KVLimitError
 from rmqpy.namesrv.routeinfo import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.namesrv.controller import NamesrvController
@@ -24,7 +26,9 @@ NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 FAQ_TIP = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 _V4_9_4 = int(MQVersion.V4_9_4)  # from here on clients read standard JSON (quoted broker ids)
 
-Handler = Callable[["RemotingProtocol", RemotingCommand], RemotingCommand]
+#: a reply, or (KV puts and deletes: after the file is written) a Deferred of one
+Reply = Union[RemotingCommand, "defer.Deferred[RemotingCommand]"]
+Handler = Callable[["RemotingProtocol", RemotingCommand], Reply]
 
 
 def crc32_masked(data: bytes) -> int:
@@ -33,7 +37,7 @@ def crc32_masked(data: bytes) -> int:
 
 
 class NamesrvRequestProcessor:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, controller: "NamesrvController") -> None:
         self.controller = controller
@@ -67,14 +71,18 @@ class NamesrvRequestProcessor:
             R.GET_NAMESRV_CONFIG: self.get_config,
         }
 
-    def process_request(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+    def process_request(self, channel: "RemotingProtocol", request: RemotingCommand) -> Reply:
         return self.handlers[request.code](channel, request)
 
     # ------------------------------------------------------------------ KV config
-    def put_kv_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+    def put_kv_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> Reply:
         hdr = request.decode_header(h.PutKVConfigRequestHeader)
-        self.kv.put(hdr.namespace, hdr.key, hdr.value)
-        return request.response()
+        try:
+            written = self.kv.put(hdr.namespace, hdr.key, hdr.value)
+        except KVLimitError as exc:  # rmqpy's bounds (Java has none): the kvConfigMax* keys
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        return written.addCallbacks(lambda _: request.response(), lambda f: request.response(
+            ResponseCode.SYSTEM_ERROR, f"persist kvConfig failed: {f.getErrorMessage()}"))
 
     def get_kv_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
         hdr = request.decode_header(h.GetKVConfigRequestHeader)
@@ -84,10 +92,10 @@ class NamesrvRequestProcessor:
                                     f"No config item, Namespace: {hdr.namespace} Key: {hdr.key}")
         return request.response(header=h.GetKVConfigResponseHeader(value=value))
 
-    def delete_kv_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
+    def delete_kv_config(self, channel: "RemotingProtocol", request: RemotingCommand) -> Reply:
         hdr = request.decode_header(h.DeleteKVConfigRequestHeader)
-        self.kv.delete(hdr.namespace, hdr.key)
-        return request.response()
+        return self.kv.delete(hdr.namespace, hdr.key).addCallbacks(lambda _: request.response(), lambda f: request.response(
+            ResponseCode.SYSTEM_ERROR, f"persist kvConfig failed: {f.getErrorMessage()}"))
 
     def get_kv_list_by_namespace(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand:
         hdr = request.decode_header(h.GetKVListByNamespaceRequestHeader)

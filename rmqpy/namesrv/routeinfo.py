@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from twisted.logger import Logger
-
 from rmqpy.protocol.bodies.route import BrokerData, ClusterInfo, QueueData, TopicList, TopicRouteData
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 TOPIC_SYS_FLAG_UNIT = 0x1
 TOPIC_SYS_FLAG_UNIT_SUB = 0x2
@@ -45,7 +44,7 @@ class RouteInfoManager:
     # bumped by every change that can alter a route, so that encoded routes can be cached
     generation: int = 0
 
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     # ------------------------------------------------------------------ registration
     def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int,

@@ -143,3 +143,19 @@ def limiter_for(clock: IReactorTime | None = None) -> LogRateLimiter:
     if limiter is None:
         limiter = _limiters[clock] = LogRateLimiter(clock)  # type: ignore[arg-type]
     return limiter
+
+
+class RateLimitedLogger(Logger):
+    """A ``twisted.logger.Logger`` for code whose lines any client can trigger at will
+    (processors, the name server's tables): each call site's format string is a kind of
+    :class:`LogRateLimiter` on the global reactor (``burst`` at once, then ``rate`` a second,
+    the rest counted in the "suppressed" summaries), and every keyword value is clipped to
+    :data:`MAX_LOGGED_TEXT`. The format string must be a literal: text that varies goes in
+    keyword values (``log.warn("{text}", text=remark)``), or each variant is a bucket.
+
+    Used as a class attribute like ``Logger`` (``log = RateLimitedLogger()``)."""
+
+    def emit(self, level: LogLevel, format: str | None = None, **kwargs: Any) -> None:  # noqa: A002
+        if not limiter_for(None).allow(f"{self.namespace}: {format}"):
+            return
+        super().emit(level, format, **_clipped(kwargs))

@@ -12,7 +12,6 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
-from twisted.logger import Logger
 
 from rmqpy.broker.topic import (AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
                                 RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_TRACE_TOPIC,
@@ -36,6 +35,7 @@ from rmqpy.protocol.headers.admin import (CloneGroupOffsetRequestHeader, Consume
                                           QueryConsumeTimeSpanRequestHeader, QueryCorrectionOffsetHeader,
                                           ResetOffsetRequestHeader, TopicRequestHeader,
                                           ViewBrokerStatsDataRequestHeader)
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -86,7 +86,7 @@ def version_desc(version: int) -> str:
 
 
 class AdminBrokerProcessor:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
              RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_TOPIC_STATS_INFO,
              RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from twisted.logger import Logger
-
 from rmqpy.broker.clients import ClientChannelInfo
 from rmqpy.broker.filter import sql92
 from rmqpy.broker.topic import retry_topic
@@ -13,6 +11,7 @@ from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import UnregisterClientRequestHeader
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -21,7 +20,7 @@ TOPIC_SYS_FLAG_UNIT_SUB = 2
 
 
 class ClientManageProcessor:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG)
 
     def __init__(self, broker: "BrokerController") -> None:

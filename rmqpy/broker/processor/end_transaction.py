@@ -15,20 +15,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
-from twisted.logger import Logger
 
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import HeaderError, RemotingCommand
 from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
 from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
 
 
 class EndTransactionProcessor:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.END_TRANSACTION,)
 
     def __init__(self, broker: "BrokerController") -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rmqpy.broker.rebalance_lock import MQ, RebalanceLockManager
+from rmqpy.broker.validation import GROUP_MAX_LENGTH, MAX_CLIENT_ID_LENGTH, is_topic_or_group_illegal, validate_group
+from rmqpy.remoting.ratelimit import clip
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.lock import LockBatchRequestBody
 from rmqpy.protocol.codes import RequestCode, ResponseCode
@@ -26,6 +28,21 @@ def mq_to_json(mq: MQ) -> dict[str, Any]:
     return {"brokerName": mq[1], "queueId": mq[2], "topic": mq[0]}
 
 
+def _bad_lock_request(group: str, client_id: str, mqs: list[MQ]) -> str | None:
+    """Why a lock body is refused (Java checks nothing): a group or topic that the client
+    library's own validators refuse (a topic may be a retry topic of such a group), or a client ID over ``MAX_CLIENT_ID_LENGTH``."""
+    bad = validate_group(group)
+    if bad is not None:
+        return bad
+    if not client_id or len(client_id) > MAX_CLIENT_ID_LENGTH:
+        return f"clientId is blank or longer than {MAX_CLIENT_ID_LENGTH}"
+    for topic in {mq[0] for mq in mqs}:
+        # %RETRY%/%DLQ% + a group may be longer than a topic a client may create
+        if not topic or len(topic) > GROUP_MAX_LENGTH + 8 or is_topic_or_group_illegal(topic):
+            return f"illegal topic in mqSet: {clip(topic, 64)}"
+    return None
+
+
 class LockBatchProcessor:
     codes = (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ)
 
@@ -33,7 +50,7 @@ class LockBatchProcessor:
         self.broker = broker
         manager = getattr(broker, "rebalance_lock_manager", None)
         if manager is None:
-            manager = RebalanceLockManager(broker.now_ms)
+            manager = RebalanceLockManager(broker.now_ms, clock=getattr(broker, "reactor", None))
             broker.rebalance_lock_manager = manager
         self.manager: RebalanceLockManager = manager
 
@@ -43,6 +60,9 @@ class LockBatchProcessor:
         except ValueError as exc:  # BodyError: any JSON of the wrong shape too
             return request.response(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}")
         group, client_id, mqs = body.consumerGroup, body.clientId, body.mqSet
+        bad = _bad_lock_request(group, client_id, mqs)
+        if bad is not None:  # names the lock table would keep and the lock lines would quote
+            return request.response(ResponseCode.SYSTEM_ERROR, f"bad request body: {bad}")
         if request.code == RequestCode.LOCK_BATCH_MQ:
             if self.broker.consumer_manager.has_left(channel, group, client_id):
                 locked = []  # it said it left the group: no new locks that nobody would release

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
-from twisted.logger import Logger
 
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager, ExpressionMessageFilter
 from rmqpy.broker.longpolling import PullRequest
@@ -21,6 +20,7 @@ from rmqpy.protocol.bodies.topic import PERM_READ
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import PullMessageRequestHeader, PullMessageResponseHeader
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -44,7 +44,7 @@ _STATUS = {
 
 
 class PullMessageProcessor:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
 
     def __init__(self, broker: "BrokerController") -> None:
@@ -99,7 +99,7 @@ class PullMessageProcessor:
         if h.queueId < 0 or h.queueId >= tc.readQueueNums:
             info = (f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                     f"[{tc.readQueueNums}] consumer:[{_slash(channel.remote_address)}]")
-            self.log.warn(info)
+            self.log.warn("{text}", text=info)
             return self._error(request, ResponseCode.SYSTEM_ERROR, info)
 
         filter_data = None

@@ -14,13 +14,13 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
-from twisted.logger import Logger
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import (ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
                                            SendMessageResponseHeader)
 from rmqpy.protocol.message import MessageExtBrokerInner, properties_to_string, string_to_properties
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -33,7 +33,7 @@ PUSH_REPLY_TIMEOUT = 10.0
 
 
 class ReplyMessageProcessor:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
 
     def __init__(self, broker: "BrokerController") -> None:
@@ -88,7 +88,7 @@ class ReplyMessageProcessor:
         target = b.producer_manager.find_channel(sender)
         if target is None:
             remark = f"push reply message fail, channel of <{sender}> not found."
-            self.log.warn(remark)
+            self.log.warn("{text}", text=remark)
             return defer.succeed((False, remark))
         push_props = dict(msg.properties)
         push_props[PROPERTY_PUSH_REPLY_TIME] = str(b.now_ms())

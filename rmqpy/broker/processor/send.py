@@ -12,7 +12,6 @@ import random
 from typing import TYPE_CHECKING, Any, Callable
 
 from twisted.internet import defer
-from twisted.logger import Logger
 
 from rmqpy.broker.topic import (RETRY_GROUP_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPICS, dlq_topic,
                                 topic_config_string, validate_topic)
@@ -26,6 +25,7 @@ from rmqpy.protocol.message import (PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL,
                                     PROPERTY_WAIT_STORE_MSG_OK, MessageExtBatch, MessageExtBrokerInner,
                                     properties_to_string, string_to_properties)
 
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import PutMessageStatus
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ _decode_v2_header = compile_v2_header_decoder()
 
 
 class SendMessageProcessor:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
     def __init__(self, broker: "BrokerController") -> None:
@@ -194,7 +194,7 @@ class SendMessageProcessor:
         if header.queueId >= valid:
             info = (f"request queueId[{header.queueId}] is illegal, {topic_config_string(tc)} "
                     f"Producer: {channel.remote_address}")
-            self.log.warn(info)
+            self.log.warn("{text}", text=info)
             return self._response(request, ResponseCode.SYSTEM_ERROR, info)
         return None
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from twisted.logger import Logger
-
 from rmqpy.broker.processor.send import DLQ_NUMS_PER_GROUP, suggest_todo
 from rmqpy.broker.topic import dlq_topic, retry_topic
 from rmqpy.broker.validation import is_group_auto_creatable
@@ -24,6 +22,7 @@ from rmqpy.protocol.headers.broker import ConsumerSendMsgBackRequestHeader
 from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC,
                                     PROPERTY_WAIT_STORE_MSG_OK, MessageExtBrokerInner, properties_to_string,
                                     tags_string_to_tags_code)
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -33,7 +32,7 @@ TOPIC_SYS_FLAG_UNIT_SUB = 2
 
 
 class ConsumerSendMsgBackProcessor:
-    log = Logger()
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.CONSUMER_SEND_MSG_BACK,)
 
     def __init__(self, broker: "BrokerController") -> None:

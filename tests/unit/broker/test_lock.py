@@ -89,3 +89,30 @@ def test_a_client_that_left_the_group_holds_no_lock(broker):
     assert lock_on(survivor, "c1", [0, 1, 2]) == [0, 1, 2]  # at once, not after 60 s
     call(broker, leaver, heartbeat("c2", "G", "T"))  # back in the group
     assert lock_on(leaver, "c2", [3]) == [3]
+
+
+@pytest.fixture
+def log_lines():
+    from twisted.logger import formatEvent, globalLogPublisher
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    yield lambda: [formatEvent(e) for e in events if "rebalance_lock" in e.get("log_namespace", "")]
+    globalLogPublisher.removeObserver(events.append)
+
+
+def test_hostile_lock_requests_are_refused_or_logged_bounded(broker, log_lines):
+    """Issue 11: a 5 MB client ID is refused (it would be kept in the lock table and quoted in
+    every conflict line); conflicts on many queues write a bounded number of short lines."""
+    resp = lock(broker, "c" * 5_000_000, [0])
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert resp.remark == "bad request body: clientId is blank or longer than 1024"
+    body = fastjson.dumps({"clientId": "c1", "consumerGroup": "G/../x", "mqSet": mqs(0)})
+    resp = call(broker, FakeChannel(), RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=body.encode()))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "illegal characters" in resp.remark
+    assert locked_ids(lock(broker, "a" * 1000, list(range(500)))) == list(range(500))
+    for _ in range(20):
+        assert locked_ids(lock(broker, "b" * 1000, list(range(500)))) == []  # 10,000 conflicts
+    lines = log_lines()
+    assert len(lines) <= 45  # 20 acquired + 20 conflicts at once, then 1 a second (a Clock: no time passes)
+    assert max(map(len, lines)) < 700
+    assert any("locked by other client" in line and "…(1000 chars)" in line for line in lines)
