@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from rmqpy.protocol.message import RecordError, decode_record
 from rmqpy.store.checkpoint import StoreCheckpoint
@@ -95,6 +96,7 @@ def scan_commitlog(store: ReadOnlyStore, start: int | None = None, end: int | No
     for off, d in cl.iter_records(lo, hi, check_crc=True):
         if not d.success:
             mf = cl.queue.find_mapped_file_by_offset(off)
+            assert mf is not None  # iter_records has just read it
             pos = off - mf.file_from_offset
             head = mf.mm[pos:pos + 8] if mf.mm is not None else b""
             if head.strip(b"\x00"):
@@ -118,7 +120,7 @@ def scan_commitlog(store: ReadOnlyStore, start: int | None = None, end: int | No
 
 def cmd_stats(store: ReadOnlyStore, args) -> int:
     cl = store.commit_log
-    out = {
+    out: dict[str, Any] = {
         "storePathRootDir": store.root,
         "abnormalExit": os.path.exists(os.path.join(store.root, "abort")),
         "commitLog": {
@@ -128,7 +130,7 @@ def cmd_stats(store: ReadOnlyStore, args) -> int:
         },
         "consumeQueues": {},
     }
-    count, nbytes, end, problem, _ = scan_commitlog(store, max(cl.get_min_offset(), (cl.queue.last().file_from_offset
+    count, nbytes, end, problem, _ = scan_commitlog(store, max(cl.get_min_offset(), (cl.queue.files[-1].file_from_offset
                                                                if cl.queue.files else 0)))
     out["commitLog"]["maxOffset"] = end
     if problem:
@@ -196,6 +198,7 @@ def cmd_dump(store: ReadOnlyStore, args) -> int:
         if args.topic and d.topic != args.topic:
             continue
         data = cl.get_data(off, d.size)
+        assert data is not None  # iter_records has just read it
         try:
             m = decode_record(data, 0, check_crc=False)
         except RecordError as e:

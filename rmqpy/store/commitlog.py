@@ -58,6 +58,7 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos + 8 > mf.readable_position():
             return None
+        assert mf.mm is not None  # readable bytes: mapped
         total, magic = _BLANK.unpack_from(mf.mm, pos)
         if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2) or total <= 0:
             return None
@@ -78,6 +79,7 @@ class CommitLog:
             wrote = mf.readable_position()
             mm = mf.mm
             while pos < wrote and mf.file_from_offset + pos < limit:
+                assert mm is not None  # readable bytes: mapped
                 d = check_record(memoryview(mm)[:wrote], pos, check_crc=check,
                                  delay_tags_code=self.delay_tags_code)
                 if not d.success:
@@ -94,12 +96,15 @@ class CommitLog:
         """The file the next record of ``size`` bytes goes into; writes the blank
         end-of-file record and rolls over when it does not fit."""
         mf = self.queue.get_last_mapped_file(0)
+        assert mf is not None  # None only when read-only
         if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining():
             remaining = mf.remaining()
             if remaining >= 8:
+                assert mf.mm is not None  # writable: mapped
                 _BLANK.pack_into(mf.mm, mf.wrote_position, remaining, BLANK_MAGIC_CODE)
             mf.wrote_position = mf.file_size
             mf = self.queue.get_last_mapped_file(0)
+            assert mf is not None
             if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining():
                 raise ValueError(f"record of {size} bytes does not fit in a commitlog file of {self.file_size}")
         return mf

@@ -8,7 +8,7 @@ import struct
 from typing import Iterator
 
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE
-from rmqpy.store.mapped_file import MappedFileQueue
+from rmqpy.store.mapped_file import MappedFile, MappedFileQueue
 from rmqpy.store.paths import consume_queue_path
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,8 @@ class ConsumeQueue:
         while index < len(files):
             mf = files[index]
             units = self._valid_units_in(mf)
-            if units:
+            if units:  # so mapped
+                assert mf.mm is not None
                 last = UNIT.unpack_from(mf.mm, (units - 1) * CQ_STORE_UNIT_SIZE)
                 if not (last[0] == 0 and last[1] == INT_MAX):
                     max_phy = last[0] + last[1]
@@ -86,8 +87,8 @@ class ConsumeQueue:
         for mf in self.queue.files:
             mf.flushed_position = mf.wrote_position
         if self.queue.files and not self.readonly:
-            last = self.queue.last()
-            last.zero(last.wrote_position, min(last.file_size, last.wrote_position + 4096))
+            tail = self.queue.files[-1]
+            tail.zero(tail.wrote_position, min(tail.file_size, tail.wrote_position + 4096))
         self.min_logic_offset = self.queue.min_offset() if self.queue.files else 0
 
     # ------------------------------------------------------------------ offsets
@@ -110,6 +111,7 @@ class ConsumeQueue:
         lo, hi = 0, n
         # units in a file are in increasing commitlog order except blank pre-fill units (offset 0)
         while lo < hi:
+            assert mm is not None  # units written: mapped
             mid = (lo + hi) // 2
             off, size, _ = UNIT.unpack_from(mm, mid * CQ_STORE_UNIT_SIZE)
             if off >= phy_min_offset and not (off == 0 and size == INT_MAX):
@@ -128,16 +130,20 @@ class ConsumeQueue:
         pos = cq_offset * CQ_STORE_UNIT_SIZE
         files = self.queue.files
         if files:  # the usual case: the unit goes right at the end of the last file, which has room
+            mf: MappedFile | None
             mf = files[-1]
             wrote = mf.wrote_position
             if mf.file_from_offset + wrote == pos and wrote + CQ_STORE_UNIT_SIZE <= mf.file_size:
-                UNIT.pack_into(mf.mm, wrote, phy_offset, size, tags_code)
+                mm = mf.mm
+                assert mm is not None  # writable: mapped
+                UNIT.pack_into(mm, wrote, phy_offset, size, tags_code)
                 mf.wrote_position = wrote + CQ_STORE_UNIT_SIZE
                 self.max_physic_offset = phy_offset + size
                 return True
         cur = self.queue.max_wrote_offset()
         if not self.queue.files:
             mf = self.queue.get_last_mapped_file(pos)
+            assert mf is not None  # None only when read-only
             if pos > mf.file_from_offset:
                 self.min_logic_offset = pos
                 self._fill_blank(mf, pos - mf.file_from_offset)
@@ -150,10 +156,12 @@ class ConsumeQueue:
             return True
         while cur < pos:  # gap: fill with blank units
             mf = self.queue.get_last_mapped_file(cur)
+            assert mf is not None
             n = min(pos - cur, mf.remaining())
             self._fill_blank(mf, mf.wrote_position + n)
             cur = self.queue.max_wrote_offset()
         mf = self.queue.get_last_mapped_file(pos)
+        assert mf is not None
         ok = mf.append(UNIT.pack(phy_offset, size, tags_code))
         if ok:
             self.max_physic_offset = phy_offset + size
@@ -175,6 +183,7 @@ class ConsumeQueue:
         rel = pos - mf.file_from_offset
         if rel + CQ_STORE_UNIT_SIZE > mf.readable_position():
             return None
+        assert mf.mm is not None  # readable bytes: mapped
         return UNIT.unpack_from(mf.mm, rel)
 
     def iter_units_in_file(self, offset: int) -> Iterator[tuple[int, int, int]] | None:
@@ -190,6 +199,7 @@ class ConsumeQueue:
         end = mf.readable_position()
         if rel >= end:
             return None
+        assert mf.mm is not None  # readable bytes: mapped
         data = mf.mm[rel:end]
         return UNIT.iter_unpack(data)
 
@@ -250,6 +260,7 @@ class ConsumeQueue:
             mf = files[n]
             if mf.wrote_position < CQ_STORE_UNIT_SIZE:
                 break
+            assert mf.mm is not None  # units written: mapped
             off, size, _ = UNIT.unpack_from(mf.mm, mf.wrote_position - CQ_STORE_UNIT_SIZE)
             if off + size <= min_commitlog_offset or (off == 0 and size == INT_MAX):
                 n += 1

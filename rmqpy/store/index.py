@@ -108,10 +108,11 @@ class IndexFile:
         if self.mapped.mapped_len < HEADER_SIZE:
             self.mapped.close()
             raise ValueError(f"{path}: index file too short ({self.mapped.mapped_len} bytes)")
-        self.mm = self.mapped.mm
+        mm = self.mm = self.mapped.mm
+        assert mm is not None  # mapped_len >= HEADER_SIZE: the file is mapped
         self.mapped_len = self.mapped.mapped_len
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-         self.hash_slot_count, self.index_count) = HEADER.unpack_from(self.mm, 0)
+         self.hash_slot_count, self.index_count) = HEADER.unpack_from(mm, 0)
         if self.index_count <= 0:
             self.index_count = 1  # slot 0 of the item area is unused
             self._write_header()
@@ -123,6 +124,7 @@ class IndexFile:
 
     def _write_header(self) -> None:
         if not self.readonly:
+            assert self.mm is not None  # not closed
             HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
                              self.end_phy_offset, self.hash_slot_count, self.index_count)
 
@@ -140,7 +142,9 @@ class IndexFile:
             return False
         slot_pos = key_hash % self.hash_slot_num
         abs_slot = HEADER_SIZE + slot_pos * 4
-        slot_value, = SLOT.unpack_from(self.mm, abs_slot)
+        mm = self.mm
+        assert mm is not None  # not closed
+        slot_value, = SLOT.unpack_from(mm, abs_slot)
         if slot_value <= 0 or slot_value > self.index_count:
             slot_value = 0
         if self.begin_timestamp <= 0:
@@ -149,8 +153,8 @@ class IndexFile:
             diff = (store_timestamp - self.begin_timestamp) // 1000
             diff = 0 if diff < 0 else min(diff, INT_MAX)
         abs_index = HEADER_SIZE + self.hash_slot_num * 4 + self.index_count * ITEM_SIZE
-        ITEM.pack_into(self.mm, abs_index, key_hash, phy_offset, diff, slot_value)
-        SLOT.pack_into(self.mm, abs_slot, self.index_count)
+        ITEM.pack_into(mm, abs_index, key_hash, phy_offset, diff, slot_value)
+        SLOT.pack_into(mm, abs_slot, self.index_count)
         if self.index_count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_timestamp
@@ -173,7 +177,9 @@ class IndexFile:
         abs_slot = HEADER_SIZE + (key_hash % self.hash_slot_num) * 4
         if abs_slot + 4 > self.mapped_len:
             return
-        slot_value, = SLOT.unpack_from(self.mm, abs_slot)
+        mm = self.mm
+        assert mm is not None  # not closed
+        slot_value, = SLOT.unpack_from(mm, abs_slot)
         if slot_value <= 0 or slot_value > self.index_count or self.index_count <= 1:
             return
         nxt = slot_value
@@ -183,7 +189,7 @@ class IndexFile:
             abs_index = HEADER_SIZE + self.hash_slot_num * 4 + nxt * ITEM_SIZE
             if abs_index + ITEM_SIZE > self.mapped_len:
                 break
-            h, phy, diff, prev = ITEM.unpack_from(self.mm, abs_index)
+            h, phy, diff, prev = ITEM.unpack_from(mm, abs_index)
             if diff < 0:
                 break
             t = self.begin_timestamp + diff * 1000
@@ -291,9 +297,10 @@ class IndexService:
                 if k:
                     f = self._put(f, hasher(topic, k), phy, store_timestamp, k)
 
-    def _put(self, f: IndexFile, key_hash: int, phy: int, ts: int, key: str, tried: int = 0) -> IndexFile:
+    def _put(self, f: IndexFile | None, key_hash: int, phy: int, ts: int, key: str,
+             tried: int = 0) -> IndexFile | None:
         for _ in range(tried, 3):
-            if f.put_key_hash(key_hash, phy, ts):
+            if f is not None and f.put_key_hash(key_hash, phy, ts):
                 return f
             f = self.get_and_create_last()
         log.warning("index: failed to put key %r", key)

@@ -44,7 +44,7 @@ class MappedFile:
         self.flushed_position = 0
         self.store_timestamp = 0
         if readonly:
-            self.fd = os.open(path, os.O_RDONLY)
+            self.fd: int | None = os.open(path, os.O_RDONLY)
             length = os.fstat(self.fd).st_size
             self.mapped_len = min(length, file_size)
             self.mm = mmap.mmap(self.fd, self.mapped_len, access=mmap.ACCESS_READ) if self.mapped_len else None
@@ -104,6 +104,7 @@ class MappedFile:
         p = self.wrote_position
         if p + n > self.file_size:
             return False
+        assert self.mm is not None  # a writable file stays mapped until close()
         self.mm[p:p + n] = data
         self.wrote_position = p + n
         return True

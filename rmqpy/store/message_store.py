@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal, overload
 
 from twisted.internet import defer
 
@@ -34,11 +34,14 @@ from rmqpy.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from rmqpy.store.consume_queue import ConsumeQueue, INT_MAX
 from rmqpy.store.index import IndexService
-from rmqpy.store.mapped_file import StoreError
+from rmqpy.store.mapped_file import MappedFile, StoreError
 from rmqpy.store.paths import StorePathError, topic_path
 from rmqpy.store.space import disk_used_ratio
 from rmqpy.store.space_guard import DISK_SPACE_CLEAN_FORCIBLY_RATIO, DiskSpaceGuard
 from rmqpy.store.stats import StoreStats
+
+if TYPE_CHECKING:
+    from twisted.python.threadpool import ThreadPool
 
 log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
@@ -188,9 +191,9 @@ class MessageStore(DiskSpaceGuard):
         self._space_needed = 0  # free bytes that make _alloc_failed go away
         self._space_recheck_at = 0.0
         self._tails_pending = False  # the files written next are not reserved yet
-        self._lock_fd = None
+        self._lock_fd: int | None = None
         self._timers: list = []
-        self._threadpool = None
+        self._threadpool: ThreadPool | None = None
         self._flushing = False
         self._flush_failures = 0  # commit log flushes failed in a row (logged once, then rate-limited)
         self._flush_waiters: list = []
@@ -296,6 +299,7 @@ class MessageStore(DiskSpaceGuard):
                      walked, first, records, end, sum(map(len, self.consume_queue_table.values())))
         else:
             cp = self.checkpoint
+            assert cp is not None  # loaded before recovery
             if self.config.messageIndexEnable and self.config.messageIndexSafe:
                 limit = cp.get_min_timestamp_index()
             else:
@@ -431,6 +435,11 @@ class MessageStore(DiskSpaceGuard):
         return defer.maybeDeferred(fn, *args)
 
     # ------------------------------------------------------------------ consume queues
+    @overload
+    def find_consume_queue(self, topic: str, queue_id: int, create: Literal[True] = ...) -> ConsumeQueue: ...
+    @overload
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool) -> ConsumeQueue | None: ...
+
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
         qs = self.consume_queue_table.get(topic)
         if qs is None and not create:
@@ -587,6 +596,7 @@ class MessageStore(DiskSpaceGuard):
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
         pto = msg.prepared_transaction_offset
+        assert mf.mm is not None  # writable: mapped
         encode_record_at(mf.mm, pos, size, topic_b, queue_id, msg.flag, body, props_b, sys_flag,
                          msg.born_timestamp, born, now, sh, msg.reconsume_times, pto, qoff, phy)
         mf.wrote_position = pos + size
@@ -746,7 +756,7 @@ class MessageStore(DiskSpaceGuard):
         if not wait:
             self._kick_flush()
             return ok
-        d = defer.Deferred()
+        d: defer.Deferred[PutMessageResult] = defer.Deferred()
         waiter = [end, d, None, ok]
         self._flush_waiters.append(waiter)
         waiter[2] = self.reactor.callLater(self.config.syncFlushTimeout / 1000.0, self._flush_timeout, waiter)
@@ -798,8 +808,8 @@ class MessageStore(DiskSpaceGuard):
             w[1].callback(w[3])
 
     def _fire_flush_waiters(self, flushed: int) -> None:
-        keep = []
-        fire = []
+        keep: list[list[Any]] = []
+        fire: list[list[Any]] = []
         for w in self._flush_waiters:
             (fire if w[0] <= flushed else keep).append(w)
         self._flush_waiters = keep
@@ -1038,6 +1048,8 @@ class MessageStore(DiskSpaceGuard):
                 return -1
             size = self.commit_log.get_record_size(mf.file_from_offset)
             return self._store_time_of(mf.file_from_offset, size or 0)
+        if queue_id is None:  # no such queue (as find_consume_queue answers)
+            return -1
         cq = self.find_consume_queue(topic, queue_id, create=False)
         if cq is None:
             return -1
@@ -1111,6 +1123,7 @@ class MessageStore(DiskSpaceGuard):
             end = min(end, pos + max_size)
         if pos >= end:
             return None
+        assert mf.mm is not None  # readable bytes: mapped
         return mf.mm[pos:end]
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
@@ -1200,7 +1213,7 @@ class MessageStore(DiskSpaceGuard):
         reserved_ms = cfg.fileReservedTime * 3600 * 1000
         now_wall = time.time() * 1000
         files = self.commit_log.queue.files
-        victims = []
+        victims: list[MappedFile] = []
         for mf in files[:-1]:
             if len(victims) >= DELETE_FILES_BATCH_MAX:
                 break

@@ -25,8 +25,15 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from typing import TYPE_CHECKING, Any
 
 from rmqpy.store.space import FREE_SPACE_HEADROOM, disk_used_ratio, free_bytes, is_disk_full_error
+
+if TYPE_CHECKING:
+    from rmqpy.store.commitlog import CommitLog
+    from rmqpy.store.config import MessageStoreConfig
+    from rmqpy.store.consume_queue import ConsumeQueue
+    from rmqpy.store.index import IndexService
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +45,20 @@ SPACE_RECHECK_INTERVAL = 0.1
 
 class DiskSpaceGuard:
     """Mixin of :class:`rmqpy.store.message_store.MessageStore`: the disk-full state."""
+
+    # set by MessageStore.__init__
+    config: MessageStoreConfig
+    reactor: Any
+    commit_log: CommitLog
+    consume_queue_table: dict[str, dict[int, ConsumeQueue]]
+    topic_queue_table: dict[tuple[str, int], int]
+    index_service: IndexService
+    disk_full: bool
+    _ratio_full: bool
+    _alloc_failed: bool
+    _space_needed: int
+    _space_recheck_at: float
+    _tails_pending: bool
 
     def _space_path(self) -> str:
         cfg = self.config

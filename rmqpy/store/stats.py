@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from typing import Callable
 
 
 def java_double(v: float) -> str:
@@ -30,7 +31,7 @@ _BUCKET_NAMES = ["<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500
 
 
 class StoreStats:
-    def __init__(self, now):
+    def __init__(self, now: Callable[[], int]) -> None:
         self.now = now
         self.boot_timestamp = now()
         self.put_times_total = 0
