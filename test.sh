@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
-# static checks first, in seconds: lint (pyproject.toml [tool.ruff]); a finding fails the run
+# static checks first, in seconds: lint and types (pyproject.toml [tool.ruff], [tool.mypy]);
+# a finding fails the run
 python3 -m ruff check --quiet .
+python3 -m mypy
 if [ -f spark/requirements.txt ]; then
   python3 -m pip install -q --disable-pip-version-check -r spark/requirements.txt
 fi

@@ -26,6 +26,7 @@ from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
+from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.processor.client_manage import ClientManageProcessor
 from rmqpy.broker.processor.consumer_manage import ConsumerManageProcessor, StoreOffsetProcessor
 from rmqpy.broker.processor.pull import PullMessageProcessor
@@ -80,6 +81,8 @@ def _optional_processors() -> list[Callable[["BrokerController"], Any]]:
 
 class BrokerController:
     log = Logger()
+    # attached by LockBatchProcessor (processor/lock.py) when it is built
+    rebalance_lock_manager: RebalanceLockManager
 
     def __init__(self, settings: BrokerSettings, reactor: Any, message_store: Any = None) -> None:
         self.settings = settings
@@ -396,8 +399,8 @@ class BrokerController:
             header = UnRegisterBrokerRequestHeader(brokerName=bc.brokerName, brokerAddr=self.broker_addr,
                                                    clusterName=bc.brokerClusterName, brokerId=bc.brokerId)
             d = self.namesrv_client.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header), 3.0)
-            d.addErrback(lambda f, a=addr: self.log.warn("unregister broker from {a} failed: {e}", a=a,
-                                                         e=f.getErrorMessage()))
+            d.addErrback(lambda f, a: self.log.warn("unregister broker from {a} failed: {e}", a=a,
+                                                    e=f.getErrorMessage()), addr)
             results.append(d)
         return defer.gatherResults(results) if results else defer.succeed(None)
 
@@ -405,7 +408,7 @@ class BrokerController:
 class BrokerService(service.Service):
     """Starts the controller (after the store is loaded) and shuts it down cleanly."""
 
-    name = "broker"
+    name = "broker"  # type: ignore[assignment]  # Twisted: Service.name is an unannotated None
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller

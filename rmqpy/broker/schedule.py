@@ -126,7 +126,8 @@ class ScheduleMessageService:
         try:
             self._execute(level)
         except Exception:
-            self.log.failure("ScheduleMessageService: delivering level {level} failed", level=level)
+            # not level=: Logger.failure's own keyword (the log level) would take it
+            self.log.failure("ScheduleMessageService: delivering level {delay_level} failed", delay_level=level)
             self._schedule(level, DELAY_FOR_A_PERIOD)
 
     def _execute(self, level: int) -> None:

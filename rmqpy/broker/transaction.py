@@ -225,6 +225,7 @@ class TransactionalMessageService:
         self._commit(RMQ_SYS_TRANS_HALF_TOPIC, offset)
         for half_offset in [k for k in self.removed if k < offset]:
             del self.removed[half_offset]
+        assert self._op_read is not None  # _read_ops set it
         self._commit(RMQ_SYS_TRANS_OP_HALF_TOPIC, min(self.removed.values(), default=self._op_read))
 
     def _copy(self, msg: MessageExt, topic: str, props: dict) -> MessageExtBrokerInner:

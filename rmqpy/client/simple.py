@@ -182,6 +182,7 @@ class SimpleClient:
             return None
         if resp.code != ResponseCode.SUCCESS:
             raise ClientError(resp.code, resp.remark)
+        assert resp.ext_fields is not None  # QueryConsumerOffsetResponseHeader
         return int(resp.ext_fields["offset"])
 
     def update_offset(self, broker_addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:

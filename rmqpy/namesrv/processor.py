@@ -166,6 +166,7 @@ class NamesrvRequestProcessor:
         if request.version >= _V4_9_4:
             standard = True
         else:
+            assert ext is not None  # it holds the topic
             accept = ext.get("acceptStandardJsonOnly")
             standard = accept is not None and accept.strip().lower() == "true"
         order_conf = (self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)

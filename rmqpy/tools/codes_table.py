@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from typing import Callable
+from typing import Any, Callable
 
 from rmqpy.protocol.codes import RequestCode, code_name
 
@@ -25,7 +25,8 @@ def namesrv_codes() -> list[int]:
 
 def broker_codes() -> list[int]:
     from rmqpy.broker.controller import PROCESSORS, _optional_processors
-    codes = {int(code) for cls in PROCESSORS + _optional_processors() for code in cls.codes}
+    classes: list[Any] = PROCESSORS + _optional_processors()  # declared as factories; each class has .codes
+    codes = {int(code) for cls in classes for code in cls.codes}
     return sorted(codes)
 
 

@@ -54,6 +54,7 @@ def _tokenize(text: str) -> list[tuple[str, Any]]:
         if m is None:
             raise SQLParseError(f"Lexical error at column {pos + 1}.  Encountered: {text[pos]!r}")
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         val = m.group()
         pos = m.end()
         if kind == "ws":

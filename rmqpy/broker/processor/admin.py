@@ -9,7 +9,7 @@ remarks and body shapes follow RocketMQ 4.9's ``AdminBrokerProcessor`` and
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from twisted.internet import defer
 
@@ -106,7 +106,7 @@ class AdminBrokerProcessor:
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
         self.config_version = DataVersion()
-        self.handlers = {
+        self.handlers: dict[int, Callable[[Any, RemotingCommand], Any]] = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
@@ -399,7 +399,7 @@ class AdminBrokerProcessor:
         if not (h.topic or "").strip():
             topics = b.consumer_offset_manager.which_topics_by_group(group)
         else:
-            topics = {h.topic}
+            topics = {h.topic or ""}  # h.topic is not empty here
         store = b.message_store
         info = b.consumer_manager.get(group)
         table = {}
@@ -638,6 +638,7 @@ class AdminBrokerProcessor:
         cq = find(h.topic, h.queueId, create=False) if find is not None and h.topic is not None else None
         if cq is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"{h.queueId}@{h.topic} is not exist!")
+        assert h.topic is not None  # cq was found for it
         subscription: Any = None
         filter_data: str | None = None
         if h.consumerGroup is not None:
@@ -670,7 +671,7 @@ class AdminBrokerProcessor:
         if not (h.topic or "").strip():
             topics = b.consumer_offset_manager.which_topics_by_group(h.srcGroup)
         else:
-            topics = {h.topic}
+            topics = {h.topic or ""}  # h.topic is not empty here
         com = b.consumer_offset_manager
         for topic in sorted(topics):
             if b.topic_config_manager.select(topic) is None:

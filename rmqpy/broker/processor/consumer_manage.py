@@ -70,17 +70,17 @@ class ConsumerManageProcessor:
                 return request.response(ResponseCode.SUCCESS, None, body=consumer_list_body(ids))
             return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumerGroup}")
         if request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
-            h = request.decode_header(UpdateConsumerOffsetRequestHeader)
+            uh = request.decode_header(UpdateConsumerOffsetRequestHeader)
             # names no group or topic can have (5.3.3 answers these for unknown ones): the offset
             # table's "topic@group" keys stay unambiguous and hold no junk
-            if not is_group_auto_creatable(h.consumerGroup):
+            if not is_group_auto_creatable(uh.consumerGroup):
                 return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                        f"Group {h.consumerGroup} not exist!")
-            if validate_topic(h.topic) is not None:
-                return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {h.topic} not exist!")
-            self.broker.consumer_offset_manager.commit_offset(channel.remote_address, h.consumerGroup, h.topic,
-                                                              h.queueId, h.commitOffset)
-            self._updated(channel.remote_address, h.consumerGroup, h.topic, int(h.queueId))
+                                        f"Group {uh.consumerGroup} not exist!")
+            if validate_topic(uh.topic) is not None:
+                return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {uh.topic} not exist!")
+            self.broker.consumer_offset_manager.commit_offset(channel.remote_address, uh.consumerGroup, uh.topic,
+                                                              uh.queueId, uh.commitOffset)
+            self._updated(channel.remote_address, uh.consumerGroup, uh.topic, int(uh.queueId))
             return request.response(ResponseCode.SUCCESS, None)
         return self.query_after_handover(channel, request)
 
@@ -237,13 +237,13 @@ class StoreOffsetProcessor:
             offset = store.get_max_offset_in_queue(h.topic, h.queueId)
             return request.response(ResponseCode.SUCCESS, None, header=OffsetResponseHeader(offset))
         if code == RequestCode.GET_MIN_OFFSET:
-            h = request.decode_header(GetMinOffsetRequestHeader)
-            offset = max(0, store.get_min_offset_in_queue(h.topic, h.queueId))
+            mh = request.decode_header(GetMinOffsetRequestHeader)
+            offset = max(0, store.get_min_offset_in_queue(mh.topic, mh.queueId))
             return request.response(ResponseCode.SUCCESS, None, header=OffsetResponseHeader(offset))
         if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
-            h = request.decode_header(SearchOffsetRequestHeader)
-            offset = store.get_offset_in_queue_by_time(h.topic, h.queueId, h.timestamp)
+            sh = request.decode_header(SearchOffsetRequestHeader)
+            offset = store.get_offset_in_queue_by_time(sh.topic, sh.queueId, sh.timestamp)
             return request.response(ResponseCode.SUCCESS, None, header=OffsetResponseHeader(offset))
-        h = request.decode_header(GetEarliestMsgStoretimeRequestHeader)
-        ts = store.get_earliest_message_time(h.topic, h.queueId)
+        eh = request.decode_header(GetEarliestMsgStoretimeRequestHeader)
+        ts = store.get_earliest_message_time(eh.topic, eh.queueId)
         return request.response(ResponseCode.SUCCESS, None, header=GetEarliestMsgStoretimeResponseHeader(ts))

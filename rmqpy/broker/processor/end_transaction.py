@@ -109,7 +109,7 @@ class EndTransactionProcessor:
 
     def _send_final_message(self, inner: Any) -> defer.Deferred:
         max_size = self.broker.store_config.maxMessageSize
-        failures = {
+        failures: dict[str | None, tuple[int, str]] = {
             "CREATE_MAPEDFILE_FAILED": (ResponseCode.SYSTEM_ERROR, "Create mapped file failed."),
             "MESSAGE_ILLEGAL": (ResponseCode.MESSAGE_ILLEGAL,
                                 f"The message is illegal, maybe msg body or properties length not matched. "

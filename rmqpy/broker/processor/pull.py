@@ -103,6 +103,7 @@ class PullMessageProcessor:
             return self._error(request, ResponseCode.SYSTEM_ERROR, info)
 
         filter_data = None
+        sub: SubscriptionData | None
         if has_subscription:
             sub = SubscriptionData.build(h.topic, h.subscription, h.expressionType, h.subVersion)
             if not sub.is_tag:

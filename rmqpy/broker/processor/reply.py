@@ -81,7 +81,7 @@ class ReplyMessageProcessor:
             bornTimestamp=h.bornTimestamp, flag=h.flag, properties=h.properties, reconsumeTimes=h.reconsumeTimes,
             unitMode=bool(h.unitMode), bornHost=f"{born[0]}:{born[1]}",
             storeHost=f"{b.store_host[0]}:{b.store_host[1]}", storeTimestamp=b.now_ms())
-        sender = msg.properties.get(PROPERTY_MESSAGE_REPLY_TO_CLIENT)
+        sender = msg.get_properties().get(PROPERTY_MESSAGE_REPLY_TO_CLIENT)
         if sender is None:
             self.log.warn("REPLY_TO_CLIENT is null, can not reply message")
             return defer.succeed((False, f"reply message properties[{PROPERTY_MESSAGE_REPLY_TO_CLIENT}] is null"))
@@ -90,7 +90,7 @@ class ReplyMessageProcessor:
             remark = f"push reply message fail, channel of <{sender}> not found."
             self.log.warn("{text}", text=remark)
             return defer.succeed((False, remark))
-        push_props = dict(msg.properties)
+        push_props = dict(msg.get_properties())
         push_props[PROPERTY_PUSH_REPLY_TIME] = str(b.now_ms())
         rh.properties = properties_to_string(push_props)
         push = RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, rh, msg.body)

@@ -68,7 +68,8 @@ def compile_v2_header_decoder() -> Callable[[dict], SendMessageRequestHeader | N
     integer that does not parse): the caller then runs the general decode, which raises the
     right error. None (no fast path) if ``to_v1`` ever does more than rename."""
     v2_cls, v1_cls = SendMessageRequestHeaderV2, SendMessageRequestHeader
-    probe = v2_cls(**{name: _Probe(name) for name, _k, _r in v2_cls._fields}).to_v1()
+    probes: dict[str, Any] = {name: _Probe(name) for name, _k, _r in v2_cls._fields}  # not the declared types
+    probe = v2_cls(**probes).to_v1()
     rename = {}
     for f in dataclasses.fields(v1_cls):
         value = getattr(probe, f.name)
@@ -79,7 +80,8 @@ def compile_v2_header_decoder() -> Callable[[dict], SendMessageRequestHeader | N
     if len(rename) != len(v2_cls._fields):
         return None
     # absent optional fields must come through as they are (to_v1 passing None on, not ``or x``)
-    sparse = v2_cls(**{name: _Probe(name) for name, _k, req in v2_cls._fields if req}).to_v1()
+    probes = {name: _Probe(name) for name, _k, req in v2_cls._fields if req}
+    sparse = v2_cls(**probes).to_v1()
     defaults = {f.name: f.default for f in dataclasses.fields(v2_cls)}
     for name, _k, req in v2_cls._fields:
         if not req and getattr(sparse, rename[name]) is not defaults[name]:
@@ -139,6 +141,7 @@ class SendMessageProcessor:
             busy = ff.check(request)
             if busy is not None:
                 return busy
+        header: SendMessageRequestHeader | None
         if request.code == RequestCode.SEND_MESSAGE:
             header = request.decode_header(SendMessageRequestHeader)
         else:
