@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from twisted.logger import Logger
-
 from rmqpy.broker.topic import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
                                     PROPERTY_WAIT_STORE_MSG_OK, MessageExt, MessageExtBrokerInner,
                                     properties_to_string, tags_string_to_tags_code)
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -64,7 +63,7 @@ def message_timeup(msg: MessageExt) -> MessageExtBrokerInner | None:
 
 
 class ScheduleMessageService:
-    log = Logger()
+    log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker

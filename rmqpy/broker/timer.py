@@ -24,14 +24,13 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from twisted.logger import Logger
-
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import ResponseCode
 from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
                                     PROPERTY_WAIT_STORE_MSG_OK, MessageExtBrokerInner, properties_to_string,
                                     tags_string_to_tags_code)
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -49,7 +48,7 @@ PERSIST_DELAY = 0.5
 
 
 class TimerMessageService:
-    log = Logger()
+    log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker

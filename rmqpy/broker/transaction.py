@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
-from twisted.logger import Logger
 
 from rmqpy.broker.topic import (RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
                                 RMQ_SYS_TRANS_OP_HALF_TOPIC)
@@ -37,6 +36,7 @@ from rmqpy.protocol.message import (PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_QUEUE
                                     PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
                                     MessageExt, MessageExtBrokerInner, encode_record, properties_to_string,
                                     tags_string_to_tags_code)
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.controller import BrokerController
@@ -56,7 +56,7 @@ def _int(value: Any, default: int) -> int:
 
 
 class TransactionalMessageService:
-    log = Logger()
+    log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
