@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 from twisted.application import service
 from twisted.internet import defer
-from twisted.logger import Logger
 
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
@@ -41,6 +40,7 @@ from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, UnRegist
 from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 # The processors, in registration order. Each class names its request codes in ``codes``
 # and is built with the controller. A later processor claiming a code overrides an earlier
@@ -80,7 +80,7 @@ def _optional_processors() -> list[Callable[["BrokerController"], Any]]:
 
 
 class BrokerController:
-    log = Logger()
+    log = RateLimitedLogger()  # registrations and notifications follow client requests: rate-limited per call site
     # attached by LockBatchProcessor (processor/lock.py) when it is built
     rebalance_lock_manager: RebalanceLockManager
 
