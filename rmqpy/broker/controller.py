@@ -20,18 +20,21 @@ from typing import Any, Callable
 from twisted.application import service
 from twisted.internet import defer
 
+from rmqpy.broker.api import Broker
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
+from rmqpy.broker.stats import BrokerStatsManager
 from rmqpy.broker.processor.client_manage import ClientManageProcessor
 from rmqpy.broker.processor.consumer_manage import ConsumerManageProcessor, StoreOffsetProcessor
 from rmqpy.broker.processor.pull import PullMessageProcessor
-from rmqpy.broker.processor.send import SendMessageProcessor, half_message
+from rmqpy.broker.processor.send import SendMessageProcessor
 from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.topic import TopicConfigManager
+from rmqpy.broker.transaction import half_message
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -46,7 +49,7 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 # and is built with the controller. A later processor claiming a code overrides an earlier
 # one, so a module added for the admin codes, CONSUMER_SEND_MSG_BACK, END_TRANSACTION,
 # LOCK/UNLOCK_BATCH_MQ, QUERY_MESSAGE/VIEW_MESSAGE_BY_ID... is one more line here.
-PROCESSORS: list[Callable[["BrokerController"], Any]] = [
+PROCESSORS: list[Callable[[Broker], Any]] = [
     SendMessageProcessor,
     PullMessageProcessor,
     ClientManageProcessor,
@@ -55,7 +58,7 @@ PROCESSORS: list[Callable[["BrokerController"], Any]] = [
 ]
 
 
-def _optional_processors() -> list[Callable[["BrokerController"], Any]]:
+def _optional_processors() -> list[Callable[[Broker], Any]]:
     """Processors that live in modules added later; missing modules are skipped."""
     import importlib
     found = []
@@ -83,6 +86,8 @@ class BrokerController:
     log = RateLimitedLogger()  # registrations and notifications follow client requests: rate-limited per call site
     # attached by LockBatchProcessor (processor/lock.py) when it is built
     rebalance_lock_manager: RebalanceLockManager
+    # attached by the stats recorder (broker/stats.py) on first use
+    broker_stats_manager: BrokerStatsManager
 
     def __init__(self, settings: BrokerSettings, reactor: Any, message_store: Any = None) -> None:
         self.settings = settings
@@ -322,13 +327,6 @@ class BrokerController:
             return False
         memory = TOTAL_PHYSICAL_MEMORY_SIZE * self.store_config.accessMessageInMemoryMaxRatio / 100.0
         return (max_phy - phy) > memory
-
-    def disk_util(self) -> str:
-        # Java SendMessageProcessor.diskUtil: each directory's partition, -1 where it does not exist
-        from rmqpy.store.space import disk_used_ratio
-        sc = self.store_config
-        cl = min(100.0, disk_used_ratio(sc.commitlog_dir))
-        return f"CL: {cl:5.2f} CQ: {disk_used_ratio(sc.consume_queue_dir):5.2f} INDEX: {disk_used_ratio(sc.index_dir):5.2f}"
 
     def prepare_transaction_message(self, msg: Any) -> defer.Deferred:
         if self.transactional_message_service is not None:

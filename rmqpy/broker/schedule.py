@@ -22,7 +22,7 @@ from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUE
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 FIRST_DELAY_TIME = 1.0
 DELAY_FOR_A_WHILE = 0.1
@@ -65,7 +65,7 @@ def message_timeup(msg: MessageExt) -> MessageExtBrokerInner | None:
 class ScheduleMessageService:
     log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.delay_levels: dict[int, int] = broker.store_config.delay_levels
         self.max_delay_level = max(self.delay_levels) if self.delay_levels else 0

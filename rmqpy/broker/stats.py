@@ -16,15 +16,12 @@ messages a pull returned), as Java's processors do after a put or a found pull.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from twisted.internet import defer
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-
-if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
@@ -244,7 +241,7 @@ class BrokerStatsRecorder:
 
     codes: tuple[int, ...] = tuple(int(c) for c in _SEND_CODES + _PULL_CODES)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
         self.stats = stats_manager(broker)
         self.targets: dict[int, Any] = {}

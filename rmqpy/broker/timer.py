@@ -33,7 +33,7 @@ from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUE
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
@@ -50,7 +50,7 @@ PERSIST_DELAY = 0.5
 class TimerMessageService:
     log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.heap: list[tuple[int, int]] = []  # (due ms, timer queue offset)
         self.done: set[int] = set()

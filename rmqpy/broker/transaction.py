@@ -39,7 +39,7 @@ from rmqpy.protocol.message import (PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_QUEUE
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 REMOVETAG = "d"
@@ -58,7 +58,7 @@ def _int(value: Any, default: int) -> int:
 class TransactionalMessageService:
     log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self._call: Any = None
         self._running = False
@@ -78,7 +78,6 @@ class TransactionalMessageService:
 
     # ------------------------------------------------------------------ prepare / decide
     def prepare_message(self, msg: MessageExtBrokerInner) -> defer.Deferred:
-        from rmqpy.broker.processor.send import half_message
         self._ensure_topic(RMQ_SYS_TRANS_HALF_TOPIC)
         return self.store.put_message(half_message(msg))
 
@@ -293,3 +292,16 @@ class TransactionalMessageService:
         self._ensure_topic(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC)
         inner = self._copy(msg, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, dict(msg.properties))
         return self.store.put_message(inner)
+
+
+def half_message(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
+    """``TransactionalMessageBridge.parseHalfMessageInner``: park a prepared message in the half topic."""
+    props = msg.get_properties()
+    props[PROPERTY_REAL_TOPIC] = msg.topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    msg.properties = props
+    msg.properties_string = None
+    msg.sys_flag = SF.reset_transaction_value(msg.sys_flag, SF.TRANSACTION_NOT_TYPE)
+    msg.topic = RMQ_SYS_TRANS_HALF_TOPIC
+    msg.queue_id = 0
+    return msg

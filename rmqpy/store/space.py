@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from typing import Callable
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +102,10 @@ def disk_used_ratio(path: str) -> float:
         return -1.0
     result = used * 100 // entire + (1 if used * 100 % entire else 0)
     return result / 100.0
+
+
+def disk_util(store_config: Any) -> str:
+    """Java ``SendMessageProcessor.diskUtil``: each store directory's partition, -1 where it does not exist."""
+    cl = min(100.0, disk_used_ratio(store_config.commitlog_dir))
+    return (f"CL: {cl:5.2f} CQ: {disk_used_ratio(store_config.consume_queue_dir):5.2f} "
+            f"INDEX: {disk_used_ratio(store_config.index_dir):5.2f}")

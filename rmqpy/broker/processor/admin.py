@@ -38,7 +38,7 @@ from rmqpy.protocol.headers.admin import (CloneGroupOffsetRequestHeader, Consume
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 CONFIG_BLACK_LIST = config_guard.BROKER_BLACK_LIST
@@ -103,7 +103,7 @@ class AdminBrokerProcessor:
              RequestCode.VIEW_BROKER_STATS_DATA, RequestCode.QUERY_CORRECTION_OFFSET,
              RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RequestCode.CONSUME_MESSAGE_DIRECTLY)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.config_version = DataVersion()
         self.handlers: dict[int, Callable[[Any, RemotingCommand], Any]] = {

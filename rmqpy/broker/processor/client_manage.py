@@ -14,7 +14,7 @@ from rmqpy.protocol.headers.broker import UnregisterClientRequestHeader
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 TOPIC_SYS_FLAG_UNIT_SUB = 2
 
@@ -23,7 +23,7 @@ class ClientManageProcessor:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
     def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:

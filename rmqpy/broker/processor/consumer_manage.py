@@ -22,7 +22,7 @@ from rmqpy.protocol.headers.broker import (GetConsumerListByGroupRequestHeader,
                                            SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader)
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 
 #: a query for a queue this soon after a group change may be one for a queue changing hands (ms): the new
@@ -50,7 +50,7 @@ class ConsumerManageProcessor:
     codes = (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.QUERY_CONSUMER_OFFSET,
              RequestCode.UPDATE_CONSUMER_OFFSET)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         # (group, topic, queueId) -> client address -> last commit of any kind / last UPDATE_CONSUMER_OFFSET (ms)
         self.active: dict[tuple[str, str, int], dict[str, int]] = {}
@@ -226,7 +226,7 @@ class StoreOffsetProcessor:
     codes = (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
              RequestCode.GET_EARLIEST_MSG_STORETIME)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
     def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:

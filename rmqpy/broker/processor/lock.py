@@ -17,7 +17,7 @@ from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 
 def mq_from_json(obj: Any) -> MQ:
@@ -46,7 +46,7 @@ def _bad_lock_request(group: str, client_id: str, mqs: list[MQ]) -> str | None:
 class LockBatchProcessor:
     codes = (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         manager = getattr(broker, "rebalance_lock_manager", None)
         if manager is None:

@@ -14,7 +14,7 @@ from twisted.internet import defer
 
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager, ExpressionMessageFilter
 from rmqpy.broker.longpolling import PullRequest
-from rmqpy.broker.processor.send import suggest_todo
+from rmqpy.common.faq import suggest_todo
 from rmqpy.protocol.bodies.heartbeat import SubscriptionData
 from rmqpy.protocol.bodies.topic import PERM_READ
 from rmqpy.protocol.codes import RequestCode, ResponseCode
@@ -23,7 +23,7 @@ from rmqpy.protocol.headers.broker import PullMessageRequestHeader, PullMessageR
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -47,7 +47,7 @@ class PullMessageProcessor:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:

@@ -11,7 +11,7 @@ from rmqpy.protocol.headers.broker import (QueryMessageRequestHeader, QueryMessa
                                            ViewMessageRequestHeader)
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 
@@ -19,7 +19,7 @@ UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 class QueryMessageProcessor:
     codes = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
     def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:

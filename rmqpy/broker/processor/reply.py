@@ -23,7 +23,7 @@ from rmqpy.protocol.message import MessageExtBrokerInner, properties_to_string, 
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 PROPERTY_MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
@@ -36,7 +36,7 @@ class ReplyMessageProcessor:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.random = random.Random()
 

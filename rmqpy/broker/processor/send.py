@@ -20,28 +20,23 @@ from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RPC_RESPONSE, RemotingCommand
 from rmqpy.protocol.headers.broker import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from rmqpy.protocol import sysflag as SF
-from rmqpy.protocol.message import (PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
-                                    PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_PREPARED,
+from rmqpy.protocol.message import (PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TRANSACTION_PREPARED,
                                     PROPERTY_WAIT_STORE_MSG_OK, MessageExtBatch, MessageExtBrokerInner,
                                     properties_to_string, string_to_properties)
 
 from rmqpy.remoting.ratelimit import RateLimitedLogger
+from rmqpy.common.faq import suggest_todo
 from rmqpy.store.message_store import PutMessageStatus
+from rmqpy.store.space import disk_util
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 _PUT_OK = PutMessageStatus.PUT_OK
 
-FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
 DLQ_NUMS_PER_GROUP = 1
 PROPERTY_MSG_REGION = "MSG_REGION"
 PROPERTY_TRACE_SWITCH = "TRACE_ON"
-RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-
-
-def suggest_todo(url: str = FAQ_URL) -> str:
-    return f"\nSee {url} for further details."
 
 
 #: put statuses answered with the message's coordinates (msgId, queueId, queueOffset)
@@ -129,7 +124,7 @@ class SendMessageProcessor:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.random = random.Random()
         self._fast_failure = getattr(broker, "fast_failure", None)
@@ -299,7 +294,7 @@ class SendMessageProcessor:
                                 f"msg body length limit {max_size}B, msg properties length limit 32KB."),
             "SERVICE_NOT_AVAILABLE": (ResponseCode.SERVICE_NOT_AVAILABLE,
                                       "service not available now. It may be caused by one of the following "
-                                      "reasons: the broker's disk is full [" + self.broker.disk_util() +
+                                      "reasons: the broker's disk is full [" + disk_util(self.broker.store_config) +
                                       "], messages are put to the slave, message store has been shut down, etc."),
             "OS_PAGECACHE_BUSY": (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
             "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
@@ -343,15 +338,3 @@ def _without(properties: str | None, key: str) -> str | None:
     props.pop(key, None)
     return properties_to_string(props)
 
-
-def half_message(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
-    """``TransactionalMessageBridge.parseHalfMessageInner``: park a prepared message in the half topic."""
-    props = msg.get_properties()
-    props[PROPERTY_REAL_TOPIC] = msg.topic
-    props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    msg.properties = props
-    msg.properties_string = None
-    msg.sys_flag = SF.reset_transaction_value(msg.sys_flag, SF.TRANSACTION_NOT_TYPE)
-    msg.topic = RMQ_SYS_TRANS_HALF_TOPIC
-    msg.queue_id = 0
-    return msg

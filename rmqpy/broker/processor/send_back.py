@@ -12,9 +12,10 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from rmqpy.broker.processor.send import DLQ_NUMS_PER_GROUP, suggest_todo
+from rmqpy.broker.processor.send import DLQ_NUMS_PER_GROUP
 from rmqpy.broker.topic import dlq_topic, retry_topic
 from rmqpy.broker.validation import is_group_auto_creatable
+from rmqpy.common.faq import suggest_todo
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -25,7 +26,7 @@ from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_ORIGIN_M
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.api import Broker
 
 SUBSCRIPTION_GROUP_NOT_EXIST_URL = "http://rocketmq.apache.org/docs/faq/"
 TOPIC_SYS_FLAG_UNIT_SUB = 2
@@ -35,7 +36,7 @@ class ConsumerSendMsgBackProcessor:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.CONSUMER_SEND_MSG_BACK,)
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.random = random.Random()
 

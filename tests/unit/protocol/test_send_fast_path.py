@@ -75,7 +75,9 @@ def _reference_handle_put_result(processor, result, request, queue_id):
 @pytest.mark.parametrize("region,trace", [("DefaultRegion", True), ("r\u00e9gion", False)])
 def test_put_result_response_matches_the_header_encode(status, with_append, region, trace) -> None:
     broker = SimpleNamespace(broker_config=SimpleNamespace(regionId=region, traceOn=trace),
-                             store_config=SimpleNamespace(maxMessageSize=4 << 20), disk_util=lambda: "0.5")
+                             store_config=SimpleNamespace(maxMessageSize=4 << 20, commitlog_dir="/nonexistent/commitlog",
+                                                          consume_queue_dir="/nonexistent/consumequeue",
+                                                          index_dir="/nonexistent/index"))
     processor = S.SendMessageProcessor(broker)
     for serialize_type in (0, 1):
         request = RemotingCommand(code=310, opaque=77, serialize_type=serialize_type)

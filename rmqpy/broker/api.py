@@ -1,0 +1,63 @@
+"""What the processors and the broker's services see of the broker.
+
+:class:`~rmqpy.broker.controller.BrokerController` builds the managers, the store, the
+services and the processors (it is the composition root); everything it builds gets the
+controller typed as :class:`Broker`, the part of it they use. This module imports the
+managers and the store's API but no processor, service or controller, so the controller
+imports the processors and no processor imports the controller back.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from twisted.internet import defer
+
+from rmqpy.broker.clients import ConsumerManager, ProducerManager
+from rmqpy.broker.config import BrokerConfig, BrokerSettings
+from rmqpy.broker.fast_failure import BrokerFastFailure
+from rmqpy.broker.filter.message_filter import ConsumerFilterManager
+from rmqpy.broker.longpolling import PullRequestHoldService
+from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
+from rmqpy.broker.rebalance_lock import RebalanceLockManager
+from rmqpy.broker.stats import BrokerStatsManager
+from rmqpy.broker.subscription import SubscriptionGroupManager
+from rmqpy.broker.topic import TopicConfigManager
+from rmqpy.store.config import MessageStoreConfig
+
+
+class Broker(Protocol):
+    """The broker as its processors and services use it (Java hands them ``BrokerController``)."""
+
+    settings: BrokerSettings
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    reactor: Any
+    store_host: tuple[str, int]
+    broker_addr: str
+    config_dir: str
+    started: bool
+
+    topic_config_manager: TopicConfigManager
+    subscription_group_manager: SubscriptionGroupManager
+    consumer_offset_manager: ConsumerOffsetManager
+    delay_offset_manager: DelayOffsetManager
+    consumer_filter_manager: ConsumerFilterManager
+    producer_manager: ProducerManager
+    consumer_manager: ConsumerManager
+    rebalance_lock_manager: RebalanceLockManager
+    broker_stats_manager: BrokerStatsManager
+    fast_failure: BrokerFastFailure
+    pull_hold_service: PullRequestHoldService
+    message_store: Any
+    transactional_message_service: Any
+    schedule_message_service: Any
+    timer_message_service: Any
+    processors: dict[str, Any]
+
+    def now_ms(self) -> int: ...
+
+    def register_broker_all(self) -> defer.Deferred: ...
+
+    def prepare_transaction_message(self, msg: Any) -> defer.Deferred: ...
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool: ...
