@@ -9,6 +9,7 @@ count. The clock is injected (``twisted.internet.task.Clock`` in tests).
 """
 from __future__ import annotations
 
+import re
 import weakref
 from typing import Any
 
@@ -27,11 +28,19 @@ DEFAULT_SUMMARY_INTERVAL = 10.0
 MAX_LOGGED_TEXT = 200
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
 def clip(value: Any, limit: int = MAX_LOGGED_TEXT) -> Any:
     """``value`` for a log line: text (``str``, ``bytes``, or anything whose ``str()`` is
     long, such as a message queue with a client's topic in it) longer than ``limit``
-    characters is cut to ``limit`` with "…(N chars)" saying how long it was; numbers, None
-    and short values are returned as they are."""
+    characters is cut to ``limit`` with "…(N chars)" saying how long it was, and control
+    characters (a newline could forge a log line) are written as ``\\xNN``; numbers, None
+    and short plain values are returned as they are."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -40,9 +49,11 @@ def clip(value: Any, limit: int = MAX_LOGGED_TEXT) -> Any:
     else:
         text = value if isinstance(value, str) else str(value)
         full = len(text)
-    if full <= limit:
-        return value
-    return f"{text[:limit]}…({full} chars)"
+    if full > limit:
+        return _CONTROL.sub(_escape, text[:limit]) + f"…({full} chars)"
+    if _CONTROL.search(text) is not None:
+        return _CONTROL.sub(_escape, text)
+    return value
 
 
 def _clipped(kwargs: dict[str, Any]) -> dict[str, Any]:

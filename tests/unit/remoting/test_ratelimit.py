@@ -132,3 +132,47 @@ def test_bad_frames_from_many_connections_share_one_budget(logged) -> None:
     assert len(lines) == DEFAULT_BURST
     assert "cannot convert float infinity" in lines[0]
     assert not [e for e in logged if e.get("log_failure") is not None]
+
+
+def test_clip_bounds_client_text_and_escapes_control_characters():
+    from rmqpy.remoting.ratelimit import clip
+    assert clip("T" * 8192) == "T" * 200 + "…(8192 chars)"
+    assert clip(b"\x00" * 5000) == "\\x00" * 200 + "…(5000 chars)"
+    # a newline in a client's text cannot start a forged log line
+    assert clip("g\n2026-01-01T00:00:00+0000 [rmqpy#info] fake") == "g\\x0a2026-01-01T00:00:00+0000 [rmqpy#info] fake"
+    assert clip(("T" * 300, "broker-a", 1)).endswith("…(319 chars)")  # a message queue tuple
+    assert clip("short") == "short" and clip(7) == 7 and clip(None) is None
+
+
+def test_rate_limited_logger_limits_per_call_site_and_clips():
+    import weakref
+
+    from twisted.logger import formatEvent, globalLogPublisher
+
+    from rmqpy.remoting import ratelimit
+
+    saved = ratelimit._limiters
+    ratelimit._limiters = weakref.WeakKeyDictionary()  # fresh buckets for the global reactor
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        class Processor:
+            log = ratelimit.RateLimitedLogger()
+
+            def bad(self, topic):
+                self.log.warn("the topic {t} not exist", t=topic)
+
+            def other(self):
+                self.log.info("another call site")
+
+        p = Processor()
+        for _ in range(500):
+            p.bad("X" * 10_000 + "\n")
+        p.other()
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+        ratelimit._limiters = saved
+    lines = [formatEvent(e) for e in events if e.get("log_namespace", "").endswith("Processor")]
+    assert len(lines) == ratelimit.DEFAULT_BURST + 1  # the burst of one site, and the other site's line
+    assert lines[0] == "the topic " + "X" * 200 + "…(10001 chars) not exist"
+    assert lines[-1] == "another call site"
