@@ -22,6 +22,7 @@ from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.stats import BrokerStatsManager
 from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.topic import TopicConfigManager
+from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
 
 
@@ -48,7 +49,7 @@ class Broker(Protocol):
     broker_stats_manager: BrokerStatsManager
     fast_failure: BrokerFastFailure
     pull_hold_service: PullRequestHoldService
-    message_store: Any
+    message_store: MessageStore
     transactional_message_service: Any
     schedule_message_service: Any
     timer_message_service: Any

@@ -44,6 +44,7 @@ from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.ratelimit import RateLimitedLogger
+from rmqpy.store.api import MessageStore
 
 # The processors, in registration order. Each class names its request codes in ``codes``
 # and is built with the controller. A later processor claiming a code overrides an earlier
@@ -89,7 +90,7 @@ class BrokerController:
     # attached by the stats recorder (broker/stats.py) on first use
     broker_stats_manager: BrokerStatsManager
 
-    def __init__(self, settings: BrokerSettings, reactor: Any, message_store: Any = None) -> None:
+    def __init__(self, settings: BrokerSettings, reactor: Any, message_store: MessageStore | None = None) -> None:
         self.settings = settings
         self.broker_config = settings.broker
         self.netty_config = settings.netty
@@ -109,11 +110,12 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(self.now_ms, ids_changed=self.notify_consumer_ids_changed,
                                                 on_register=self._register_filters,
                                                 on_unregister=self.consumer_filter_manager.unregister)
-        self.message_store = message_store
+        # the default store is built and loaded by initialize() unless one is given
+        self.message_store: MessageStore = message_store  # type: ignore[assignment]
         # SYSTEM_BUSY for sends that waited too long (rmqpy/broker/fast_failure.py)
         from rmqpy.broker.fast_failure import BrokerFastFailure
         self.fast_failure = BrokerFastFailure.from_config(reactor, bc, self.store_config,
-                                                          getattr(message_store, "stats", None))
+                                                          message_store.stats if message_store else None)
         self.pull_hold_service = PullRequestHoldService(
             reactor, self.now_ms, self._max_offset, self._wakeup_pull, bc.longPollingEnable, bc.shortPollingTimeMills,
             bc.maxPullPollingSize, bc.maxPullPollingSizePerChannel)
@@ -170,17 +172,15 @@ class BrokerController:
                         self.delay_offset_manager):
             manager.load()
         if self.message_store is None:
-            from rmqpy.store.message_store import MessageStore
-            self.message_store = MessageStore(self.store_config, self.store_host, self.reactor)
+            from rmqpy.store.message_store import MessageStore as DefaultMessageStore
+            self.message_store = DefaultMessageStore(self.store_config, self.store_host, self.reactor)
             self.message_store.load()
         self.message_store.add_arrive_listener(self._message_arrived)
-        self.fast_failure.watch(getattr(self.message_store, "stats", None))
+        self.fast_failure.watch(self.message_store.stats)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        start_store = getattr(self.message_store, "start", None)
-        if start_store is not None:
-            start_store()
+        self.message_store.start()
         self.pull_hold_service.start()
         self.fast_failure.start()
         self.started = True
@@ -236,9 +236,7 @@ class BrokerController:
 
         def finish(_: Any) -> None:
             self.persist_all()
-            stop_store = getattr(self.message_store, "shutdown", None)
-            if stop_store is not None:
-                stop_store()
+            self.message_store.shutdown()
             self.namesrv_client.close()
             self.started = False
 

@@ -1126,6 +1126,9 @@ class MessageStore(DiskSpaceGuard):
         assert mf.mm is not None  # readable bytes: mapped
         return mf.mm[pos:end]
 
+    def get_commit_log_message(self, phy_offset: int, size: int) -> bytes | None:
+        return self.commit_log.get_data(phy_offset, size)
+
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
         res = QueryMessageResult()
         if not self.config.messageIndexEnable:

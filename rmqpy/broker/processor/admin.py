@@ -210,9 +210,7 @@ class AdminBrokerProcessor:
             return error
         tcm = self.broker.topic_config_manager
         tcm.delete_topic_config(h.topic)
-        clean = getattr(self.broker.message_store, "clean_unused_topic", None)
-        if clean is not None:
-            clean(set(tcm.table))
+        self.broker.message_store.clean_unused_topic(set(tcm.table))
         return self._ok(request)
 
     def get_all_topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
@@ -261,15 +259,11 @@ class AdminBrokerProcessor:
         return self._ok(request, fastjson.dumps({"offsetTable": table}).encode())
 
     def clean_expired_consume_queue(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        fn = getattr(self.broker.message_store, "clean_expired_consumer_queue", None)
-        if fn is not None:
-            fn()
+        self.broker.message_store.clean_expired_consumer_queue()
         return self._ok(request)
 
     def clean_unused_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        fn = getattr(self.broker.message_store, "clean_unused_topic", None)
-        if fn is not None:
-            fn(set(self.broker.topic_config_manager.table))
+        self.broker.message_store.clean_unused_topic(set(self.broker.topic_config_manager.table))
         return self._ok(request)
 
     # ------------------------------------------------------------------ groups
@@ -356,9 +350,8 @@ class AdminBrokerProcessor:
     def runtime_info(self) -> dict[str, str]:
         b = self.broker
         store = b.message_store
-        stats = getattr(store, "stats", None)
-        put_total = int(getattr(stats, "put_times_total", 0) or 0)
-        get_total = int(getattr(stats, "get_transferred", 0) or 0)
+        put_total = store.stats.put_times_total
+        get_total = store.stats.get_transferred
         info: dict[str, str] = {
             "brokerVersionDesc": version_desc(MQVersion.CURRENT),
             "brokerVersion": str(MQVersion.CURRENT),
@@ -634,8 +627,7 @@ class AdminBrokerProcessor:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` units of one consume queue from ``index``."""
         b = self.broker
         h = request.decode_header(QueryConsumeQueueRequestHeader)
-        find = getattr(b.message_store, "find_consume_queue", None)
-        cq = find(h.topic, h.queueId, create=False) if find is not None and h.topic is not None else None
+        cq = b.message_store.find_consume_queue(h.topic, h.queueId, create=False) if h.topic is not None else None
         if cq is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"{h.queueId}@{h.topic} is not exist!")
         assert h.topic is not None  # cq was found for it

@@ -217,7 +217,7 @@ class ConsumerManageProcessor:
         if not unit:
             return False
         phy, size = unit[0], unit[1]
-        if store.commit_log.get_data(phy, size) is None:
+        if store.get_commit_log_message(phy, size) is None:
             return False
         return store.get_max_phy_offset() - phy <= self._memory_window()
 

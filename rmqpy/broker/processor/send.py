@@ -262,13 +262,11 @@ class SendMessageProcessor:
             if refused is not None:
                 return self._response(request, *refused)
             store = b.message_store
-            put_now = getattr(store, "put_message_now", None)
-            if put_now is None:
-                d = store.put_message(msg)
-            else:  # the answer right away unless the store must wait for a flush (SYNC_FLUSH)
-                d = put_now(msg)
-                if not isinstance(d, defer.Deferred):
-                    return self._handle_put_result(d, request, msg, queue_id)
+            # the answer right away unless the store must wait for a flush (SYNC_FLUSH)
+            put = store.put_message_now(msg)
+            if not isinstance(put, defer.Deferred):
+                return self._handle_put_result(put, request, msg, queue_id)
+            d = put
         return d.addCallback(self._handle_put_result, request, msg, queue_id)
 
     def _handle_put_result(self, result: Any, request: RemotingCommand, msg: Any, queue_id: int) -> RemotingCommand:

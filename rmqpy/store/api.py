@@ -1,0 +1,96 @@
+"""The message store as the broker uses it (Java's ``MessageStore`` interface).
+
+The broker depends on this protocol, not on a class: :class:`rmqpy.store.message_store.MessageStore`
+(Java's ``DefaultMessageStore``) implements it, and a test or a later store (HA, tiered) may
+hand ``BrokerController`` another implementation. Every method here is one the broker calls;
+there is no optional capability to probe for.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, overload
+
+from twisted.internet import defer
+
+if TYPE_CHECKING:
+    from rmqpy.protocol.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
+    from rmqpy.store.config import MessageStoreConfig
+    from rmqpy.store.consume_queue import ConsumeQueue
+    from rmqpy.store.message_store import GetMessageResult, PutMessageResult, QueryMessageResult
+    from rmqpy.store.stats import StoreStats
+
+#: Called for each message dispatched to a consume queue: (topic, queue_id, logic_offset,
+#: tags_code, store_timestamp, properties, ...) (Java ``MessageArrivingListener``).
+ArriveListener = Callable[..., None]
+
+
+class MessageStore(Protocol):
+    config: MessageStoreConfig
+    stats: StoreStats
+
+    # ------------------------------------------------------------------ lifecycle
+    def load(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def add_arrive_listener(self, callback: ArriveListener) -> None: ...
+
+    # ------------------------------------------------------------------ put
+    def put_message(self, msg: MessageExtBrokerInner) -> defer.Deferred[Any]: ...
+
+    def put_message_now(self, msg: MessageExtBrokerInner) -> PutMessageResult | defer.Deferred[Any]:
+        """The result at once, or a Deferred when it must wait (SYNC_FLUSH)."""
+        ...
+
+    def put_messages(self, batch: MessageExtBatch) -> defer.Deferred[Any]: ...
+
+    # ------------------------------------------------------------------ get
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    max_total_bytes: int | None = None, message_filter: Any = None) -> GetMessageResult | None: ...
+
+    def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> MessageExt | None: ...
+
+    def select_one_message_by_offset(self, phy_offset: int, size: int | None = None) -> bytes | None: ...
+
+    def get_commit_log_message(self, phy_offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``phy_offset`` of the commit log, None where no file holds them
+        (Java ``CommitLog.getMessage``)."""
+        ...
+
+    # ------------------------------------------------------------------ offsets
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int: ...
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int: ...
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int: ...
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int: ...
+
+    def get_max_phy_offset(self) -> int: ...
+
+    def get_min_phy_offset(self) -> int: ...
+
+    def dispatch_behind_bytes(self) -> int: ...
+
+    # ------------------------------------------------------------------ query and admin
+    @overload
+    def find_consume_queue(self, topic: str, queue_id: int, create: Literal[True] = ...) -> ConsumeQueue: ...
+
+    @overload
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool) -> ConsumeQueue | None: ...
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int,
+                      end_ts: int) -> QueryMessageResult: ...
+
+    def runtime_info(self) -> dict[str, str]: ...
+
+    def clean_unused_topic(self, topics: set[str]) -> int:
+        """Drop the consume queues of topics not in ``topics`` (system queues stay)."""
+        ...
+
+    def clean_expired_consumer_queue(self) -> None: ...
