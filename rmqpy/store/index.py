@@ -267,6 +267,7 @@ class IndexService:
             f.begin_phy_offset = f.end_phy_offset = last.end_phy_offset
             f.begin_timestamp = f.end_timestamp = last.end_timestamp
             f._write_header()
+            log.info("%s: index file full, rolled to a new file %s", self.store_path, name)
         self.files.append(f)
         return f
 

@@ -121,3 +121,11 @@ def test_bad_batch_bodies_are_one_bounded_rate_limited_line(harness, twisted_eve
     bad = [t for _, t in _lines(twisted_events) if "bad batch body" in t]
     assert 1 <= len(bad) <= 25  # the burst, not one per request
     assert max(map(len, bad)) < 600
+
+
+def test_index_file_roll_is_logged_once(harness, twisted_events):
+    harness.open()  # small config: 256 index entries per file
+    for i in range(300):
+        harness.put(msg(qid=0, keys=f"k{i}"))
+    rolls = [t for lvl, t in _lines(twisted_events) if "index file full, rolled" in t and lvl == LogLevel.info]
+    assert len(rolls) == len(harness.store.index_service.files) - 1 >= 1
