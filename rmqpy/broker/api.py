@@ -22,8 +22,23 @@ from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.stats import BrokerStatsManager
 from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.topic import TopicConfigManager
+from rmqpy.protocol.command import RemotingCommand
 from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
+
+
+class SendMessageHook(Protocol):
+    """Java ``SendMessageHook``: told of each send's answer, with the topic of its decoded header."""
+
+    def send_message_after(self, response: Any, request: RemotingCommand, topic: str) -> Any:
+        """Returns ``response``: it is also a Deferred's callback."""
+        ...
+
+
+class ConsumeMessageHook(Protocol):
+    """Java ``ConsumeMessageHook``: told of each found pull's answer, with its group and topic."""
+
+    def consume_message_after(self, group: str, topic: str, response: RemotingCommand) -> None: ...
 
 
 class Broker(Protocol):

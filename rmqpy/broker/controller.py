@@ -1,9 +1,10 @@
 """BrokerController: wires the managers, the store, the processors and the timers.
 
 As RocketMQ's ``BrokerController``: it loads config/topics.json, consumerOffset.json,
-subscriptionGroup.json and delayOffset.json (Java's formats) and the message store,
-registers the processors of :data:`PROCESSORS` with one dispatcher shared by the main
-port (listenPort) and the fast port (listenPort - 2), registers with every name server at
+subscriptionGroup.json and delayOffset.json (Java's formats) and the message store (any
+:class:`rmqpy.store.api.MessageStore`), builds every manager, service and processor in its
+constructor, registers the processors in one table (``register_processor``) with one
+dispatcher shared by the main port (listenPort) and the fast port (listenPort - 2), registers with every name server at
 start and every ``registerNameServerPeriod`` (and promptly when topics are created),
 unregisters on a clean shutdown, flushes consumer offsets every 5 s and at shutdown, and
 drops client channels silent for 120 s (scanned every 10 s).
@@ -20,75 +21,42 @@ from typing import Any, Callable
 from twisted.application import service
 from twisted.internet import defer
 
-from rmqpy.broker.api import Broker
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
+from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
-from rmqpy.broker.stats import BrokerStatsManager
+from rmqpy.broker.stats import BrokerStatsHook, BrokerStatsManager
+from rmqpy.broker.processor.admin import AdminBrokerProcessor
 from rmqpy.broker.processor.client_manage import ClientManageProcessor
 from rmqpy.broker.processor.consumer_manage import ConsumerManageProcessor, StoreOffsetProcessor
+from rmqpy.broker.processor.end_transaction import EndTransactionProcessor
+from rmqpy.broker.processor.lock import LockBatchProcessor
 from rmqpy.broker.processor.pull import PullMessageProcessor
+from rmqpy.broker.processor.query import QueryMessageProcessor
+from rmqpy.broker.processor.reply import ReplyMessageProcessor
 from rmqpy.broker.processor.send import SendMessageProcessor
+from rmqpy.broker.processor.send_back import ConsumerSendMsgBackProcessor
+from rmqpy.broker.schedule import ScheduleMessageService
 from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.topic import TopicConfigManager
-from rmqpy.broker.transaction import half_message
+from rmqpy.broker.timer import TimerMessageService
+from rmqpy.broker.transaction import TransactionalMessageService
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
 from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 from rmqpy.remoting.client import RemotingClient
-from rmqpy.remoting.dispatch import RequestDispatcher
+from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.api import MessageStore
 
-# The processors, in registration order. Each class names its request codes in ``codes``
-# and is built with the controller. A later processor claiming a code overrides an earlier
-# one, so a module added for the admin codes, CONSUMER_SEND_MSG_BACK, END_TRANSACTION,
-# LOCK/UNLOCK_BATCH_MQ, QUERY_MESSAGE/VIEW_MESSAGE_BY_ID... is one more line here.
-PROCESSORS: list[Callable[[Broker], Any]] = [
-    SendMessageProcessor,
-    PullMessageProcessor,
-    ClientManageProcessor,
-    ConsumerManageProcessor,
-    StoreOffsetProcessor,
-]
-
-
-def _optional_processors() -> list[Callable[[Broker], Any]]:
-    """Processors that live in modules added later; missing modules are skipped."""
-    import importlib
-    found = []
-    for module_name, class_name in (
-        ("rmqpy.broker.processor.admin", "AdminBrokerProcessor"),
-        ("rmqpy.broker.processor.send_back", "ConsumerSendMsgBackProcessor"),
-        ("rmqpy.broker.processor.query", "QueryMessageProcessor"),
-        ("rmqpy.broker.processor.end_transaction", "EndTransactionProcessor"),
-        ("rmqpy.broker.processor.lock", "LockBatchProcessor"),
-        ("rmqpy.broker.processor.reply", "ReplyMessageProcessor"),
-        # last: it takes over the send and pull codes to count what they store and return
-        ("rmqpy.broker.stats", "BrokerStatsRecorder"),
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        found.append(getattr(module, class_name))
-    return found
-
-
 class BrokerController:
     log = RateLimitedLogger()  # registrations and notifications follow client requests: rate-limited per call site
-    # attached by LockBatchProcessor (processor/lock.py) when it is built
-    rebalance_lock_manager: RebalanceLockManager
-    # attached by the stats recorder (broker/stats.py) on first use
-    broker_stats_manager: BrokerStatsManager
 
     def __init__(self, settings: BrokerSettings, reactor: Any, message_store: MessageStore | None = None) -> None:
         self.settings = settings
@@ -113,37 +81,22 @@ class BrokerController:
         # the default store is built and loaded by initialize() unless one is given
         self.message_store: MessageStore = message_store  # type: ignore[assignment]
         # SYSTEM_BUSY for sends that waited too long (rmqpy/broker/fast_failure.py)
-        from rmqpy.broker.fast_failure import BrokerFastFailure
         self.fast_failure = BrokerFastFailure.from_config(reactor, bc, self.store_config,
                                                           message_store.stats if message_store else None)
         self.pull_hold_service = PullRequestHoldService(
             reactor, self.now_ms, self._max_offset, self._wakeup_pull, bc.longPollingEnable, bc.shortPollingTimeMills,
             bc.maxPullPollingSize, bc.maxPullPollingSizePerChannel)
-        # filled in by later modules (transactions, delayed delivery)
-        self.transactional_message_service: Any = None
-        self.schedule_message_service: Any = None
-        try:
-            from rmqpy.broker.schedule import ScheduleMessageService
-            self.schedule_message_service = ScheduleMessageService(self)
-        except ImportError:
-            pass
-        try:
-            from rmqpy.broker.transaction import TransactionalMessageService
-            self.transactional_message_service = TransactionalMessageService(self)
-        except ImportError:
-            pass
-        self.timer_message_service: Any = None  # 5.x timer messages (TIMER_DELIVER_MS...)
-        try:
-            from rmqpy.broker.timer import TimerMessageService
-            self.timer_message_service = TimerMessageService(self)
-        except ImportError:
-            pass
+        self.rebalance_lock_manager = RebalanceLockManager(self.now_ms, clock=reactor)
+        self.broker_stats_manager = BrokerStatsManager(reactor, bc.brokerClusterName)
+        self.schedule_message_service = ScheduleMessageService(self)
+        self.transactional_message_service = TransactionalMessageService(self)
+        self.timer_message_service = TimerMessageService(self)  # 5.x timer messages (TIMER_DELIVER_MS...)
 
         self.dispatcher = RequestDispatcher()
         self.dispatcher.add_channel_listener(self)
         self.processors: dict[str, Any] = {}
-        for factory in PROCESSORS + _optional_processors():
-            self.add_processor(factory(self))
+        self.register_processor()
+        self.broker_stats_manager.start()
         self.namesrv_client = RemotingClient(reactor, connect_timeout=3.0)
         self.server_factories: list[Any] = []  # the listening sides
         # idle / half-sent connections and the partial-frame budget, over both ports
@@ -155,9 +108,54 @@ class BrokerController:
         self.shutting_down = False
 
     # ------------------------------------------------------------------ setup
-    def add_processor(self, processor: Any, codes: Any = None) -> None:
-        self.processors[type(processor).__name__] = processor
-        self.dispatcher.register([int(c) for c in (codes if codes is not None else processor.codes)], processor)
+    def register_processor(self) -> None:
+        """Java ``registerProcessor()``: the one processor of each request code, with the stats hooks."""
+        send = SendMessageProcessor(self)
+        pull = PullMessageProcessor(self)
+        stats_hooks = [BrokerStatsHook(self.broker_stats_manager)]
+        send.register_send_message_hook(stats_hooks)
+        pull.register_consume_message_hook(stats_hooks)
+        client = ClientManageProcessor(self)
+        consumer = ConsumerManageProcessor(self)
+        offsets = StoreOffsetProcessor(self)
+        query = QueryMessageProcessor(self)
+        send_back = ConsumerSendMsgBackProcessor(self)
+        end_transaction = EndTransactionProcessor(self)
+        lock = LockBatchProcessor(self)
+        reply = ReplyMessageProcessor(self)
+        admin = AdminBrokerProcessor(self)
+        table: dict[int, RequestProcessor] = {
+            RequestCode.SEND_MESSAGE: send,
+            RequestCode.SEND_MESSAGE_V2: send,
+            RequestCode.SEND_BATCH_MESSAGE: send,
+            RequestCode.PULL_MESSAGE: pull,
+            RequestCode.LITE_PULL_MESSAGE: pull,
+            RequestCode.HEART_BEAT: client,
+            RequestCode.UNREGISTER_CLIENT: client,
+            RequestCode.CHECK_CLIENT_CONFIG: client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer,
+            RequestCode.QUERY_CONSUMER_OFFSET: consumer,
+            RequestCode.UPDATE_CONSUMER_OFFSET: consumer,
+            RequestCode.GET_MAX_OFFSET: offsets,
+            RequestCode.GET_MIN_OFFSET: offsets,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offsets,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: offsets,
+            RequestCode.QUERY_MESSAGE: query,
+            RequestCode.VIEW_MESSAGE_BY_ID: query,
+            RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
+            RequestCode.END_TRANSACTION: end_transaction,
+            RequestCode.LOCK_BATCH_MQ: lock,
+            RequestCode.UNLOCK_BATCH_MQ: lock,
+            RequestCode.SEND_REPLY_MESSAGE: reply,
+            RequestCode.SEND_REPLY_MESSAGE_V2: reply,
+            # the admin family (Java's default processor): topics, groups, offsets, stats,
+            # config and message queries, each code routed to its handler by AdminBrokerProcessor
+            **dict.fromkeys(AdminBrokerProcessor.codes, admin),
+        }
+        for built in (send, pull, client, consumer, offsets, query, send_back, end_transaction, lock, reply, admin):
+            self.processors[type(built).__name__] = built
+        for code, processor in table.items():
+            self.dispatcher.register(int(code), processor)
 
     @property
     def pull_processor(self) -> PullMessageProcessor:
@@ -193,10 +191,9 @@ class BrokerController:
         self._every(10.0, bc.flushConsumerOffsetInterval / 1000.0, self.persist_offsets)
         self._every(10.0, bc.channelScanIntervalMills / 1000.0, self.scan_not_active_channels)
         self.channel_sweeper.start()
-        for hook in ("schedule_message_service", "transactional_message_service", "timer_message_service"):
-            svc = getattr(self, hook)
-            if svc is not None and hasattr(svc, "start"):
-                svc.start()
+        self.schedule_message_service.start()
+        self.transactional_message_service.start()
+        self.timer_message_service.start()
         when_running = getattr(self.reactor, "callWhenRunning", None)
         if when_running is not None:  # logged once the reactor (and its signal handlers) runs
             when_running(self.log.info, "The broker[{name}, {addr}] boot success. serializeType=JSON and name "
@@ -228,10 +225,9 @@ class BrokerController:
         if self._register_pending is not None and self._register_pending.active():
             self._register_pending.cancel()
         self.pull_hold_service.stop()
-        for hook in ("schedule_message_service", "transactional_message_service", "timer_message_service"):
-            svc = getattr(self, hook)
-            if svc is not None and hasattr(svc, "stop"):
-                svc.stop()
+        self.schedule_message_service.stop()
+        self.transactional_message_service.stop()
+        self.timer_message_service.stop()
         d = self.unregister_broker_all() if self.started else defer.succeed(None)
 
         def finish(_: Any) -> None:
@@ -250,8 +246,6 @@ class BrokerController:
 
     def persist_offsets(self) -> None:
         self.consumer_offset_manager.persist()
-        if self.schedule_message_service is None:
-            return
         self.delay_offset_manager.persist()
 
     # ------------------------------------------------------------------ channels
@@ -327,13 +321,7 @@ class BrokerController:
         return (max_phy - phy) > memory
 
     def prepare_transaction_message(self, msg: Any) -> defer.Deferred:
-        if self.transactional_message_service is not None:
-            return self.transactional_message_service.prepare_message(msg)
-        # as TransactionalMessageBridge: the half topic exists (1 queue, RW) once it is used
-        from rmqpy.broker.topic import RMQ_SYS_TRANS_HALF_TOPIC
-        self.topic_config_manager.create_topic_in_send_message_back_method(RMQ_SYS_TRANS_HALF_TOPIC, 1,
-                                                                           PERM_READ | PERM_WRITE)
-        return self.message_store.put_message(half_message(msg))
+        return self.transactional_message_service.prepare_message(msg)
 
     # ------------------------------------------------------------------ name servers
     def topics_changed(self) -> None:

@@ -9,16 +9,15 @@ the oldest and newest snapshot, that difference per second and per call. An item
 between two ticks gets a zero snapshot 10 s / 10 min / 1 h before its first tick, so a
 fresh topic's minute window shows what it received since its first tick.
 
-:class:`BrokerStatsRecorder` feeds the counters: it sits in front of the send and pull
-processors and counts what their successful responses carry (the messages stored, the
-messages a pull returned), as Java's processors do after a put or a found pull.
+:class:`BrokerStatsHook` feeds the counters: the send and pull processors call it with
+what their successful responses carry (the messages stored, the messages a pull returned),
+as Java's processors call their ``SendMessageHook`` and ``ConsumeMessageHook``.
 """
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from typing import Any
 
-from twisted.internet import defer
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -194,16 +193,6 @@ class BrokerStatsManager:
                 del self.tables[name][key]
 
 
-def stats_manager(broker: Any) -> BrokerStatsManager:
-    """The broker's stats manager, created (and started if the reactor runs) on first use."""
-    manager = getattr(broker, "broker_stats_manager", None)
-    if manager is None:
-        manager = BrokerStatsManager(broker.reactor, broker.broker_config.brokerClusterName)
-        broker.broker_stats_manager = manager
-        manager.start()
-    return manager
-
-
 _SIZE = struct.Struct(">i")
 
 
@@ -224,86 +213,33 @@ def count_messages(body: bytes | None) -> int:
 
 _SEND_OK = frozenset(int(c) for c in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
                                      ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE))
-_SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-_PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
-_SEND_CODE_SET = frozenset(int(c) for c in _SEND_CODES)
-_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
 _SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 _SUCCESS = int(ResponseCode.SUCCESS)
 
 
-class BrokerStatsRecorder:
-    """Counts stored and pulled messages in front of the send and pull processors.
+class BrokerStatsHook:
+    """The stats' ``SendMessageHook`` and ``ConsumeMessageHook``: the send and pull processors
+    call it with their decoded header and their answer, and it counts what a successful answer
+    carries (the messages stored, the messages a pull returned)."""
 
-    Registered after them, it takes over their request codes and hands each request to the
-    processor that had the code, then counts what a successful answer carries.
-    """
+    def __init__(self, stats: BrokerStatsManager) -> None:
+        self.stats = stats
 
-    codes: tuple[int, ...] = tuple(int(c) for c in _SEND_CODES + _PULL_CODES)
-
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.stats = stats_manager(broker)
-        self.targets: dict[int, Any] = {}
-        for name, codes in (("SendMessageProcessor", _SEND_CODES), ("PullMessageProcessor", _PULL_CODES)):
-            processor = broker.processors.get(name)
-            if processor is None:
-                continue
-            for code in codes:
-                if int(code) in {int(c) for c in processor.codes}:
-                    self.targets[int(code)] = processor
-        self.codes = tuple(self.targets)
-
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
-        code = request.code
-        result = self.targets[code].process_request(channel, request)
-        if code in _SEND_CODE_SET:
-            if isinstance(result, RemotingCommand):  # the usual answer of a send: count it right away
-                if result.code == _SUCCESS and code != _SEND_BATCH_MESSAGE:  # _count_send, inline
-                    ext = request.ext_fields
-                    if ext:
-                        topic = ext.get("topic") if code == _SEND_MESSAGE else ext.get("b")
-                        if topic is None and code != _SEND_MESSAGE:
-                            topic = ext.get("topic")
-                        if topic:
-                            body = request.body
-                            self.stats.inc_topic_put(topic, 1, len(body) if body else 0)
-                    return result
-                return self._count_send(result, request)
-            count: Callable[[Any, RemotingCommand], Any] = self._count_send
-        else:
-            count = self._count_pull
-        if isinstance(result, defer.Deferred):
-            return result.addCallback(count, request)
-        return count(result, request)
-
-    def _count_send(self, response: Any, request: RemotingCommand) -> Any:
-        if isinstance(response, RemotingCommand) and response.code in _SEND_OK:
-            ext = request.ext_fields
-            if not ext:
-                return response
-            code = request.code
-            if code == _SEND_MESSAGE:
-                topic = ext.get("topic")
-            else:
-                topic = ext.get("b")
-                if topic is None:
-                    topic = ext.get("topic")
-            if topic:
-                nums = 1
-                if code == _SEND_BATCH_MESSAGE:
-                    msg_id = (response.ext_fields or {}).get("msgId") or ""
-                    if msg_id:
-                        nums = msg_id.count(",") + 1
-                body = request.body
-                self.stats.inc_topic_put(topic, nums, len(body) if body else 0)
+    def send_message_after(self, response: Any, request: RemotingCommand, topic: str) -> Any:
+        """Count a stored send (Java ``sendMessageAfter``); returns ``response`` (a Deferred callback)."""
+        if isinstance(response, RemotingCommand) and response.code in _SEND_OK and topic:
+            nums = 1
+            if request.code == _SEND_BATCH_MESSAGE:
+                msg_id = (response.ext_fields or {}).get("msgId") or ""
+                if msg_id:
+                    nums = msg_id.count(",") + 1
+            body = request.body
+            self.stats.inc_topic_put(topic, nums, len(body) if body else 0)
         return response
 
-    def _count_pull(self, response: Any, request: RemotingCommand) -> Any:
-        if isinstance(response, RemotingCommand) and response.code == _SUCCESS and response.body:
-            ext = request.ext_fields or {}
-            group, topic = ext.get("consumerGroup"), ext.get("topic")
+    def consume_message_after(self, group: str, topic: str, response: RemotingCommand) -> None:
+        """Count the messages a found pull returns (Java ``consumeMessageAfter``)."""
+        if response.code == _SUCCESS and response.body:
             nums = count_messages(response.body)
             if group and topic and nums:
                 self.stats.inc_group_get(group, topic, nums, len(response.body))
-        return response

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from typing import Any, Callable
+from typing import Callable
 
 from rmqpy.protocol.codes import RequestCode, code_name
 
@@ -24,10 +24,18 @@ def namesrv_codes() -> list[int]:
 
 
 def broker_codes() -> list[int]:
-    from rmqpy.broker.controller import PROCESSORS, _optional_processors
-    classes: list[Any] = PROCESSORS + _optional_processors()  # declared as factories; each class has .codes
-    codes = {int(code) for cls in classes for code in cls.codes}
-    return sorted(codes)
+    from twisted.internet import task
+
+    from rmqpy.broker.config import BrokerSettings
+    from rmqpy.broker.controller import BrokerController
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = BrokerSettings()
+        settings.store.storePathRootDir = tmp
+        clock = task.Clock()
+        ctl = BrokerController(settings, clock)  # nothing is loaded or started: the table is built
+        codes = ctl.dispatcher.registered_codes()
+        ctl.broker_stats_manager.stop()
+        return codes
 
 
 SERVERS: dict[str, Callable[[], list[int]]] = {"rmq-namesrv": namesrv_codes, "rmq-broker": broker_codes}

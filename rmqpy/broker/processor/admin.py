@@ -72,13 +72,6 @@ def language_name(code: Any) -> str:
 
 
 def version_desc(version: int) -> str:
-    from rmqpy.protocol import codes
-    fn = getattr(codes.MQVersion, "desc", None) or getattr(codes, "version_desc", None)
-    if fn is not None:
-        try:
-            return fn(version)
-        except Exception:
-            pass
     for name in dir(MQVersion):
         if name.startswith("V") and getattr(MQVersion, name) == version:
             return name
@@ -555,8 +548,7 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ statistics and queues (issue #4)
     def _stats(self) -> Any:
-        from rmqpy.broker.stats import stats_manager
-        return stats_manager(self.broker)
+        return self.broker.broker_stats_manager
 
     def fetch_all_consume_stats_in_broker(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONSUME_STATS: every subscription group's consume stats per topic it has offsets of."""

@@ -36,11 +36,7 @@ class EndTransactionProcessor:
 
     @property
     def service(self) -> Any:
-        svc = self.broker.transactional_message_service
-        if svc is None:
-            from rmqpy.broker.transaction import TransactionalMessageService
-            svc = self.broker.transactional_message_service = TransactionalMessageService(self.broker)
-        return svc
+        return self.broker.transactional_message_service
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         header = request.decode_header(EndTransactionRequestHeader)

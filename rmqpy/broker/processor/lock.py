@@ -48,11 +48,7 @@ class LockBatchProcessor:
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
-        manager = getattr(broker, "rebalance_lock_manager", None)
-        if manager is None:
-            manager = RebalanceLockManager(broker.now_ms, clock=getattr(broker, "reactor", None))
-            broker.rebalance_lock_manager = manager
-        self.manager: RebalanceLockManager = manager
+        self.manager: RebalanceLockManager = broker.rebalance_lock_manager
 
     def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -8,7 +8,7 @@ Every reply carries suggestWhichBrokerId, nextBeginOffset, minOffset and maxOffs
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from twisted.internet import defer
 
@@ -23,7 +23,7 @@ from rmqpy.protocol.headers.broker import PullMessageRequestHeader, PullMessageR
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.api import Broker
+    from rmqpy.broker.api import Broker, ConsumeMessageHook
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -49,6 +49,10 @@ class PullMessageProcessor:
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
+        self.consume_message_hooks: Sequence[ConsumeMessageHook] = ()  # Java registerConsumeMessageHook
+
+    def register_consume_message_hook(self, hooks: Sequence[ConsumeMessageHook]) -> None:
+        self.consume_message_hooks = hooks
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         return self._process(channel, request, True)
@@ -164,6 +168,8 @@ class PullMessageProcessor:
         response: Any = request.response(code, status, header=header)
         if code == ResponseCode.SUCCESS:
             response.body = result.body
+            for hook in self.consume_message_hooks:
+                hook.consume_message_after(h.consumerGroup, h.topic, response)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
             polling_ms = suspend_ms if bc.longPollingEnable else bc.shortPollingTimeMills
             held = PullRequest(request=request, channel=channel, timeout_ms=polling_ms, suspend_ts=b.now_ms(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from twisted.internet import defer
 
@@ -30,7 +30,7 @@ from rmqpy.store.message_store import PutMessageStatus
 from rmqpy.store.space import disk_util
 
 if TYPE_CHECKING:
-    from rmqpy.broker.api import Broker
+    from rmqpy.broker.api import Broker, SendMessageHook
 
 _PUT_OK = PutMessageStatus.PUT_OK
 
@@ -128,6 +128,10 @@ class SendMessageProcessor:
         self.broker = broker
         self.random = random.Random()
         self._fast_failure = getattr(broker, "fast_failure", None)
+        self.send_message_hooks: Sequence[SendMessageHook] = ()  # Java registerSendMessageHook
+
+    def register_send_message_hook(self, hooks: Sequence[SendMessageHook]) -> None:
+        self.send_message_hooks = hooks
 
     # ------------------------------------------------------------------ entry
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
@@ -144,8 +148,15 @@ class SendMessageProcessor:
             if header is None:  # the general decode, and its HeaderError
                 header = request.decode_header(SendMessageRequestHeaderV2).to_v1()
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            return self.send_batch_message(channel, request, header)
-        return self.send_message(channel, request, header)
+            result = self.send_batch_message(channel, request, header)
+        else:
+            result = self.send_message(channel, request, header)
+        for hook in self.send_message_hooks:
+            if isinstance(result, RemotingCommand):
+                hook.send_message_after(result, request, header.topic)
+            else:
+                result.addCallback(hook.send_message_after, request, header.topic)
+        return result
 
     # ------------------------------------------------------------------ checks
     def _response(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
