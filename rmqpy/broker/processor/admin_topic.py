@@ -1,0 +1,91 @@
+"""AdminBrokerProcessor, one family of its requests: topics: create, delete, configs, names, stats, consume-queue clean-up."""
+from __future__ import annotations
+
+from typing import Any
+
+from rmqpy.broker.processor.admin_base import SLAVE_REMARK, AdminBase
+from rmqpy.broker.validation import validate_queue_nums
+from rmqpy.protocol import fastjson
+from rmqpy.protocol.bodies.topic import TopicConfig
+from rmqpy.protocol.codes import ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.admin import CreateTopicRequestHeader, TopicRequestHeader
+
+
+class TopicAdmin(AdminBase):
+    def update_and_create_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        if self._is_slave():
+            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        h = request.decode_header(CreateTopicRequestHeader)
+        self.log.info("updateAndCreateTopic called by {a}", a=getattr(channel, "remote_address", "?"))
+        error = self._topic_checks(request, h.topic)
+        if error is not None:
+            return error
+        bad = validate_queue_nums(h.readQueueNums, h.writeQueueNums, self._max_queues())
+        if bad is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, bad)
+        tc = TopicConfig(h.topic, readQueueNums=h.readQueueNums, writeQueueNums=h.writeQueueNums, perm=h.perm,
+                         topicFilterType=h.topicFilterType or "SINGLE_TAG", topicSysFlag=h.topicSysFlag or 0)
+        if h.order is not None:
+            tc.order = bool(h.order)
+        self.broker.topic_config_manager.update_topic_config(tc)
+        if self.broker.started:
+            self.broker.register_broker_all()
+        return self._ok(request)
+
+    def delete_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        if self._is_slave():
+            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        h = request.decode_header(TopicRequestHeader)
+        self.log.info("deleteTopic called by {a}", a=getattr(channel, "remote_address", "?"))
+        error = self._topic_checks(request, h.topic)
+        if error is not None:
+            return error
+        tcm = self.broker.topic_config_manager
+        tcm.delete_topic_config(h.topic)
+        self.broker.message_store.clean_unused_topic(set(tcm.table))
+        return self._ok(request)
+
+    def get_all_topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        wrapper = self.broker.topic_config_manager.wrapper()
+        if not wrapper.topicConfigTable:
+            return request.response(ResponseCode.SYSTEM_ERROR, "No topic in this broker")
+        return self._ok(request, fastjson.dumps(wrapper).encode())
+
+    def get_topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """5.x GET_TOPIC_CONFIG: mqadmin asks it before topic stats (static-topic check)."""
+        h = request.decode_header(TopicRequestHeader)
+        tc = self.broker.topic_config_manager.select(h.topic)
+        if tc is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}")
+        # TopicConfigAndQueueMapping: the TopicConfig properties (no mapping detail: no static topics)
+        return self._ok(request, fastjson.dumps(tc).encode())
+
+    def get_topic_name_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        body = {"brokerAddr": self.broker.broker_addr, "topicList": sorted(self.broker.topic_config_manager.table)}
+        return self._ok(request, fastjson.dumps(body).encode())
+
+    def get_system_topic_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        return self._ok(request, fastjson.dumps({"topicList": sorted(self._system_topics())}).encode())
+
+    def get_topic_stats_info(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        h = request.decode_header(TopicRequestHeader)
+        tc = self.broker.topic_config_manager.select(h.topic)
+        if tc is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        store = self.broker.message_store
+        table = {}
+        for i in self._queues(tc.writeQueueNums):
+            lo = max(0, store.get_min_offset_in_queue(h.topic, i))
+            hi = max(0, store.get_max_offset_in_queue(h.topic, i))
+            ts = store.get_message_store_timestamp(h.topic, i, hi - 1) if hi > 0 else 0
+            table[self._mq(h.topic, i)] = {"lastUpdateTimestamp": ts, "maxOffset": hi, "minOffset": lo}
+        return self._ok(request, fastjson.dumps({"offsetTable": table}).encode())
+
+    def clean_expired_consume_queue(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        self.broker.message_store.clean_expired_consumer_queue()
+        return self._ok(request)
+
+    def clean_unused_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        self.broker.message_store.clean_unused_topic(set(self.broker.topic_config_manager.table))
+        return self._ok(request)
