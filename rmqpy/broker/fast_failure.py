@@ -26,10 +26,14 @@ requests are not failed fast (their Java queues have nothing to map to here eith
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmqpy.protocol.codes import ResponseCode
 from rmqpy.protocol.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from rmqpy.broker.config import BrokerConfig
+    from rmqpy.store.config import MessageStoreConfig
 
 PERIOD = 0.010  # Java: scheduleAtFixedRate(..., 1000, 10, MILLISECONDS)
 INITIAL_DELAY = 1.0
@@ -59,11 +63,10 @@ class BrokerFastFailure:
         self.refused = 0
 
     @classmethod
-    def from_config(cls, reactor: Any, broker_config: Any, store_config: Any,
+    def from_config(cls, reactor: Any, broker_config: BrokerConfig, store_config: MessageStoreConfig,
                     store_stats: Any = None) -> "BrokerFastFailure":
-        return cls(reactor, bool(getattr(broker_config, "brokerFastFailureEnable", True)),
-                   int(getattr(broker_config, "waitTimeMillsInSendQueue", 200)),
-                   int(getattr(store_config, "osPageCacheBusyTimeOutMills", 1000)), store_stats)
+        return cls(reactor, bool(broker_config.brokerFastFailureEnable), int(broker_config.waitTimeMillsInSendQueue),
+                   int(store_config.osPageCacheBusyTimeOutMills), store_stats)
 
     def watch(self, store_stats: Any) -> None:
         """Count the store's slow puts (``StoreStats.slow_puts``) as page-cache-busy events."""

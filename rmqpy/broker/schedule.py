@@ -21,6 +21,8 @@ from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUE
                                     properties_to_string, tags_string_to_tags_code)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
+from rmqpy.store.message_store import put_status_name
+
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
 
@@ -90,7 +92,7 @@ class ScheduleMessageService:
     def start(self) -> None:
         if self.started:
             return
-        if getattr(self.broker.store_config, "brokerRole", "ASYNC_MASTER") == "SLAVE":
+        if self.broker.store_config.brokerRole == "SLAVE":
             return
         self.started = True
         for level in sorted(self.delay_levels):
@@ -190,7 +192,7 @@ class ScheduleMessageService:
         self._schedule(level, DELAY_FOR_A_WHILE)
 
     def _put_ok(self, result: Any, inner: MessageExtBrokerInner) -> bool:
-        status = getattr(getattr(result, "put_message_status", None), "name", None)
+        status = put_status_name(result)
         if status == "PUT_OK":
             return True
         self.log.error("ScheduleMessageService, a message time up, but reput it failed, topic: {t} status: {s}",
@@ -201,7 +203,7 @@ class ScheduleMessageService:
         self._busy.discard(level)
         if not self.started:
             return
-        if getattr(getattr(result, "put_message_status", None), "name", None) == "PUT_OK":
+        if put_status_name(result) == "PUT_OK":
             self.update_offset(level, offset + 1)
             self._schedule(level, 0)
         else:

@@ -32,6 +32,8 @@ from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUE
                                     tags_string_to_tags_code)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
+from rmqpy.store.message_store import put_status_name
+
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
 
@@ -137,7 +139,7 @@ class TimerMessageService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        if self.started or getattr(self.store_config, "brokerRole", "ASYNC_MASTER") == "SLAVE":
+        if self.started or self.store_config.brokerRole == "SLAVE":
             return
         self.started = True
         self._load()
@@ -272,7 +274,7 @@ class TimerMessageService:
 
     def _put_done(self, result: Any, offset: int, topic: str) -> None:
         self._inflight.discard(offset)
-        if getattr(getattr(result, "put_message_status", None), "name", None) == "PUT_OK":
+        if put_status_name(result) == "PUT_OK":
             self._mark_done(offset)
             return
         self.log.error("timer message time up, but reput it to {t} failed: {r}", t=topic, r=result)

@@ -1,7 +1,7 @@
 """TopicConfigManager: the broker's topics (config/topics.json), as Java's manager keeps them."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.validation import (DEFAULT_MAX_TOPIC_QUEUE_NUMS, bounded, queue_nums_limit,  # noqa: F401
@@ -9,6 +9,9 @@ from rmqpy.broker.validation import (DEFAULT_MAX_TOPIC_QUEUE_NUMS, bounded, queu
 from rmqpy.protocol.bodies.topic import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
                                          TopicConfigSerializeWrapper)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
+
+if TYPE_CHECKING:
+    from rmqpy.broker.config import BrokerConfig
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -57,7 +60,7 @@ class TopicConfigManager(ConfigManager):
     file_name = "topics.json"
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
-    def __init__(self, broker_config: Any, config_dir: str | None,
+    def __init__(self, broker_config: BrokerConfig, config_dir: str | None,
                  on_new_topic: Callable[[], None] | None = None) -> None:
         super().__init__(config_dir)
         self.broker_config = broker_config
@@ -102,7 +105,7 @@ class TopicConfigManager(ConfigManager):
     @property
     def max_queue_nums(self) -> int:
         """The broker setting ``maxTopicQueueNums``: no topic has more read or write queues."""
-        return queue_nums_limit(getattr(self.broker_config, "maxTopicQueueNums", DEFAULT_MAX_TOPIC_QUEUE_NUMS))
+        return queue_nums_limit(self.broker_config.maxTopicQueueNums)
 
     def _bound(self, tc: TopicConfig) -> TopicConfig:
         """Clamp the queue counts of a topic read from disk or made on demand (warned once):

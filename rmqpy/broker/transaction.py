@@ -38,6 +38,8 @@ from rmqpy.protocol.message import (PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_QUEUE
                                     tags_string_to_tags_code)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
+from rmqpy.store.message_store import PutMessageResult, put_status_name
+
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
 
@@ -124,7 +126,7 @@ class TransactionalMessageService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        if self.started or getattr(self.broker.store_config, "brokerRole", "ASYNC_MASTER") == "SLAVE":
+        if self.started or self.broker.store_config.brokerRole == "SLAVE":
             return
         self.started = True
         self._arm(min(FIRST_CHECK_DELAY, self.broker.broker_config.transactionCheckInterval / 1000.0))
@@ -241,8 +243,8 @@ class TransactionalMessageService:
         props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
         inner = self._copy(msg, RMQ_SYS_TRANS_HALF_TOPIC, props)
         result = yield self.store.put_message(inner)
-        ar = getattr(result, "append_message_result", None)
-        if getattr(getattr(result, "put_message_status", None), "name", None) != "PUT_OK" or ar is None:
+        ar = result.append_message_result if isinstance(result, PutMessageResult) else None
+        if put_status_name(result) != "PUT_OK" or ar is None:
             self.log.error("put back half message failed: {r}", r=result)
             return False
         copy = MessageExt(topic=msg.topic, queue_id=msg.queue_id, flag=msg.flag, body=msg.body, properties=props,

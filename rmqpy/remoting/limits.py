@@ -11,7 +11,7 @@ a timer per connection, and the connections' hot paths only set a flag.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 from twisted.internet import task
 from twisted.internet.interfaces import IReactorTime
@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from rmqpy.remoting.protocol import RemotingProtocol, RemotingServerFactory
 
 MiB = 1024 * 1024
+
+
+class NettyLimitsConfig(Protocol):
+    """The NettyServerConfig keys :class:`ConnectionLimits` reads (broker and name server both have them)."""
+
+    serverChannelMaxIdleTimeSeconds: int
+    writeBufferHighWaterMark: int
+    serverChannelMaxUnsentBytes: int
+    serverPartialFrameTimeoutSeconds: int
+    serverPartialFramesMaxBytes: int
 
 
 @dataclass
@@ -41,15 +51,13 @@ class ConnectionLimits:
     sweep_interval: float = 1.0
 
     @classmethod
-    def from_config(cls, netty: Any) -> "ConnectionLimits":
-        d = cls()
+    def from_config(cls, netty: NettyLimitsConfig) -> "ConnectionLimits":
         return cls(
-            max_idle_seconds=float(getattr(netty, "serverChannelMaxIdleTimeSeconds", d.max_idle_seconds)),
-            write_high_water=int(getattr(netty, "writeBufferHighWaterMark", d.write_high_water)),
-            max_unsent_bytes=int(getattr(netty, "serverChannelMaxUnsentBytes", d.max_unsent_bytes)),
-            partial_frame_timeout=float(getattr(netty, "serverPartialFrameTimeoutSeconds",
-                                                d.partial_frame_timeout)),
-            max_partial_bytes_total=int(getattr(netty, "serverPartialFramesMaxBytes", d.max_partial_bytes_total)),
+            max_idle_seconds=float(netty.serverChannelMaxIdleTimeSeconds),
+            write_high_water=int(netty.writeBufferHighWaterMark),
+            max_unsent_bytes=int(netty.serverChannelMaxUnsentBytes),
+            partial_frame_timeout=float(netty.serverPartialFrameTimeoutSeconds),
+            max_partial_bytes_total=int(netty.serverPartialFramesMaxBytes),
         )
 
 
@@ -69,7 +77,7 @@ class ChannelSweeper:
     log = Logger()
 
     def __init__(self, clock: IReactorTime, limits: ConnectionLimits,
-                 factories: Iterable["RemotingServerFactory"] = (), config: Any = None) -> None:
+                 factories: Iterable["RemotingServerFactory"] = (), config: NettyLimitsConfig | None = None) -> None:
         self.clock = clock
         self.limits = limits
         # NettyServerConfig, re-read every sweep: UPDATE_*_CONFIG changes apply to every
@@ -99,8 +107,8 @@ class ChannelSweeper:
         if self._loop.running:
             self._loop.stop()
 
-    def _refresh(self) -> None:
-        fresh = ConnectionLimits.from_config(self.config)
+    def _refresh(self, config: NettyLimitsConfig) -> None:
+        fresh = ConnectionLimits.from_config(config)
         lim = self.limits  # shared with the factories: changed in place
         lim.max_idle_seconds, lim.write_high_water = fresh.max_idle_seconds, fresh.write_high_water
         lim.max_unsent_bytes, lim.partial_frame_timeout = fresh.max_unsent_bytes, fresh.partial_frame_timeout
@@ -109,7 +117,7 @@ class ChannelSweeper:
 
     def sweep(self) -> None:
         if self.config is not None:
-            self._refresh()
+            self._refresh(self.config)
         lim = self.limits
         now = self.clock.seconds()
         max_idle = lim.max_idle_seconds

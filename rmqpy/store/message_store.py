@@ -108,6 +108,12 @@ class PutMessageResult:
                 and self.put_message_status == PutMessageStatus.PUT_OK)
 
 
+def put_status_name(result: object) -> str | None:
+    """The name of a put's status; None when ``result`` is not a :class:`PutMessageResult`
+    (a put's Deferred can also fire with a Failure)."""
+    return result.put_message_status.name if isinstance(result, PutMessageResult) else None
+
+
 @dataclass
 class GetMessageResult:
     status: GetMessageStatus = GetMessageStatus.NO_MESSAGE_IN_QUEUE

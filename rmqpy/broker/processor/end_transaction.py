@@ -23,6 +23,8 @@ from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
 from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
+from rmqpy.store.message_store import put_status_name
+
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
 
@@ -44,7 +46,7 @@ class EndTransactionProcessor:
                                            SF.TRANSACTION_ROLLBACK_TYPE):
             # EndTransactionRequestHeader.checkFields, run by Java while decoding: an error answer
             raise HeaderError("commitOrRollback field wrong")
-        if getattr(self.broker.store_config, "brokerRole", "ASYNC_MASTER") == "SLAVE":
+        if self.broker.store_config.brokerRole == "SLAVE":
             self.log.warn("Message store is slave mode, so end transaction is forbidden. ")
             return request.response(ResponseCode.SLAVE_NOT_AVAILABLE, None)
         state = header.commitOrRollback
@@ -117,14 +119,12 @@ class EndTransactionProcessor:
         failures["PROPERTIES_SIZE_EXCEEDED"] = failures["MESSAGE_ILLEGAL"]
 
         def done(result: Any) -> tuple[int, str | None]:
-            status = getattr(getattr(result, "put_message_status", None), "name", None)
+            status = put_status_name(result)
             if status in ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
                 return ResponseCode.SUCCESS, None
             return failures.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
 
-        timer = getattr(self.broker, "timer_message_service", None)
-        if timer is not None:
-            refused = timer.transform(inner)
-            if refused is not None:
-                return defer.succeed(refused)
+        refused = self.broker.timer_message_service.transform(inner)
+        if refused is not None:
+            return defer.succeed(refused)
         return self.broker.message_store.put_message(inner).addCallback(done)

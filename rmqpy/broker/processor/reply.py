@@ -22,6 +22,8 @@ from rmqpy.protocol.headers.broker import (ReplyMessageRequestHeader, SendMessag
 from rmqpy.protocol.message import MessageExtBrokerInner, properties_to_string, string_to_properties
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
+from rmqpy.store.message_store import PutMessageResult, put_status_name
+
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
 
@@ -127,8 +129,8 @@ class ReplyMessageProcessor:
             return response
 
         def stored(result: Any) -> RemotingCommand:
-            status = getattr(getattr(result, "put_message_status", None), "name", None)
-            ar = getattr(result, "append_message_result", None)
+            status = put_status_name(result)
+            ar = result.append_message_result if isinstance(result, PutMessageResult) else None
             if status in ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE") and ar:
                 response.ext_fields.update(SendMessageResponseHeader(
                     msgId=ar.msg_id, queueId=queue_id, queueOffset=ar.logics_offset).encode())

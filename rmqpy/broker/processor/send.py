@@ -127,7 +127,7 @@ class SendMessageProcessor:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.random = random.Random()
-        self._fast_failure = getattr(broker, "fast_failure", None)
+        self._fast_failure = broker.fast_failure
         self.send_message_hooks: Sequence[SendMessageHook] = ()  # Java registerSendMessageHook
 
     def register_send_message_hook(self, hooks: Sequence[SendMessageHook]) -> None:
@@ -135,11 +135,9 @@ class SendMessageProcessor:
 
     # ------------------------------------------------------------------ entry
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
-        ff = self._fast_failure
-        if ff is not None:  # SYSTEM_BUSY when the send waited too long (Java BrokerFastFailure)
-            busy = ff.check(request)
-            if busy is not None:
-                return busy
+        busy = self._fast_failure.check(request)  # SYSTEM_BUSY when the send waited too long (Java BrokerFastFailure)
+        if busy is not None:
+            return busy
         header: SendMessageRequestHeader | None
         if request.code == RequestCode.SEND_MESSAGE:
             header = request.decode_header(SendMessageRequestHeader)
@@ -268,8 +266,7 @@ class SendMessageProcessor:
                                       f"the broker[{b.broker_config.brokerIP1}] sending transaction message is forbidden")
             d = b.prepare_transaction_message(msg)
         else:
-            timer = getattr(b, "timer_message_service", None)  # 5.x TIMER_* properties (broker/timer.py)
-            refused = timer.transform(msg) if timer is not None else None
+            refused = b.timer_message_service.transform(msg)  # 5.x TIMER_* properties (broker/timer.py)
             if refused is not None:
                 return self._response(request, *refused)
             store = b.message_store

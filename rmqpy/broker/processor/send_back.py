@@ -42,8 +42,7 @@ class ConsumerSendMsgBackProcessor:
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         b = self.broker
-        ff = getattr(b, "fast_failure", None)
-        busy = ff.check(request) if ff is not None else None
+        busy = b.fast_failure.check(request)
         if busy is not None:  # Java runs send-back in the send pool: it fails fast the same way
             return busy
         bc = b.broker_config
