@@ -379,10 +379,21 @@ def _even(members: list[Member]) -> bool:
     return flat == QUEUES and max(sizes) - min(sizes) <= 1
 
 
-def _exactly_once(members: list[Member], sent: set[str], env: Env | None = None) -> None:
+def _exactly_once(members: list[Member], sent: set[str], env: Env | None = None, in_flight: int = 0) -> None:
+    """Every message of ``sent`` consumed once. ``in_flight``: per queue, that many messages may reach
+    two members, the one that gave the queue up and the one that took it: a Java client that drops a
+    queue while a message of it is being consumed does not advance its offset for it
+    (ConsumeMessageConcurrentlyService.processConsumeResult skips a dropped queue), so its last commit
+    is behind that message; no broker can tell. Without the broker's hand-over hold the new owner
+    starts at the previous periodic commit instead: runs of 4 to 10 per queue (measured on Java)."""
     counts = collections.Counter(e["body"] for m in members for e in m.received() if e["body"] in sent)
     missing = sent - set(counts)
     doubled = {b: n for b, n in counts.items() if n > 1}
+    if in_flight and doubled and max(doubled.values()) == 2:
+        per_queue = collections.Counter(next(e["queueId"] for m in members for e in m.received() if e["body"] == b)
+                                        for b in doubled)
+        if max(per_queue.values()) <= in_flight:
+            doubled = {}
     where = {b: [(m.name, e["queueId"], e["queueOffset"]) for m in members for e in m.received() if e["body"] == b]
              for b in list(doubled)[:5]}
     handover = ""
@@ -429,7 +440,8 @@ def _orderly_members_leave(env: Env) -> None:
 
 
 def _scale_out(env: Env) -> None:
-    """A group grows from 1 to 3 members while messages flow: every message is consumed exactly once
+    """A group grows from 1 to 3 members while messages flow: every message is consumed, once except
+    for what was being consumed when its queue changed hands (at most 2 per queue, see _exactly_once),
     and the queues end split 2/1/1."""
     import threading
     version = env.version
@@ -467,7 +479,7 @@ def _scale_out(env: Env) -> None:
                    what="every message sent while the group grew", diag=diag)
         time.sleep(1.0)
         assert _even(members), [m.assigned() for m in members]
-        _exactly_once(members, sent, env)
+        _exactly_once(members, sent, env, in_flight=2)
     finally:
         for m in members:
             m.stop()
