@@ -24,6 +24,10 @@ from construct import (Bytes, GreedyRange, Int8ub, Int16sb, Int16ub, Int24ub, In
 
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import LanguageCode, MQVersion, ResponseCode, SerializeType
+from rmqpy.protocol.errors import BadRequestError as BadRequestError
+from rmqpy.protocol.errors import BodyError as BodyError
+from rmqpy.protocol.errors import FrameError as FrameError
+from rmqpy.protocol.errors import HeaderError as HeaderError
 
 if TYPE_CHECKING:  # headers.base imports this module
     from rmqpy.protocol.headers.base import CommandHeader
@@ -62,24 +66,6 @@ BinaryHeaderSchema = Struct(
     "remark" / PascalString(Int32ub, "utf8"),
     "ext_fields" / Prefixed(Int32ub, GreedyRange(ExtFieldSchema)),
 )
-
-
-
-class FrameError(ValueError):
-    """A frame or header that cannot be decoded: the connection that sent it is closed."""
-
-
-class BadRequestError(ValueError):
-    """A request the client got wrong (header fields, body): answered with an error
-    response and logged as one line, never a traceback; the connection stays open."""
-
-
-class HeaderError(BadRequestError):
-    """A custom header (extFields) with a missing required field or a bad value."""
-
-
-class BodyError(BadRequestError):
-    """A request body (JSON or binary) that does not decode to what its code expects."""
 
 
 H = TypeVar("H", bound="CommandHeader")

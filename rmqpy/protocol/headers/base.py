@@ -16,7 +16,7 @@ import dataclasses
 import typing
 from typing import Annotated, Any, ClassVar, Mapping, TypeVar
 
-from rmqpy.protocol.command import HeaderError
+from rmqpy.protocol.errors import HeaderError
 
 T = TypeVar("T", bound="CommandHeader")
 
