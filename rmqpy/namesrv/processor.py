@@ -19,7 +19,7 @@ from rmqpy.namesrv.routeinfo import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.namesrv.controller import NamesrvController
+    from rmqpy.namesrv.api import Namesrv
     from rmqpy.remoting.protocol import RemotingProtocol
 
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
@@ -39,7 +39,7 @@ def crc32_masked(data: bytes) -> int:
 class NamesrvRequestProcessor:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
-    def __init__(self, controller: "NamesrvController") -> None:
+    def __init__(self, controller: "Namesrv") -> None:
         self.controller = controller
         self.routes = controller.routes
         self.kv = controller.kv
