@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from twisted.internet import defer, protocol
 from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime, ITCPTransport
@@ -20,9 +20,7 @@ from zope.interface import implementer
 from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, FrameError, RemotingCommand
 
-if TYPE_CHECKING:
-    from rmqpy.remoting.dispatch import RequestDispatcher
-    from rmqpy.remoting.limits import ConnectionLimits
+from rmqpy.remoting.connection_limits import ConnectionLimits
 
 _LENGTH = struct.Struct(">I")
 # partial frames counted against the budget of all connections: smaller ones cost little
@@ -47,6 +45,17 @@ def next_opaque() -> int:
     return next(_opaques) & 0x7FFFFFFF
 
 
+class Dispatcher(Protocol):
+    """What a connection tells of itself and hands its requests to
+    (:class:`rmqpy.remoting.dispatch.RequestDispatcher`, which sits above this module)."""
+
+    def channel_connected(self, channel: RemotingProtocol) -> None: ...
+
+    def channel_closed(self, channel: RemotingProtocol) -> None: ...
+
+    def dispatch(self, channel: RemotingProtocol, request: RemotingCommand) -> object: ...
+
+
 class _Unbounded:
     """The partial-frame budget of connections no ChannelSweeper watches (client side)."""
 
@@ -65,7 +74,7 @@ class RemotingProtocol(protocol.Protocol):
     _budget: Any = _Unbounded()
     _aborted = False
 
-    def __init__(self, dispatcher: "RequestDispatcher | None", clock: IReactorTime,
+    def __init__(self, dispatcher: "Dispatcher | None", clock: IReactorTime,
                  max_frame: int = codec.DEFAULT_MAX_FRAME) -> None:
         self.dispatcher = dispatcher
         self.clock = clock
@@ -255,9 +264,8 @@ class RemotingProtocol(protocol.Protocol):
 class RemotingServerFactory(protocol.Factory):
     """Builds server-side connections that all share one dispatcher."""
 
-    def __init__(self, dispatcher: "RequestDispatcher", clock: IReactorTime,
-                 max_frame: int = codec.DEFAULT_MAX_FRAME, limits: "ConnectionLimits | None" = None) -> None:
-        from rmqpy.remoting.limits import ConnectionLimits
+    def __init__(self, dispatcher: "Dispatcher", clock: IReactorTime,
+                 max_frame: int = codec.DEFAULT_MAX_FRAME, limits: ConnectionLimits | None = None) -> None:
         self.dispatcher = dispatcher
         self.clock = clock
         self.max_frame = max_frame
