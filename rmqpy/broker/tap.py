@@ -12,13 +12,12 @@ from __future__ import annotations
 import sys
 
 from twisted.application import service, strports
-from twisted.python import usage
-
 from rmqpy.broker.config import load_settings
 from rmqpy.common.properties import PropertiesError
+from rmqpy.remoting.tls_hook import TlsOptions, tls_properties
 
 
-class Options(usage.Options):
+class Options(TlsOptions):
     synopsis = "[-c broker.conf] [-n 'ns1:9876;ns2:9876'] [-p | -m]"
     longdesc = "Apache RocketMQ-compatible broker (listens on listenPort 10911 and the fast port 10909)."
     optParameters = [
@@ -29,11 +28,6 @@ class Options(usage.Options):
         ["printConfigItem", "p", "Print all config items and exit"],
         ["printImportantConfig", "m", "Print important config items and exit"],
     ]
-
-    def opt_D(self, value: str) -> None:  # noqa: N802 -- TLS: -D tls.key=value, as JVM system properties
-        """Set a tls.* key as a Java system property would (repeatable); overrides the -c file."""
-        key, _, val = value.partition("=")
-        self.setdefault("tlsProps", {})[key.strip()] = val.strip()
 
 
 def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa: N802 (Twisted's name)
@@ -55,11 +49,11 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     from rmqpy.remoting import tls_hook
     from rmqpy.remoting.client import RemotingClient
     try:  # TLS: tls.* keys of the -c file, then -D overrides
-        tls_props = {}
+        file_props: dict[str, str] = {}
         if options["configFile"]:
             from rmqpy.common.properties import load_properties
-            tls_props = {k: v for k, v in load_properties(options["configFile"]).items() if k.startswith("tls.")}
-        tls_props.update(options.get("tlsProps", {}))
+            file_props = load_properties(options["configFile"])
+        tls_props = tls_properties(file_props, options)
         wrap = tls_hook.server_wrapper(tls_props)
         client_endpoints = tls_hook.client_endpoint_factory(tls_props)
     except (ValueError, PropertiesError) as exc:  # tls.TlsConfigError is a ValueError

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import sys
 
-from twisted.python import usage
-
 from rmqpy.common.properties import (PropertiesError, apply_properties, config_items, format_properties,
                                      load_properties)
 from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig
+from rmqpy.remoting.tls_hook import TlsOptions, tls_properties
 
 
-class Options(usage.Options):
+class Options(TlsOptions):
     synopsis = "[-c namesrv.conf] [-p | -m]"
     longdesc = "Apache RocketMQ-compatible name server (listens on 9876 unless listenPort is set)."
     optParameters = [
@@ -21,11 +20,6 @@ class Options(usage.Options):
         ["printConfigItem", "p", "Print all config items and exit"],
         ["printImportantConfig", "m", "Print important config items and exit"],
     ]
-
-    def opt_D(self, value: str) -> None:  # noqa: N802 -- TLS (issue 6): -D tls.key=value, as JVM system properties
-        """Set a tls.* key as a Java system property would (repeatable); overrides the -c file."""
-        key, _, val = value.partition("=")
-        self.setdefault("tlsProps", {})[key.strip()] = val.strip()
 
 
 def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
@@ -38,8 +32,7 @@ def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
     apply_properties([config, netty], props,
                      warn=lambda m: print(f"rmq-namesrv: warning: {m}", file=sys.stderr))
     # TLS (issue 6): tls.* keys of the -c file, then -D overrides
-    options["tlsProps"] = {**{k: v for k, v in props.items() if k.startswith("tls.")},
-                           **options.get("tlsProps", {})}
+    options["tlsProps"] = tls_properties(props, options)
     return config, netty
 
 
