@@ -66,6 +66,8 @@ class ServerProcess:
         env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(self.workdir))
         argv = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n", "--pidfile=",
                 self.tap, *self.args]
+        # the log is appended to across restarts: only what this start writes counts below
+        start_at = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(argv, cwd=str(ROOT), env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
@@ -73,7 +75,7 @@ class ServerProcess:
         # the port opens before the reactor runs; a SIGTERM before then skips the clean
         # shutdown, so a server counts as started once it logged "boot success"
         deadline = time.time() + timeout
-        while "boot success" not in self.log_tail(1_000_000):
+        while b"boot success" not in self._log_since(start_at):
             if time.time() > deadline or self.proc.poll() is not None:
                 raise RuntimeError(f"{self.tap} did not log 'boot success':\n{self.log_tail()}")
             time.sleep(0.05)
@@ -92,6 +94,11 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+    def _log_since(self, offset: int) -> bytes:
+        with open(self.log, "rb") as f:
+            f.seek(offset)
+            return f.read()
 
     def log_tail(self, n: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
