@@ -180,7 +180,6 @@ class BrokerController:
     def start(self) -> None:
         self.message_store.start()
         self.pull_hold_service.start()
-        self.fast_failure.start()
         self.started = True
         # persist what we loaded, so the files exist in Java's format from the start
         self.topic_config_manager.persist()
@@ -220,7 +219,6 @@ class BrokerController:
             if slot[0] is not None and slot[0].active():
                 slot[0].cancel()
         self._timers.clear()
-        self.fast_failure.stop()
         self.channel_sweeper.stop()
         if self._register_pending is not None and self._register_pending.active():
             self._register_pending.cancel()

@@ -86,6 +86,7 @@ class RemotingProtocol(protocol.Protocol):
         self.remote_host = ""
         self.remote_port = 0
         self.attributes: dict[str, object] = {}  # per-connection state kept by processors
+        self.read_at: float | None = None  # when the last bytes were read: a request's wait starts there
         # for the ChannelSweeper (rmqpy/remoting/limits.py): set here, read and stamped there
         self._active = True  # read or written since the last sweep
         self._last_active = 0.0
@@ -115,6 +116,7 @@ class RemotingProtocol(protocol.Protocol):
 
     def dataReceived(self, data: bytes) -> None:
         self._active = True
+        self.read_at = self.clock.seconds()
         buf = self._buffer
         if not buf:
             # the usual chunk: exactly one whole frame (a client with one request in flight)

@@ -135,7 +135,7 @@ class SendMessageProcessor:
 
     # ------------------------------------------------------------------ entry
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
-        busy = self._fast_failure.check(request)  # SYSTEM_BUSY when the send waited too long (Java BrokerFastFailure)
+        busy = self._fast_failure.check(request, channel.read_at)  # SYSTEM_BUSY when the send waited too long (Java BrokerFastFailure)
         if busy is not None:
             return busy
         header: SendMessageRequestHeader | None

@@ -42,7 +42,7 @@ class ConsumerSendMsgBackProcessor:
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         b = self.broker
-        busy = b.fast_failure.check(request)
+        busy = b.fast_failure.check(request, channel.read_at)
         if busy is not None:  # Java runs send-back in the send pool: it fails fast the same way
             return busy
         bc = b.broker_config

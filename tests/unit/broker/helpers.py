@@ -22,6 +22,7 @@ class FakeChannel:
         self.remote_port = port or next(_ports)
         self.remote_address = f"{host}:{self.remote_port}"
         self.connected_ = True
+        self.read_at: float | None = None  # not read from a socket: no wait in rmqpy
         self.oneway: list[RemotingCommand] = []
         self.sent: list[RemotingCommand] = []
         self.closed = False
