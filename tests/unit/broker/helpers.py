@@ -53,8 +53,6 @@ def make_broker(tmp_path, **overrides: Any) -> tuple[BrokerController, task.Cloc
     s.mappedFileSizeCommitLog = 1024 * 1024
     s.mappedFileSizeConsumeQueue = 20 * 1000
     s.messageIndexEnable = False
-    # fast failure reads clock.advance() as a stalled reactor (test_fast_failure.py turns it on)
-    b.brokerFastFailureEnable = False
     for key, value in overrides.items():
         for obj in (b, settings.netty, s):
             if hasattr(obj, key):
