@@ -48,12 +48,14 @@ from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, RegisterBrokerBod
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
-from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rmqpy.protocol.headers.namesrv import (RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+                                            UnRegisterBrokerRequestHeader)
 from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.api import MessageStore
+from rmqpy.store.ha.replication import Replication
 
 class BrokerController:
     log = RateLimitedLogger()  # registrations and notifications follow client requests: rate-limited per call site
@@ -104,6 +106,8 @@ class BrokerController:
         self.channel_sweeper = ChannelSweeper(reactor, self.connection_limits, config=self.netty_config)
         self._timers: list[Any] = []
         self._register_pending: Any = None
+        self.master_addr: str | None = None  # a slave's master, as the name servers answer it
+        self.replication: Replication  # built with the store by initialize()
         self.started = False
         self.shutting_down = False
 
@@ -175,10 +179,12 @@ class BrokerController:
             self.message_store.load()
         self.message_store.add_arrive_listener(self._message_arrived)
         self.fast_failure.watch(self.message_store.stats)
+        self.replication = Replication(self.message_store, self.store_config, self.reactor)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.message_store.start()
+        self.replication.start()
         self.pull_hold_service.start()
         self.started = True
         # persist what we loaded, so the files exist in Java's format from the start
@@ -189,6 +195,9 @@ class BrokerController:
         self._every(10.0, bc.registerNameServerPeriod / 1000.0, self.register_broker_all)
         self._every(10.0, bc.flushConsumerOffsetInterval / 1000.0, self.persist_offsets)
         self._every(10.0, bc.channelScanIntervalMills / 1000.0, self.scan_not_active_channels)
+        if self.store_config.brokerRole != "SLAVE":  # Java printMasterAndSlaveDiff
+            self._every(10.0, 60.0, lambda: self.log.info("Slave fall behind master: {diff} bytes",
+                                                          diff=self.replication.slave_fall_behind_much()))
         self.channel_sweeper.start()
         self.schedule_message_service.start()
         self.transactional_message_service.start()
@@ -229,6 +238,7 @@ class BrokerController:
         d = self.unregister_broker_all() if self.started else defer.succeed(None)
 
         def finish(_: Any) -> None:
+            self.replication.shutdown()
             self.persist_all()
             self.message_store.shutdown()
             self.namesrv_client.close()
@@ -367,6 +377,9 @@ class BrokerController:
                           code=response.code, remark=response.remark)
             return False
         self.log.debug("register broker to name server {addr} OK", addr=addr)
+        answer = response.decode_header(RegisterBrokerResponseHeader)
+        self.master_addr = answer.masterAddr  # a slave's master (SlaveSynchronize)
+        self.replication.registered(answer.haServerAddr)
         return True
 
     def _register_failed(self, failure: Any, addr: str) -> bool:

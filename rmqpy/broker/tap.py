@@ -77,4 +77,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     for p in (port, port - 2):  # the main port and the fast ("VIP") port
         factory = controller.server_factory()
         strports.service(f"tcp:{p}:interface={host}", wrap(factory) if wrap else factory).setServiceParent(top)
+    # classic HA (Java listens on haListenPort = listenPort + 1, plain TCP, every role)
+    strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
+                     controller.replication.service).setServiceParent(top)
     return top

@@ -26,6 +26,8 @@ ArriveListener = Callable[..., None]
 class MessageStore(Protocol):
     config: MessageStoreConfig
     stats: StoreStats
+    #: SYNC_MASTER: what a put that waits for a slave waits on (rmqpy.store.ha); None otherwise
+    replica_wait: Callable[[int], Any] | None
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> bool: ...
@@ -56,6 +58,15 @@ class MessageStore(Protocol):
     def get_commit_log_message(self, phy_offset: int, size: int) -> bytes | None:
         """The ``size`` bytes at ``phy_offset`` of the commit log, None where no file holds them
         (Java ``CommitLog.getMessage``)."""
+        ...
+
+    def get_commit_log_data(self, offset: int, max_size: int | None = None) -> bytes | None:
+        """Commit log bytes from ``offset`` to the end of written data in its file, at most
+        ``max_size`` (what an HA master sends)."""
+        ...
+
+    def append_to_commit_log(self, start: int, data: bytes) -> bool:
+        """A slave: append the master's bytes at ``start`` and dispatch what they complete."""
         ...
 
     # ------------------------------------------------------------------ offsets

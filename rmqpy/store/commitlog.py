@@ -109,6 +109,15 @@ class CommitLog:
                 raise ValueError(f"record of {size} bytes does not fit in a commitlog file of {self.file_size}")
         return mf
 
+    def append_data(self, start: int, data: bytes) -> bool:
+        """Append replicated bytes verbatim at ``start``, which must be the current end (a
+        slave's HA append, Java ``CommitLog.appendData``); False when it is not, or when the
+        bytes do not fit in the file that holds ``start``."""
+        mf = self.queue.get_last_mapped_file(start)
+        if mf is None or mf.file_from_offset + mf.wrote_position != start:
+            return False
+        return mf.append(data)
+
     # ------------------------------------------------------------------ recovery
     def _scan_from(self, index: int, on_record: Callable[[DispatchInfo], None] | None) -> int:
         """Walk records from file ``index``; returns the end of valid data."""

@@ -64,6 +64,13 @@ class MessageStoreConfig:
     messageIndexSafe: bool = False
     haListenPort: int = 10912
     brokerRole: str = "ASYNC_MASTER"
+    # classic HA (rmqpy/store/ha/): Java 4.9's names and defaults
+    haMasterAddress: str = ""  # the master's HA host:port; empty: learnt from the name server
+    haSendHeartbeatInterval: int = 1000 * 5
+    haHousekeepingInterval: int = 1000 * 20
+    haTransferBatchSize: int = 1024 * 32
+    haSlaveFallbehindMax: int = 1024 * 1024 * 256
+    slaveTimeout: int = 3000
     flushDiskType: str = "ASYNC_FLUSH"
     syncFlushTimeout: int = 1000 * 5
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"

@@ -207,6 +207,10 @@ class MessageStore(DiskSpaceGuard):
         self._last_logics_ts = 0
         self._last_flush_thorough = 0
         self._loaded = False
+        #: SYNC_MASTER: given a put's end offset, PUT_OK, SLAVE_NOT_AVAILABLE or a Deferred of
+        #: PUT_OK / FLUSH_SLAVE_TIMEOUT (set by rmqpy.store.ha.HAService.attach)
+        self.replica_wait: Callable[[int], Any] | None = None
+        self._reput_from = 0  # a slave: where the next replicated record to dispatch starts
 
     # ------------------------------------------------------------------ clock
     def now(self) -> int:
@@ -234,6 +238,7 @@ class MessageStore(DiskSpaceGuard):
             self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
         self._recover()
         self._reput_from_consume_queues()
+        self._reput_from = self.commit_log.get_max_offset()
         if not cfg.readOnly:
             self._reserve_tails_or_mark()
         self._loaded = True
@@ -649,7 +654,7 @@ class MessageStore(DiskSpaceGuard):
         result = AppendMessageResult(_APPEND_PUT_OK, phy, size, self._msg_id_prefix + "%016X" % phy, now,
                                      qoff, int(elapsed * 1000), 1)
         self.stats.put_ok(size, elapsed)
-        if cfg.flushDiskType != "SYNC_FLUSH":  # _flush_result's ASYNC_FLUSH answer
+        if cfg.flushDiskType != "SYNC_FLUSH" and self.replica_wait is None:  # _flush_result's ASYNC answer
             return PutMessageResult(_PUT_OK, result)
         return self._flush_result(result, props.get(PROPERTY_WAIT_STORE_MSG_OK))
 
@@ -755,19 +760,36 @@ class MessageStore(DiskSpaceGuard):
         """The PutMessageResult now (ASYNC_FLUSH, or WAIT=false), else a Deferred of it that
         fires when the commit log is flushed past the record (or FLUSH_DISK_TIMEOUT)."""
         ok = PutMessageResult(PutMessageStatus.PUT_OK, result)
-        if not self.config.sync_flush:
-            return ok
         wait = wait_prop is None or wait_prop.lower() == "true"
         end = result.wrote_offset + result.wrote_bytes
-        if not wait:
-            self._kick_flush()
+        flushed: PutMessageResult | defer.Deferred = ok
+        if self.config.sync_flush:
+            if not wait:
+                self._kick_flush()
+            else:
+                d: defer.Deferred[PutMessageResult] = defer.Deferred()
+                waiter = [end, d, None, ok]
+                self._flush_waiters.append(waiter)
+                waiter[2] = self.reactor.callLater(self.config.syncFlushTimeout / 1000.0, self._flush_timeout, waiter)
+                self._kick_flush()
+                flushed = d
+        if not wait or self.replica_wait is None:
+            return flushed
+        # SYNC_MASTER (Java submitReplicaRequest): the flush's and the slave's answers combined,
+        # a replica failure taking precedence
+        replicated = self.replica_wait(end)
+        if not isinstance(replicated, defer.Deferred) and not isinstance(flushed, defer.Deferred):
+            if replicated is not PutMessageStatus.PUT_OK:
+                ok.put_message_status = replicated
             return ok
-        d: defer.Deferred[PutMessageResult] = defer.Deferred()
-        waiter = [end, d, None, ok]
-        self._flush_waiters.append(waiter)
-        waiter[2] = self.reactor.callLater(self.config.syncFlushTimeout / 1000.0, self._flush_timeout, waiter)
-        self._kick_flush()
-        return d
+
+        def combine(results: list) -> PutMessageResult:
+            flush_result, replica_status = results
+            if replica_status is not PutMessageStatus.PUT_OK:
+                flush_result.put_message_status = replica_status
+            return flush_result
+        return defer.gatherResults([defer.maybeDeferred(lambda: flushed), defer.maybeDeferred(lambda: replicated)]
+                                   ).addCallback(combine)
 
     def _flush_timeout(self, waiter) -> None:
         if waiter in self._flush_waiters:
@@ -1134,6 +1156,34 @@ class MessageStore(DiskSpaceGuard):
 
     def get_commit_log_message(self, phy_offset: int, size: int) -> bytes | None:
         return self.commit_log.get_data(phy_offset, size)
+
+    # ------------------------------------------------------------------ HA (a slave's appends)
+    def append_to_commit_log(self, start: int, data: bytes) -> bool:
+        """Append bytes replicated from the master at ``start`` (the end of this commit log) and
+        dispatch the records they complete (Java ``appendToCommitLog`` + the reput service)."""
+        if self.shutdown_flag or self.config.readOnly:
+            return False
+        if not self.commit_log.append_data(start, data):
+            return False
+        self._reput_replicated()
+        return True
+
+    def _reput_replicated(self) -> None:
+        end = self.commit_log.get_max_offset()
+        self._reput_from = max(self._reput_from, self.commit_log.get_min_offset())
+        stop = end
+        for off, d in self.commit_log.iter_records(self._reput_from, end, check_crc=False):
+            if not d.success:  # a record the next block completes
+                stop = off
+                break
+            self._dispatch(d)
+            self.commit_log.last_store_timestamp = d.store_timestamp
+            tran = d.sys_flag & SF.TRANSACTION_MASK
+            if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
+                key = (d.topic, d.queue_id)
+                if self.topic_queue_table.get(key, 0) < d.queue_offset + 1:
+                    self.topic_queue_table[key] = d.queue_offset + 1
+        self._reput_from = stop
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
         res = QueryMessageResult()

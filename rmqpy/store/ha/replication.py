@@ -1,0 +1,71 @@
+"""What a broker's store does for replication, by role (Java ``DefaultMessageStore``'s
+``haService`` and ``BrokerController``'s role handling).
+
+Every role listens on ``haListenPort`` (:class:`HAService`). A SYNC_MASTER store answers puts
+that wait for the slave through :meth:`HAService.replica_wait`; a SLAVE runs an
+:class:`HAClient` to the master, whose address is ``haMasterAddress`` when set (6 characters or
+more, as Java checks) or else the one each name server registration answers with.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rmqpy.store.config import MessageStoreConfig
+from rmqpy.store.ha.client import HAClient
+from rmqpy.store.ha.connection import HATimings, MasterLog
+from rmqpy.store.ha.service import HAService
+from rmqpy.store.api import MessageStore
+from rmqpy.store.message_store import PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+
+class Replication:
+    def __init__(self, store: MessageStore, config: MessageStoreConfig, clock: Any) -> None:
+        self.config = config
+        self.store = store
+        timings = HATimings(config.haSendHeartbeatInterval, config.haHousekeepingInterval,
+                            config.haTransferBatchSize)
+        self.service: HAService[PutMessageStatus] = HAService(
+            clock, MasterLog(store.get_max_phy_offset, store.get_commit_log_data, config.mappedFileSizeCommitLog),
+            timings, fallbehind_max=config.haSlaveFallbehindMax, slave_timeout_ms=config.slaveTimeout,
+            ok=PutMessageStatus.PUT_OK, not_available=PutMessageStatus.SLAVE_NOT_AVAILABLE,
+            timeout=PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        self.client: HAClient | None = None
+        self.update_master_ha_addr_periodically = False
+        if config.brokerRole == "SLAVE":
+            fixed = config.haMasterAddress if len(config.haMasterAddress or "") >= 6 else ""
+            self.update_master_ha_addr_periodically = not fixed
+            self.client = HAClient(clock, store.get_max_phy_offset, store.append_to_commit_log, timings, fixed)
+        else:
+            store.add_arrive_listener(self.service.wakeup_all)
+            if config.brokerRole == "SYNC_MASTER":
+                store.replica_wait = self.service.replica_wait
+
+    def start(self) -> None:
+        if self.client is not None:
+            self.client.start()
+
+    def shutdown(self) -> None:
+        if self.client is not None:
+            self.client.stop()
+        self.service.shutdown()
+
+    def registered(self, ha_server_addr: str | None) -> None:
+        """A name server answered a registration (Java ``doRegisterBrokerAll``)."""
+        if self.client is not None and self.update_master_ha_addr_periodically and ha_server_addr:
+            self.client.update_master_address(ha_server_addr)
+
+    def slave_fall_behind_much(self) -> int:
+        """Java ``slaveFallBehindMuch``: the master's end minus what a slave acknowledged."""
+        return self.store.get_max_phy_offset() - self.service.push2slave_max_offset
+
+    def runtime_info(self) -> dict[str, str]:
+        if self.client is not None:
+            conn = self.client.connection
+            return {"haMasterAddress": self.client.master_address,
+                    "haConnectedToMaster": "true" if conn is not None else "false"}
+        return {"haSlaveConnections": str(len(self.service.connections)),
+                "haPush2SlaveMaxOffset": str(self.service.push2slave_max_offset),
+                "haSlaveFallBehind": str(self.slave_fall_behind_much() if self.service.connections else 0)}
