@@ -87,7 +87,7 @@ def test_slave_commit_log_and_consume_queues_match_the_master(tmp_path):
 
 def test_empty_slave_starts_at_the_masters_last_file(tmp_path):
     m, s = _pair(tmp_path)
-    for i in range(800):
+    for _ in range(800):
         m.put(msg(body=b"y" * 200))
     files = m.store.commit_log.queue.files
     assert len(files) > 2
