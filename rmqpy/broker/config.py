@@ -116,6 +116,19 @@ class BrokerConfig:
     # (rmqpy/broker/fast_failure.py says how the wait is measured on a reactor)
     brokerFastFailureEnable: bool = True
     waitTimeMillsInSendQueue: int = 200
+    # POP consumption (RocketMQ 5, rmqpy/broker/pop/): Java's keys and defaults
+    reviveQueueNum: int = 8
+    reviveInterval: int = 1000
+    popCkMaxBufferSize: int = 200000
+    maxPopPollingSize: int = 100000
+    popPollingSize: int = 1024
+    popFromRetryProbability: int = 20
+    enableRetryTopicV2: bool = False
+    initPopOffsetByCheckMsgInMem: bool = True
+    popResponseReturnActualRetryTopic: bool = False
+    defaultMessageRequestMode: str = "PULL"
+    defaultPopShareQueueNum: int = -1
+    serverLoadBalancerEnable: bool = True
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -214,6 +227,12 @@ def validate(settings: BrokerSettings) -> None:
     # Java: the HA port follows the listen port
     settings.store.haListenPort = settings.netty.listenPort + 1
     b.registerNameServerPeriod = min(60000, max(10000, b.registerNameServerPeriod))
+    if not 1 <= b.reviveQueueNum <= 512:
+        raise PropertiesError(f"reviveQueueNum: {b.reviveQueueNum} is not in 1..512")
+    if b.defaultMessageRequestMode not in ("PULL", "POP"):
+        raise PropertiesError(f"defaultMessageRequestMode: {b.defaultMessageRequestMode!r} is not PULL or POP")
+    if b.reviveInterval < 10:
+        raise PropertiesError(f"reviveInterval: {b.reviveInterval} ms is below 10 ms")
     try:
         settings.store.validate()
     except ValueError as exc:

@@ -27,6 +27,11 @@ from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
+from rmqpy.broker.pop.revive import PopReviveService
+from rmqpy.broker.pop.service import PopService
+from rmqpy.broker.processor.assignment import MessageRequestModeManager, QueryAssignmentProcessor
+from rmqpy.broker.processor.pop import (AckMessageProcessor, ChangeInvisibleTimeProcessor, PeekMessageProcessor,
+                                        PopMessageProcessor)
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.stats import BrokerStatsHook, BrokerStatsManager
 from rmqpy.broker.processor.admin import AdminBrokerProcessor
@@ -93,6 +98,9 @@ class BrokerController:
         self.schedule_message_service = ScheduleMessageService(self)
         self.transactional_message_service = TransactionalMessageService(self)
         self.timer_message_service = TimerMessageService(self)  # 5.x timer messages (TIMER_DELIVER_MS...)
+        self.pop_service = PopService(self)  # 5.x POP consumption (rmqpy/broker/pop/)
+        self.pop_revive_service = PopReviveService(self, self.pop_service)
+        self.message_request_mode_manager = MessageRequestModeManager(self.config_dir)
 
         self.dispatcher = RequestDispatcher()
         self.dispatcher.add_channel_listener(self)
@@ -128,6 +136,11 @@ class BrokerController:
         lock = LockBatchProcessor(self)
         reply = ReplyMessageProcessor(self)
         admin = AdminBrokerProcessor(self)
+        pop = PopMessageProcessor(self, self.pop_service)
+        peek = PeekMessageProcessor(self, self.pop_service)
+        ack = AckMessageProcessor(self, self.pop_service)
+        change_invisible = ChangeInvisibleTimeProcessor(self, self.pop_service)
+        assignment = QueryAssignmentProcessor(self, self.message_request_mode_manager)
         table: dict[int, RequestProcessor] = {
             RequestCode.SEND_MESSAGE: send,
             RequestCode.SEND_MESSAGE_V2: send,
@@ -152,11 +165,19 @@ class BrokerController:
             RequestCode.UNLOCK_BATCH_MQ: lock,
             RequestCode.SEND_REPLY_MESSAGE: reply,
             RequestCode.SEND_REPLY_MESSAGE_V2: reply,
+            RequestCode.POP_MESSAGE: pop,
+            RequestCode.PEEK_MESSAGE: peek,
+            RequestCode.ACK_MESSAGE: ack,
+            RequestCode.BATCH_ACK_MESSAGE: ack,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change_invisible,
+            RequestCode.QUERY_ASSIGNMENT: assignment,
+            RequestCode.SET_MESSAGE_REQUEST_MODE: assignment,
             # the admin family (Java's default processor): topics, groups, offsets, stats,
             # config and message queries, each code routed to its handler by AdminBrokerProcessor
             **dict.fromkeys(AdminBrokerProcessor.codes, admin),
         }
-        for built in (send, pull, client, consumer, offsets, query, send_back, end_transaction, lock, reply, admin):
+        for built in (send, pull, client, consumer, offsets, query, send_back, end_transaction, lock, reply, admin,
+                      pop, peek, ack, change_invisible, assignment):
             self.processors[type(built).__name__] = built
         for code, processor in table.items():
             self.dispatcher.register(int(code), processor)
@@ -171,13 +192,14 @@ class BrokerController:
     def initialize(self) -> None:
         """Load the config files and the store (Java ``initialize``); raises on failure."""
         for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager,
-                        self.delay_offset_manager):
+                        self.delay_offset_manager, self.message_request_mode_manager):
             manager.load()
         if self.message_store is None:
             from rmqpy.store.message_store import MessageStore as DefaultMessageStore
             self.message_store = DefaultMessageStore(self.store_config, self.store_host, self.reactor)
             self.message_store.load()
         self.message_store.add_arrive_listener(self._message_arrived)
+        self.pop_service.ensure_revive_topic()
         self.fast_failure.watch(self.message_store.stats)
         self.replication = Replication(self.message_store, self.store_config, self.reactor)
 
@@ -202,6 +224,7 @@ class BrokerController:
         self.schedule_message_service.start()
         self.transactional_message_service.start()
         self.timer_message_service.start()
+        self.pop_revive_service.start()
         when_running = getattr(self.reactor, "callWhenRunning", None)
         if when_running is not None:  # logged once the reactor (and its signal handlers) runs
             when_running(self.log.info, "The broker[{name}, {addr}] boot success. serializeType=JSON and name "
@@ -235,6 +258,8 @@ class BrokerController:
         self.schedule_message_service.stop()
         self.transactional_message_service.stop()
         self.timer_message_service.stop()
+        self.pop_revive_service.stop()
+        self.pop_service.polling.stop()
         d = self.unregister_broker_all() if self.started else defer.succeed(None)
 
         def finish(_: Any) -> None:
@@ -311,6 +336,7 @@ class BrokerController:
     def _message_arrived(self, topic: str, queue_id: int, logic_offset: int, tags_code: int | None = None,
                          store_ts: int = 0, properties: Any = None, *rest: Any) -> None:
         self.pull_hold_service.notify_message_arriving(topic, queue_id, logic_offset, tags_code, store_ts, properties)
+        self.pop_service.notify_arrival(topic)
 
     def _wakeup_pull(self, req: Any) -> None:
         self.pull_processor.execute_request_when_wakeup(req)

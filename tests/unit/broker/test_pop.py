@@ -1,0 +1,169 @@
+"""POP consumption on a task.Clock: pop, ack, change invisible time, revive, long polling, bad receipts."""
+from __future__ import annotations
+
+import pytest
+
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.pop import (AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader,
+                                        PopMessageRequestHeader, PopMessageResponseHeader)
+from rmqpy.protocol.message import decode_records
+from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b, clock = make_broker(tmp_path, popFromRetryProbability=0)
+    b.clock = clock
+    yield b
+    b.shutdown()
+
+
+def pop(broker, ch, topic="T", group="G", invisible=5000, poll=0, nums=32, queue_id=-1):
+    h = PopMessageRequestHeader(consumerGroup=group, topic=topic, queueId=queue_id, maxMsgNums=nums,
+                                invisibleTime=invisible, pollTime=poll, bornTime=broker.now_ms(), initMode=0,
+                                exp="*", expType="TAG")
+    return call(broker, ch, RemotingCommand.request(RequestCode.POP_MESSAGE, h))
+
+
+def msgs(resp):
+    return list(decode_records(resp.body)) if resp.body else []
+
+
+def receipt(resp, m):
+    if "POP_CK" in m.properties:
+        return m.properties["POP_CK"]
+    h = resp.decode_header(PopMessageResponseHeader)
+    starts = dict((f"{p.split()[0]}@{p.split()[1]}", p.split()[2]) for p in h.startOffsetInfo.split(";"))
+    return " ".join(str(v) for v in (starts[f"0@{m.queue_id}"], h.popTime, h.invisibleTime, h.reviveQid, 0,
+                                      "broker-a", m.queue_id, m.queue_offset))
+
+
+def ack(broker, ch, topic, m, extra, group="G"):
+    h = AckMessageRequestHeader(consumerGroup=group, topic=topic, queueId=int(extra.split()[6]), extraInfo=extra,
+                                offset=int(extra.split()[7]))
+    return call(broker, ch, RemotingCommand.request(RequestCode.ACK_MESSAGE, h))
+
+
+def send(broker, ch, n, topic="T"):
+    for i in range(n):
+        assert call(broker, ch, send_request(topic, f"m{i}".encode(), queue_id=i % 4)).code == ResponseCode.SUCCESS
+
+
+def test_pop_ack_and_revive_of_the_unacked(broker):
+    ch = FakeChannel()
+    send(broker, ch, 3)
+    first = pop(broker, ch)
+    assert first.code == ResponseCode.SUCCESS
+    got = msgs(first)
+    assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2"]
+    assert pop(broker, ch).code == ResponseCode.POLLING_TIMEOUT  # invisible now
+    unacked = [m for m in got if m.body == b"m1"][0]
+    for m in got:
+        if m is not unacked:
+            assert ack(broker, ch, "T", m, receipt(first, m)).code == ResponseCode.SUCCESS
+    broker.clock.advance(4)
+    assert pop(broker, ch).code == ResponseCode.POLLING_TIMEOUT  # still invisible
+    for _ in range(5):
+        broker.clock.advance(1)
+    again = pop(broker, ch)
+    assert again.code == ResponseCode.SUCCESS
+    back = msgs(again)
+    assert [m.body for m in back] == [b"m1"]
+    assert back[0].topic == "T" and back[0].reconsume_times == 1 and "POP_CK" in back[0].properties
+    retry = back[0].properties["POP_CK"]
+    assert retry.split()[4] == "1"
+    assert ack(broker, ch, "%RETRY%G_T", back[0], retry).code == ResponseCode.SUCCESS
+    for _ in range(10):
+        broker.clock.advance(1)
+    assert pop(broker, ch).code == ResponseCode.POLLING_TIMEOUT  # acked: not back
+
+
+def test_change_invisible_time_extends_it(broker):
+    ch = FakeChannel()
+    send(broker, ch, 1)
+    first = pop(broker, ch, invisible=2000)
+    m = msgs(first)[0]
+    extra = receipt(first, m)
+    broker.clock.advance(0.5)  # a checkpoint is named by its pop time: the new one is not the old one
+    h = ChangeInvisibleTimeRequestHeader(consumerGroup="G", topic="T", queueId=m.queue_id, extraInfo=extra,
+                                         offset=m.queue_offset, invisibleTime=20000)
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, h))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    for _ in range(10):
+        broker.clock.advance(1)
+    assert pop(broker, ch).code == ResponseCode.POLLING_TIMEOUT
+    for _ in range(15):
+        broker.clock.advance(1)
+    assert [x.body for x in msgs(pop(broker, ch))] == [b"m0"]
+
+
+def test_long_polling_pop_answers_when_a_message_arrives(broker):
+    ch = FakeChannel()
+    send(broker, ch, 1, topic="T")
+    assert msgs(pop(broker, ch))  # the topic exists, the queue is read to its end
+    out: list = []
+    ch.sent = out
+    h = PopMessageRequestHeader(consumerGroup="G", topic="T", queueId=-1, maxMsgNums=32, invisibleTime=5000,
+                                pollTime=10000, bornTime=broker.now_ms(), initMode=0)
+    broker.dispatcher.dispatch(ch, RemotingCommand.request(RequestCode.POP_MESSAGE, h))
+    assert out == []
+    other = FakeChannel()
+    send(broker, other, 1)
+    assert len(out) == 1 and out[0].code == ResponseCode.SUCCESS and msgs(out[0])[0].body == b"m0"
+    assert msgs(out[0])[0].queue_id == 0 and msgs(out[0])[0].queue_offset == 1
+
+
+def test_long_polling_pop_times_out(broker):
+    ch = FakeChannel()
+    send(broker, ch, 1, topic="T")
+    assert msgs(pop(broker, ch))
+    out: list = []
+    ch.sent = out
+    h = PopMessageRequestHeader(consumerGroup="G", topic="T", queueId=-1, maxMsgNums=32, invisibleTime=5000,
+                                pollTime=3000, bornTime=broker.now_ms(), initMode=0)
+    broker.dispatcher.dispatch(ch, RemotingCommand.request(RequestCode.POP_MESSAGE, h))
+    broker.clock.advance(3.1)
+    assert len(out) == 1 and out[0].code == ResponseCode.POLLING_TIMEOUT
+
+
+@pytest.mark.parametrize("extra", ["", "x", "1 2 3", "0 1 2 3 0 b 0 0 9", "0 1 2 77 0 b 0 0", "0 1 2 3 9 b 0 0",
+                                   "-1 1 2 3 0 b 0 0", "0 1 2 3 0 b -5 0", "0 1 2 3 0 b 0 99999999999999999999999",
+                                   "0 1 2 999 0 b 0 0"])
+def test_forged_receipts_get_an_error_not_a_traceback(broker, extra):
+    ch = FakeChannel()
+    send(broker, ch, 1)
+    h = AckMessageRequestHeader(consumerGroup="G", topic="T", queueId=0, extraInfo=extra, offset=0)
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.ACK_MESSAGE, h))
+    assert resp.code != ResponseCode.SUCCESS
+    assert "Traceback" not in (resp.remark or "")
+
+
+@pytest.mark.parametrize("field,value", [("maxMsgNums", 33), ("maxMsgNums", 0), ("invisibleTime", 0),
+                                         ("invisibleTime", 10 ** 12), ("pollTime", -1), ("queueId", 99)])
+def test_pop_bounds(broker, field, value):
+    ch = FakeChannel()
+    send(broker, ch, 1)
+    h = PopMessageRequestHeader(consumerGroup="G", topic="T", queueId=-1, maxMsgNums=32, invisibleTime=5000,
+                                pollTime=0, bornTime=broker.now_ms(), initMode=0)
+    setattr(h, field, value)
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.POP_MESSAGE, h))
+    assert resp.code == ResponseCode.INVALID_PARAMETER
+
+
+def test_unacked_messages_come_back_after_a_crash(tmp_path):
+    b, clock = make_broker(tmp_path, popFromRetryProbability=0)
+    ch = FakeChannel()
+    send(b, ch, 2)
+    assert len(msgs(pop(b, ch))) == 2
+    b.persist_offsets()  # the 5 s flush ran; the broker then dies without shutdown
+    b.pop_revive_service.stop()
+    b2, clock2 = make_broker(tmp_path, popFromRetryProbability=0)
+    try:
+        assert pop(b2, ch).code == ResponseCode.POLLING_TIMEOUT
+        clock2.advance(10)  # past the invisible time of the checkpoints read back from the store
+        for _ in range(3):
+            clock2.advance(1)
+        assert sorted(m.body for m in msgs(pop(b2, ch))) == [b"m0", b"m1"]
+    finally:
+        b2.shutdown()
