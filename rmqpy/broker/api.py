@@ -25,6 +25,7 @@ from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
+from rmqpy.store.ha.replication import Replication
 
 
 class SendMessageHook(Protocol):
@@ -65,6 +66,7 @@ class Broker(Protocol):
     fast_failure: BrokerFastFailure
     pull_hold_service: PullRequestHoldService
     message_store: MessageStore
+    replication: Replication
     transactional_message_service: Any
     schedule_message_service: Any
     timer_message_service: Any

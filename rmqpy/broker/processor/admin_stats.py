@@ -50,6 +50,7 @@ class StatsAdmin(AdminBase):
         except OSError:
             pass
         info.update(store.runtime_info())
+        info.update(b.replication.runtime_info())
         return info
 
     def get_broker_runtime_info(self, channel: Any, request: RemotingCommand) -> RemotingCommand:

@@ -68,4 +68,5 @@ class Replication:
                     "haConnectedToMaster": "true" if conn is not None else "false"}
         return {"haSlaveConnections": str(len(self.service.connections)),
                 "haPush2SlaveMaxOffset": str(self.service.push2slave_max_offset),
+                "haSlaveAckOffset": str(self.service.slave_ack_offset()),
                 "haSlaveFallBehind": str(self.slave_fall_behind_much() if self.service.connections else 0)}
