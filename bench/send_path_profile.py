@@ -2,6 +2,7 @@
 
     python bench/send_path_profile.py [-n 50000] [--sizes 128,1024] [--repeat 3] [--top 25]
                                       [--no-profile] [--index/--no-index] [--dir DIR] [--pull]
+                                      [--metrics]
 
 Not a test. Each measured message goes the way a SEND_MESSAGE_V2 request from a Java
 4.9.8 producer goes through ``twistd rmq-broker``, minus the socket:
@@ -100,6 +101,9 @@ class NullTransport:
         self.loseConnection()
 
 
+METRICS = False
+
+
 def make_broker(root: str, index: bool) -> tuple[BrokerController, task.Clock]:
     clock = task.Clock()
     clock.advance(1_700_000_000)
@@ -115,6 +119,8 @@ def make_broker(root: str, index: bool) -> tuple[BrokerController, task.Clock]:
     for key, value in STORE.items():
         setattr(s, key, value)
     s.messageIndexEnable = index
+    if METRICS:  # --metrics: the Prometheus hooks on the path (no endpoint: nothing scrapes here)
+        b.metricsExporterType = "PROM"
     controller = BrokerController(settings, clock)
     controller.initialize()
     controller.start()
@@ -239,7 +245,11 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where the temporary stores go (default: tmp)")
     ap.add_argument("--pull", action="store_true",
                     help="measure PULL_MESSAGE (32 a pull) of the n sent messages instead of the sends")
+    ap.add_argument("--metrics", action="store_true",
+                    help="metricsExporterType=PROM: count with the metrics hooks and the RPC latency too")
     args = ap.parse_args()
+    global METRICS
+    METRICS = args.metrics
     run = run_pull_once if args.pull else run_once
     sizes = [int(s) for s in args.sizes.split(",") if s]
     base = tempfile.mkdtemp(prefix="rmqpy-sendprof-", dir=args.dir)

@@ -37,9 +37,9 @@ class SendMessageHook(Protocol):
 
 
 class ConsumeMessageHook(Protocol):
-    """Java ``ConsumeMessageHook``: told of each found pull's answer, with its group and topic."""
+    """Java ``ConsumeMessageHook``: told of each found pull's answer, with its group, topic and queue."""
 
-    def consume_message_after(self, group: str, topic: str, response: RemotingCommand) -> None: ...
+    def consume_message_after(self, group: str, topic: str, queue_id: int, response: RemotingCommand) -> None: ...
 
 
 class Broker(Protocol):

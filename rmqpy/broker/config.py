@@ -129,6 +129,19 @@ class BrokerConfig:
     defaultMessageRequestMode: str = "PULL"
     defaultPopShareQueueNum: int = -1
     serverLoadBalancerEnable: bool = True
+    # Java 5.x metrics (rmqpy/broker/metrics.py): DISABLE or PROM (OTLP_GRPC and LOG are not served);
+    # the Prometheus endpoint listens on metricsPromExporterHost (brokerIP1 when blank):metricsPromExporterPort
+    metricsExporterType: str = "DISABLE"
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = 5557
+    metricsLabel: str = ""  # extra labels on every sample, "k:v,k2:v2"
+    metricsInDelta: bool = False  # adds aggregation="delta" as Java does (the values stay cumulative)
+    metricsOtelCardinalityLimit: int = 50 * 1000
+    metricsGrpcExporterTarget: str = ""
+    metricsGrpcExporterHeader: str = ""
+    metricGrpcExporterTimeOutInMills: int = 3 * 1000
+    metricGrpcExporterIntervalInMills: int = 60 * 1000
+    metricLoggingExporterIntervalInMills: int = 10 * 1000
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -26,6 +26,7 @@ from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.longpolling import PullRequestHoldService
+from rmqpy.broker.metrics import BrokerMetricsManager
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.broker.pop.revive import PopReviveService
 from rmqpy.broker.pop.service import PopService
@@ -104,6 +105,11 @@ class BrokerController:
 
         self.dispatcher = RequestDispatcher()
         self.dispatcher.add_channel_listener(self)
+        # metricsExporterType=PROM: RocketMQ 5's metrics (rmqpy/broker/metrics.py); tap.py serves them
+        self.metrics_manager: BrokerMetricsManager | None = None
+        if BrokerMetricsManager.enabled(bc):
+            self.metrics_manager = BrokerMetricsManager(self, reactor)
+            self.dispatcher.rpc_observer = self.metrics_manager.rpc
         self.processors: dict[str, Any] = {}
         self.register_processor()
         self.broker_stats_manager.start()
@@ -124,7 +130,9 @@ class BrokerController:
         """Java ``registerProcessor()``: the one processor of each request code, with the stats hooks."""
         send = SendMessageProcessor(self)
         pull = PullMessageProcessor(self)
-        stats_hooks = [BrokerStatsHook(self.broker_stats_manager)]
+        stats_hooks: list[Any] = [BrokerStatsHook(self.broker_stats_manager)]
+        if self.metrics_manager is not None:
+            stats_hooks.append(self.metrics_manager.hook)
         send.register_send_message_hook(stats_hooks)
         pull.register_consume_message_hook(stats_hooks)
         client = ClientManageProcessor(self)
@@ -225,6 +233,8 @@ class BrokerController:
         self.transactional_message_service.start()
         self.timer_message_service.start()
         self.pop_revive_service.start()
+        if self.metrics_manager is not None:
+            self.metrics_manager.start()
         when_running = getattr(self.reactor, "callWhenRunning", None)
         if when_running is not None:  # logged once the reactor (and its signal handlers) runs
             when_running(self.log.info, "The broker[{name}, {addr}] boot success. serializeType=JSON and name "
@@ -260,6 +270,8 @@ class BrokerController:
         self.timer_message_service.stop()
         self.pop_revive_service.stop()
         self.pop_service.polling.stop()
+        if self.metrics_manager is not None:
+            self.metrics_manager.stop()
         d = self.unregister_broker_all() if self.started else defer.succeed(None)
 
         def finish(_: Any) -> None:

@@ -237,7 +237,7 @@ class BrokerStatsHook:
             self.stats.inc_topic_put(topic, nums, len(body) if body else 0)
         return response
 
-    def consume_message_after(self, group: str, topic: str, response: RemotingCommand) -> None:
+    def consume_message_after(self, group: str, topic: str, queue_id: int, response: RemotingCommand) -> None:
         """Count the messages a found pull returns (Java ``consumeMessageAfter``)."""
         if response.code == _SUCCESS and response.body:
             nums = count_messages(response.body)

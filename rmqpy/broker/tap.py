@@ -80,4 +80,8 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     # classic HA (Java listens on haListenPort = listenPort + 1, plain TCP, every role)
     strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
                      controller.replication.service).setServiceParent(top)
+    if controller.metrics_manager is not None:  # metricsExporterType=PROM
+        from rmqpy.common.metrics import metrics_service
+        metrics_service(controller.metrics_manager.registry, *controller.metrics_manager.address()
+                        ).setServiceParent(top)
     return top

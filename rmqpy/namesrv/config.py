@@ -30,6 +30,13 @@ class NamesrvConfig:
     kvConfigMaxKeyLength: int = 255       # namespace and key, characters
     kvConfigMaxValueLength: int = 16384   # characters
     kvConfigMaxKeys: int = 10000          # all namespaces together
+    # rmqpy: the broker's metrics keys (Java's 5.x name server exports no metrics): DISABLE or PROM,
+    # rocketmq_rpc_latency and the reactor's lag on metricsPromExporterHost (bindAddress when blank):
+    # metricsPromExporterPort, 5558 so that it does not collide with a broker's 5557 on one host
+    metricsExporterType: str = "DISABLE"
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = 5558
+    metricsLabel: str = ""
 
 
 @dataclass

@@ -7,7 +7,9 @@ from twisted.application import service
 from twisted.internet import defer, task, threads
 from twisted.logger import Logger
 
+from rmqpy.common.metrics import exporter_enabled, metrics_service
 from rmqpy.common.properties import apply_properties, config_items, format_properties
+from rmqpy.namesrv.metrics import NamesrvMetrics
 from rmqpy.namesrv.config import NamesrvConfig, NettyServerConfig
 from rmqpy.namesrv.kvconfig import KVConfigManager, KVLimits
 from rmqpy.namesrv.processor import NamesrvRequestProcessor
@@ -47,6 +49,12 @@ class NamesrvController(service.MultiService):
         self.server.setServiceParent(self)
         self._scan = task.LoopingCall(self.routes.scan_not_active_brokers)
         self._scan.clock = self.clock
+        self.metrics: NamesrvMetrics | None = None
+        if exporter_enabled(config.metricsExporterType, "name server", self.log):
+            self.metrics = NamesrvMetrics(self, self.clock)
+            self.dispatcher.rpc_observer = self.metrics.rpc
+            host = config.metricsPromExporterHost or netty.bindAddress
+            metrics_service(self.metrics.registry, host, config.metricsPromExporterPort).setServiceParent(self)
 
     def _in_thread(self, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` in the reactor's thread pool (file writes); inline on a reactor without one."""
@@ -61,12 +69,16 @@ class NamesrvController(service.MultiService):
         interval = self.config.scanNotActiveBrokerInterval / 1000.0
         self._scan.start(interval, now=False)
         self.sweeper.start()
+        if self.metrics is not None:
+            self.metrics.reactor_lag.start()
         self.log.info("The Name Server boot success. serializeType=JSON, port {port}", port=self.server.port_number)
 
     def stopService(self) -> Any:
         if self._scan.running:
             self._scan.stop()
         self.sweeper.stop()
+        if self.metrics is not None:
+            self.metrics.reactor_lag.stop()
         for channel in list(self.factory.channels):
             channel.close()
         return super().stopService()

@@ -88,6 +88,10 @@ class MessageStore(Protocol):
 
     def dispatch_behind_bytes(self) -> int: ...
 
+    def flush_behind_bytes(self) -> int:
+        """Java ``flushBehindBytes``: commit log bytes written and not yet flushed."""
+        ...
+
     # ------------------------------------------------------------------ query and admin
     @overload
     def find_consume_queue(self, topic: str, queue_id: int, create: Literal[True] = ...) -> ConsumeQueue: ...

@@ -803,16 +803,18 @@ class MessageStore(DiskSpaceGuard):
         self._flushing = True
         target = self.commit_log.get_max_offset()
         ts = self.commit_log.last_store_timestamp
+        t0 = time.perf_counter()
         dd = self._in_thread(self._flush_commitlog_blocking)
-        dd.addCallbacks(lambda _: self._flush_done(target, ts), self._flush_failed)
+        dd.addCallbacks(lambda _: self._flush_done(target, ts, time.perf_counter() - t0), self._flush_failed)
 
     def _flush_commitlog_blocking(self) -> None:
         for mf in list(self.commit_log.queue.files):
             if mf.wrote_position > mf.flushed_position and mf.fd is not None:
                 mf.flush_sync()
 
-    def _flush_done(self, target: int, ts: int) -> None:
+    def _flush_done(self, target: int, ts: int, seconds: float = 0.0) -> None:
         self._flushing = False
+        self.stats.flush_done(seconds)
         if self._flush_failures:
             log.info("commit log flush succeeded again after %d failed attempts", self._flush_failures)
             self._flush_failures = 0
@@ -1208,6 +1210,9 @@ class MessageStore(DiskSpaceGuard):
 
     def dispatch_behind_bytes(self) -> int:
         return 0
+
+    def flush_behind_bytes(self) -> int:
+        return max(0, self.commit_log.get_max_offset() - self.commit_log.queue.flushed_where)
 
     # ------------------------------------------------------------------ topics
     def delete_topics(self, names) -> int:

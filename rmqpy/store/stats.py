@@ -26,6 +26,9 @@ def java_double(v: float) -> str:
 
 # put latency buckets (ms) as in Java's putMessageDistributeTime
 _BUCKETS = [0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000]
+PUT_BUCKETS_MS = tuple(_BUCKETS)  # the metrics' put latency histogram: dist[i] counts puts <= bound i
+#: commit log flush latency buckets (ms), for the metrics (rmqpy; Java has no such histogram)
+FLUSH_BUCKETS_MS = (1, 5, 10, 50, 100, 200, 500, 1000, 2000, 5000)
 _BUCKET_NAMES = ["<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms", "500ms~1s", "1~2s", "2~3s",
                  "3~4s", "4~5s", "5~10s", "10s~"]
 
@@ -47,6 +50,9 @@ class StoreStats:
         self.get_transferred = 0
         self.get_entire_time_max = 0
         self.dist = [0] * len(_BUCKET_NAMES)
+        self.put_ms_sum = 0.0  # of every put's latency: the put histogram's sum
+        self.flush_dist = [0] * (len(FLUSH_BUCKETS_MS) + 1)
+        self.flush_ms_sum = 0.0
         self.lat_ms: deque = deque(maxlen=100000)
         self.snapshots: deque = deque(maxlen=601)
 
@@ -64,6 +70,13 @@ class StoreStats:
             self.slow_puts += 1
         self.dist[bisect.bisect_left(_BUCKETS, ms) if ms > 0 else 0] += 1
         self.lat_ms.append(seconds * 1000)
+        self.put_ms_sum += seconds * 1000
+
+    def flush_done(self, seconds: float) -> None:
+        """A commit log flush (fsync of the dirty files) took ``seconds``."""
+        ms = seconds * 1000
+        self.flush_dist[bisect.bisect_left(FLUSH_BUCKETS_MS, ms)] += 1
+        self.flush_ms_sum += ms
 
     def put_failed(self) -> None:
         self.put_failed_times += 1

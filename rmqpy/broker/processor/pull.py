@@ -169,7 +169,7 @@ class PullMessageProcessor:
         if code == ResponseCode.SUCCESS:
             response.body = result.body
             for hook in self.consume_message_hooks:
-                hook.consume_message_after(h.consumerGroup, h.topic, response)
+                hook.consume_message_after(h.consumerGroup, h.topic, h.queueId, response)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
             polling_ms = suspend_ms if bc.longPollingEnable else bc.shortPollingTimeMills
             held = PullRequest(request=request, channel=channel, timeout_ms=polling_ms, suspend_ts=b.now_ms(),

@@ -1,0 +1,342 @@
+"""BrokerMetricsManager: the broker's Prometheus metrics with RocketMQ 5's names and labels.
+
+Java's ``BrokerMetricsManager`` (``metricsExporterType=PROM``) serves, through OpenTelemetry's
+Prometheus exporter, the instruments of ``BrokerMetricsConstant``, ``RemotingMetricsConstant``
+and ``DefaultStoreMetricsConstant``. rmqpy serves the same sample names and labels (checked
+against a Java 5.3.3 broker's endpoint by tests/interop/test_metrics_logs.py):
+
+- counted on the request path, by :class:`BrokerMetricsHook` (a ``SendMessageHook`` and
+  ``ConsumeMessageHook``, as Java counts in its send and pull processors) and by the
+  dispatcher's :class:`~rmqpy.common.metrics.RpcLatency`: ``rocketmq_messages_in_total``,
+  ``rocketmq_throughput_in_total``, ``rocketmq_message_size``, ``rocketmq_messages_out_total``,
+  ``rocketmq_throughput_out_total``, ``rocketmq_rpc_latency_milliseconds``;
+- read when Prometheus scrapes, as Java's observable gauges are: topic and group numbers,
+  broker permission, producer and consumer connections, consumer lag, lag latency, inflight,
+  queueing latency and ready messages, storage size, flush and dispatch behind, message
+  reserve time, and ``rocketmq_processor_watermark`` (always 0: rmqpy runs a request when it
+  is read, there is no processor queue for a request to wait in; the wait is the reactor's lag);
+- rmqpy's own: ``rmqpy_reactor_lag_milliseconds``, ``rmqpy_put_latency_milliseconds``,
+  ``rmqpy_flush_latency_milliseconds`` and ``rmqpy_storage_disk_used_ratio``.
+
+Where rmqpy's numbers differ: ``throughput_in`` and ``message_size`` count a stored message's
+size computed from the request (Java's ``wroteBytes``, the record as stored, less the
+properties the broker adds); inflight is the last pulled offset minus the committed offset.
+"""
+from __future__ import annotations
+
+import os
+from bisect import bisect_left
+from typing import Any, Iterable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, Metric
+from twisted.logger import Logger
+
+from rmqpy.broker.api import Broker
+from rmqpy.broker.stats import count_messages
+from rmqpy.broker.subscription import is_sys_consumer_group
+from rmqpy.common.metrics import (BaseLabels, CallbackCollector, Histogram, ReactorLag, RpcLatency,
+                                  exporter_enabled, histogram_family, wall_ms)
+from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
+from rmqpy.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.versions import version_desc
+from rmqpy.store import space
+from rmqpy.store.stats import FLUSH_BUCKETS_MS, PUT_BUCKETS_MS
+
+#: Java ``BrokerMetricsManager.registerMetricsView``: rocketmq_message_size buckets (bytes)
+MESSAGE_SIZE_BUCKETS = (1024, 4 * 1024, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
+#: Java's processor pools, as rocketmq_processor_watermark labels them
+PROCESSORS = ("send", "async_put", "pull", "ack", "query_message", "client_manager", "heartbeat", "lite_pull",
+              "transaction", "consumer_manager", "admin", "reply")
+#: Java ``ConsumeType.getTypeCN`` in lower case
+CONSUME_MODES = {"CONSUME_ACTIVELY": "pull", "CONSUME_PASSIVELY": "push", "CONSUME_POP": "pop"}
+
+_SEND_OK = frozenset(int(c) for c in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
+                                     ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE))
+_SUCCESS = int(ResponseCode.SUCCESS)
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
+#: fixed part of a stored record with IPv4 hosts (Java ``CommitLog.calMsgLength`` less body, topic, properties)
+_RECORD_FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+#: series any one table may hold (Java's metricsOtelCardinalityLimit default)
+MAX_SERIES = 50 * 1000
+
+
+def message_type(properties: str | None) -> str:
+    """Java ``BrokerMetricsManager.getMessageType`` (``TopicMessageType.getMetricsValue``)."""
+    if not properties:
+        return "normal"
+    if "TRAN_MSG" not in properties and "__SHARDINGKEY" not in properties and "DELAY" not in properties \
+            and "__STARTDELIVERTIME" not in properties:
+        return "normal"  # the usual message: no full parse
+    props = dict(kv.split("\x01", 1) for kv in properties.split("\x02") if "\x01" in kv)
+    if props.get("TRAN_MSG", "").lower() == "true":
+        return "transaction"
+    if "__SHARDINGKEY" in props:
+        return "fifo"
+    if any(k in props for k in ("__STARTDELIVERTIME", "DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC",
+                                "TIMER_DELAY_MS")):
+        return "delay"
+    return "normal"
+
+
+def is_retry_or_dlq(topic: str) -> bool:
+    return topic.startswith("%RETRY%") or topic.startswith("%DLQ%")
+
+
+class _In:
+    __slots__ = ("nums", "bytes", "size")
+
+    def __init__(self) -> None:
+        self.nums = 0
+        self.bytes = 0
+        self.size = Histogram(MESSAGE_SIZE_BUCKETS)
+
+
+class BrokerMetricsHook:
+    """The metrics' ``SendMessageHook`` and ``ConsumeMessageHook``: plain counters per series."""
+
+    def __init__(self, is_system_topic: Any) -> None:
+        self.is_system_topic = is_system_topic
+        self.messages_in: dict[tuple[str, str], _In] = {}
+        self.messages_out: dict[tuple[str, str], list[int]] = {}
+        # (group, topic, queue) -> the next offset the last found pull returned (Java's pull offset)
+        self.pull_offsets: dict[tuple[str, str, int], int] = {}
+
+    def send_message_after(self, response: Any, request: RemotingCommand, topic: str) -> Any:
+        if not isinstance(response, RemotingCommand) or response.code not in _SEND_OK or not topic \
+                or is_retry_or_dlq(topic):
+            return response
+        ext = request.ext_fields or {}
+        props = ext.get("i") if "i" in ext else ext.get("properties")
+        nums = 1
+        if request.code == _SEND_BATCH_MESSAGE:
+            msg_id = (response.ext_fields or {}).get("msgId") or ""
+            nums = msg_id.count(",") + 1 if msg_id else 1
+            wrote = len(request.body or b"") + nums * (_RECORD_FIXED + len(topic))
+        else:
+            wrote = _RECORD_FIXED + len(request.body or b"") + len(topic) + len(props or "")
+        key = (topic, message_type(props))
+        series = self.messages_in.get(key)
+        if series is None:
+            if len(self.messages_in) >= MAX_SERIES:
+                return response
+            series = self.messages_in[key] = _In()
+        series.nums += nums
+        series.bytes += wrote
+        per = wrote // nums
+        size = series.size
+        size.counts[bisect_left(size.bounds, per)] += 1
+        size.sum += per
+        return response
+
+    def consume_message_after(self, group: str, topic: str, queue_id: int, response: RemotingCommand) -> None:
+        if response.code != _SUCCESS or not response.body or is_retry_or_dlq(topic):
+            return
+        nxt = (response.ext_fields or {}).get("nextBeginOffset")
+        if nxt is not None and len(self.pull_offsets) < MAX_SERIES:
+            try:
+                self.pull_offsets[(group, topic, queue_id)] = int(nxt)
+            except ValueError:
+                pass
+        key = (topic, group)
+        series = self.messages_out.get(key)
+        if series is None:
+            if len(self.messages_out) >= MAX_SERIES:
+                return
+            series = self.messages_out[key] = [0, 0]
+        series[0] += count_messages(response.body)
+        series[1] += len(response.body)
+
+    def forget_topic(self, topic: str) -> None:
+        for table in (self.messages_in, self.messages_out):
+            for key in [k for k in table if k[0] == topic]:
+                del table[key]
+        for pkey in [k for k in self.pull_offsets if k[1] == topic]:
+            del self.pull_offsets[pkey]
+
+
+class BrokerMetricsManager:
+    """Builds the registry of one broker and what feeds it; :meth:`attach` wires the hooks."""
+
+    log = Logger()
+
+    def __init__(self, broker: Broker, clock: Any) -> None:
+        self.broker = broker
+        self.clock = clock
+        bc = broker.broker_config
+        self.base = BaseLabels(bc.brokerClusterName, "broker", bc.brokerName, bc.metricsLabel, bc.metricsInDelta)
+        self.hook = BrokerMetricsHook(broker.topic_config_manager.is_system_topic)
+        self.rpc = RpcLatency(clock)
+        self.reactor_lag = ReactorLag(clock)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(CallbackCollector(
+            self._traffic, lambda: self.rpc.families(self.base), self._broker_gauges, self._connections,
+            self._lag, self._store, lambda: self.reactor_lag.families(self.base)))
+
+    @staticmethod
+    def enabled(broker_config: Any) -> bool:
+        return exporter_enabled(broker_config.metricsExporterType, "broker", BrokerMetricsManager.log)
+
+    def address(self) -> tuple[str, int]:
+        """Java: ``metricsPromExporterHost``, or ``brokerIP1`` when blank; ``metricsPromExporterPort``."""
+        bc = self.broker.broker_config
+        return (bc.metricsPromExporterHost or bc.brokerIP1), bc.metricsPromExporterPort
+
+    def start(self) -> None:
+        self.reactor_lag.start()
+
+    def stop(self) -> None:
+        self.reactor_lag.stop()
+
+    # ------------------------------------------------------------------ counted on the request path
+    def _traffic(self) -> Iterable[Metric]:
+        base, hook = self.base, self.hook
+        names_in = base.names + ["is_system", "message_type", "topic"]
+        msgs = CounterMetricFamily("rocketmq_messages_in", "Total number of incoming messages", labels=names_in)
+        thr = CounterMetricFamily("rocketmq_throughput_in", "Total traffic of incoming messages", labels=names_in)
+        sizes = []
+        for (topic, mtype), s in list(hook.messages_in.items()):
+            values = base.values + [_bool(self.hook.is_system_topic(topic)), mtype, topic]
+            msgs.add_metric(values, s.nums)
+            thr.add_metric(values, s.bytes)
+            sizes.append((values, s.size))
+        yield msgs
+        yield thr
+        yield histogram_family("rocketmq_message_size", "Incoming messages size", names_in, sizes)
+        names_out = base.names + ["consumer_group", "is_system", "topic"]
+        out = CounterMetricFamily("rocketmq_messages_out", "Total number of outgoing messages", labels=names_out)
+        tout = CounterMetricFamily("rocketmq_throughput_out", "Total traffic of outgoing messages", labels=names_out)
+        for (topic, group), (nums, nbytes) in list(hook.messages_out.items()):
+            system = self.hook.is_system_topic(topic) or is_sys_consumer_group(group)
+            values = base.values + [group, _bool(system), topic]
+            out.add_metric(values, nums)
+            tout.add_metric(values, nbytes)
+        yield out
+        yield tout
+
+    # ------------------------------------------------------------------ read at scrape
+    def _broker_gauges(self) -> Iterable[Metric]:
+        b, base = self.broker, self.base
+        yield base.gauge("rocketmq_processor_watermark", "Request processor watermark", ("processor",),
+                         (((p,), 0) for p in PROCESSORS))
+        yield base.one("rocketmq_broker_permission", "Broker permission", b.broker_config.brokerPermission)
+        yield base.one("rocketmq_topic_number", "Active topic number", len(b.topic_config_manager.table))
+        yield base.one("rocketmq_consumer_group_number", "Active subscription group number",
+                       len(b.subscription_group_manager.table))
+
+    def _connections(self) -> Iterable[Metric]:
+        b, base = self.broker, self.base
+        producers: dict[tuple[str, str], int] = {}
+        for channels in b.producer_manager.groups.values():
+            for info in channels.values():
+                pkey = (_language(info.language), version_desc(info.version).lower())
+                producers[pkey] = producers.get(pkey, 0) + 1
+        yield base.gauge("rocketmq_producer_connections", "Producer connections",
+                         ("language", "protocol_type", "version"),
+                         (((lang, "remoting", ver), n) for (lang, ver), n in producers.items()))
+        consumers: dict[tuple[str, str, str, str], int] = {}
+        for group, ginfo in b.consumer_manager.groups.items():
+            mode = CONSUME_MODES.get(ginfo.consume_type, str(ginfo.consume_type).lower())
+            for info in ginfo.channels.values():
+                ckey = (group, _language(info.language), version_desc(info.version).lower(), mode)
+                consumers[ckey] = consumers.get(ckey, 0) + 1
+        yield base.gauge("rocketmq_consumer_connections", "Consumer connections",
+                         ("consume_mode", "consumer_group", "is_system", "language", "protocol_type", "version"),
+                         (((mode, g, _bool(is_sys_consumer_group(g)), lang, "remoting", ver), n)
+                          for (g, lang, ver, mode), n in consumers.items()))
+
+    def _lag(self) -> Iterable[Metric]:
+        """Java ``ConsumerLagCalculator`` for consumers that pull (rmqpy has no POP): per group
+        online and topic it subscribes (not its retry topic), summed over the write queues."""
+        b, base = self.broker, self.base
+        store, offsets, tcm = b.message_store, b.consumer_offset_manager, b.topic_config_manager
+        perm_broker = b.broker_config.brokerPermission
+        now = wall_ms()
+        rows = []
+        for group, ginfo in list(b.consumer_manager.groups.items()):
+            for topic in list(ginfo.subscriptions):
+                if topic.startswith("%RETRY%"):
+                    continue
+                tc = tcm.select(topic)
+                if tc is None or not (tc.perm & perm_broker & (PERM_READ | PERM_WRITE)):
+                    continue
+                lag = inflight = ready = 0
+                unconsumed_ts = unpulled_ts = 0
+                for q in range(tc.writeQueueNums):
+                    top = max(0, store.get_max_offset_in_queue(topic, q))
+                    done = offsets.query_offset(group, topic, q)
+                    if done < 0:
+                        done = top
+                    pulled = self.hook.pull_offsets.get((group, topic, q), done)
+                    pulled = min(max(pulled, done), top)
+                    lag += top - done
+                    inflight += pulled - done
+                    ready += top - pulled
+                    if done < top:
+                        unconsumed_ts = _earliest(unconsumed_ts, store.get_message_store_timestamp(topic, q, done))
+                    if pulled < top:
+                        unpulled_ts = _earliest(unpulled_ts, store.get_message_store_timestamp(topic, q, pulled))
+                labels = (group, "false", _bool(tcm.is_system_topic(topic) or is_sys_consumer_group(group)), topic)
+                rows.append((labels, lag, inflight, ready, now - unconsumed_ts if unconsumed_ts else 0,
+                             now - unpulled_ts if unpulled_ts else 0))
+        names = ("consumer_group", "is_retry", "is_system", "topic")
+        yield base.gauge("rocketmq_consumer_lag_messages", "Consumer lag messages", names,
+                         ((r[0], r[1]) for r in rows))
+        yield base.gauge("rocketmq_consumer_lag_latency_milliseconds", "Consumer lag time", names,
+                         ((r[0], r[4]) for r in rows))
+        yield base.gauge("rocketmq_consumer_inflight_messages", "Consumer inflight messages", names,
+                         ((r[0], r[2]) for r in rows))
+        yield base.gauge("rocketmq_consumer_queueing_latency_milliseconds", "Consumer queueing time", names,
+                         ((r[0], r[5]) for r in rows))
+        yield base.gauge("rocketmq_consumer_ready_messages", "Consumer ready messages", names,
+                         ((r[0], r[3]) for r in rows))
+
+    def _store(self) -> Iterable[Metric]:
+        b, base = self.broker, self.base
+        store = b.message_store
+        root = b.store_config.storePathRootDir
+        labels = ("storage_medium", "storage_type")
+        medium = ("disk", "local")
+        if os.path.isdir(root):
+            st = os.statvfs(root)
+            used = (st.f_blocks - st.f_bfree) * st.f_frsize
+            if st.f_blocks > 0:
+                yield base.gauge("rocketmq_storage_size_bytes", "Broker storage size", labels, [(medium, used)])
+            yield base.one("rmqpy_storage_disk_used_ratio",
+                           "Used share of the store's disk (Java's brokerStatus commitLogDiskRatio)",
+                           space.disk_used_ratio(root))
+        stats = store.stats
+        yield base.gauge("rocketmq_storage_flush_behind_bytes", "Broker flush behind bytes", labels,
+                         [(medium, store.flush_behind_bytes())])
+        yield base.gauge("rocketmq_storage_dispatch_behind_bytes", "Broker dispatch behind bytes", labels,
+                         [(medium, store.dispatch_behind_bytes())])
+        earliest = store.get_earliest_message_time()
+        if earliest > 0:
+            yield base.gauge("rocketmq_storage_message_reserve_time_milliseconds", "Broker message reserve time",
+                             labels, [(medium, wall_ms() - earliest)])
+        put = Histogram(PUT_BUCKETS_MS)
+        put.counts, put.sum = list(stats.dist), stats.put_ms_sum
+        yield base.histogram("rmqpy_put_latency_milliseconds", "Time a put held the commit log writer",
+                             (), [((), put)])
+        flush = Histogram(FLUSH_BUCKETS_MS)
+        flush.counts, flush.sum = list(stats.flush_dist), stats.flush_ms_sum
+        yield base.histogram("rmqpy_flush_latency_milliseconds", "Time a commit log flush (fsync) took",
+                             (), [((), flush)])
+
+
+def _earliest(current: int, ts: int) -> int:
+    if ts <= 0:
+        return current
+    return ts if current == 0 else min(current, ts)
+
+
+def _bool(v: bool) -> str:
+    return "true" if v else "false"
+
+
+_LANGUAGES = {int(lang): lang.name.lower() for lang in LanguageCode}
+
+
+def _language(code: Any) -> str:
+    return _LANGUAGES.get(code, str(code).lower()) if isinstance(code, int) else str(code).lower()
