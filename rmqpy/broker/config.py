@@ -142,6 +142,13 @@ class BrokerConfig:
     metricGrpcExporterTimeOutInMills: int = 3 * 1000
     metricGrpcExporterIntervalInMills: int = 60 * 1000
     metricLoggingExporterIntervalInMills: int = 10 * 1000
+    # rmqpy log files (rmqpy/common/logfiles.py): Java's per-component files under logDir (none when
+    # empty: only twistd's log, as before), rolled at logMaxFileSize or daily, logMaxIndex kept
+    logDir: str = ""
+    logLevel: str = ""
+    logMaxFileSize: int = 128 * 1024 * 1024
+    logMaxIndex: int = 10
+    logRollingPolicy: str = "size"
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -414,7 +414,8 @@ class BrokerController:
             self.log.warn("register broker to name server {addr} failed: {code} {remark}", addr=addr,
                           code=response.code, remark=response.remark)
             return False
-        self.log.debug("register broker to name server {addr} OK", addr=addr)
+        self.log.info("register broker[{name}] to name server {addr} OK", name=self.broker_config.brokerName,
+                      addr=addr)
         answer = response.decode_header(RegisterBrokerResponseHeader)
         self.master_addr = answer.masterAddr  # a slave's master (SlaveSynchronize)
         self.replication.registered(answer.haServerAddr)

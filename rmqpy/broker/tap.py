@@ -59,8 +59,14 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     except (ValueError, PropertiesError) as exc:  # tls.TlsConfigError is a ValueError
         raise SystemExit(f"rmq-broker: {exc}") from None
 
-    from rmqpy.common import logbridge
+    from rmqpy.common import logbridge, logfiles
     logbridge.install()  # the store logs through stdlib logging: into the twistd log, before it loads
+    bc = settings.broker
+    try:  # the component log files, before the store loads: its recovery lines go to store.log
+        logfiles.setup(bc.logDir, bc.logLevel, logfiles.BROKER_ROUTES, bc.logMaxFileSize, bc.logMaxIndex,
+                       bc.logRollingPolicy, reactor)
+    except (ValueError, OSError) as exc:
+        raise SystemExit(f"rmq-broker: {exc}") from None
     controller = BrokerController(settings, reactor)
     if client_endpoints is not None:  # tls.enable=true: register with the name servers over TLS too
         controller.namesrv_client = RemotingClient(reactor, connect_timeout=3.0, endpoint_factory=client_endpoints)

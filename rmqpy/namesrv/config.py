@@ -37,6 +37,13 @@ class NamesrvConfig:
     metricsPromExporterHost: str = ""
     metricsPromExporterPort: int = 5558
     metricsLabel: str = ""
+    # rmqpy log files (rmqpy/common/logfiles.py): Java's per-component files under logDir (none when
+    # empty: only twistd's log, as before), rolled at logMaxFileSize or daily, logMaxIndex kept
+    logDir: str = ""
+    logLevel: str = ""
+    logMaxFileSize: int = 128 * 1024 * 1024
+    logMaxIndex: int = 10
+    logRollingPolicy: str = "size"
 
 
 @dataclass

@@ -49,8 +49,14 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         sys.stdout.write(format_properties(items))
         sys.stdout.flush()
         raise SystemExit(0)
-    from rmqpy.common import logbridge
+    from rmqpy.common import logbridge, logfiles
     logbridge.install()  # stdlib logging (libraries, shared modules) into the twistd log
+    from twisted.internet import reactor
+    try:
+        logfiles.setup(config.logDir, config.logLevel, logfiles.NAMESRV_ROUTES, config.logMaxFileSize,
+                       config.logMaxIndex, config.logRollingPolicy, reactor)
+    except (ValueError, OSError) as exc:
+        raise SystemExit(f"rmq-namesrv: {exc}") from None
     from rmqpy.remoting import tls_hook
     try:
         wrap = tls_hook.server_wrapper(options.get("tlsProps", {}))
