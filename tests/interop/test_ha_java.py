@@ -1,8 +1,8 @@
 """Issue 15: classic master/slave replication, rmqpy and the real Java broker mixed both ways.
 
 One rmqpy name server; per case a master and a slave (brokerId 1) of one broker name, each
-rmqpy (``twistd rmq-broker``) or the Java 4.9.8 broker (BrokerStartup). The official Java
-producer (on the client host) sends a stream of messages to the master; then the slave's commit
+rmqpy (``twistd rmq-broker``) or the Java broker (BrokerStartup; 4.9.8, and 5.3.3 in classic HA
+mode, no controller). The official Java 4.9.8 producer (on the client host) sends a stream of messages to the master; then the slave's commit
 log must be byte-identical to the master's up to the master's max offset, and the consume
 queues of the topic identical, file by file. The slave learns the master's HA address from the
 name server's registration answer (no haMasterAddress is set). With an rmqpy SYNC_MASTER every
@@ -25,6 +25,8 @@ from tests.interop.waiting import wait_until
 pytestmark = pytest.mark.interop
 
 JAVA = "4.9.8"
+#: the Java broker of each kind ("java5": 5.3.3 in classic HA mode, no controller)
+JAVA_VERSION = {"java": "4.9.8", "java5": "5.3.3"}
 #: both sides use the same file sizes (a byte comparison needs the same file boundaries); small
 #: commit log files so that the stream rolls over a few of them
 SIZES = {"mappedFileSizeCommitLog": 1024 * 1024, "mappedFileSizeConsumeQueue": 20 * 10000,
@@ -48,7 +50,7 @@ class Node:
         return int(self.runtime()["commitLogMaxOffset"])
 
     def stop(self) -> None:
-        if self.kind == "java":
+        if self.kind != "rmqpy":
             self.proc.kill9()  # its store is compared before; a clean 4.9 stop adds nothing here
         else:
             self.proc.stop()
@@ -70,7 +72,7 @@ def _start(kind: str, workdir: Path, ip: str, ns: str, role: str, broker_id: int
         proc = servers.start_broker(workdir, ns, props={**props, "listenPort": port,
                                                         "storePathRootDir": workdir / "store"}, port=port, host=ip)
         return Node(kind, proc, f"{ip}:{port}", workdir / "store")
-    proc = jvm.start_java_broker(JAVA, workdir, ns, {**props, "bindAddress": "0.0.0.0"}, broker_ip=ip,
+    proc = jvm.start_java_broker(JAVA_VERSION[kind], workdir, ns, {**props, "bindAddress": "0.0.0.0"}, broker_ip=ip,
                                  wait_registered=broker_id == 0)
     return Node(kind, proc, f"{ip}:{proc.port}", workdir / "store")
 
@@ -90,8 +92,11 @@ def _consume_queues(store: Path, topic: str) -> dict[str, bytes]:
     return {f"{q.name}/{f.name}": f.read_bytes() for q in sorted(root.iterdir()) for f in sorted(q.iterdir())}
 
 
+# a 5.3.3 SYNC_MASTER waits for inSyncReplicas (default 1: itself), not for a slave, so the
+# Java 5.3.3 master runs ASYNC_MASTER
 CASES = [("rmqpy", "rmqpy", "ASYNC_MASTER"), ("rmqpy", "rmqpy", "SYNC_MASTER"),
-         ("rmqpy", "java", "SYNC_MASTER"), ("java", "rmqpy", "SYNC_MASTER")]
+         ("rmqpy", "java", "SYNC_MASTER"), ("java", "rmqpy", "SYNC_MASTER"),
+         ("rmqpy", "java5", "SYNC_MASTER"), ("java5", "rmqpy", "ASYNC_MASTER")]
 
 
 @pytest.mark.parametrize("master_kind,slave_kind,role", CASES, ids=["-".join(c) for c in CASES])
