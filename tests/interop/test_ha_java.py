@@ -2,8 +2,8 @@
 
 One rmqpy name server; per case a master and a slave (brokerId 1) of one broker name, each
 rmqpy (``twistd rmq-broker``) or the Java broker (BrokerStartup; 4.9.8, and 5.3.3 in classic HA
-mode, no controller). The official Java 4.9.8 producer (on the client host) sends a stream of messages to the master; then the slave's commit
-log must be byte-identical to the master's up to the master's max offset, and the consume
+mode, no controller). The official Java 4.9.8 producer (on the client host) sends a stream of
+messages to the master; then the slave's commit log must be byte-identical to the master's up to the master's max offset, and the consume
 queues of the topic identical, file by file. The slave learns the master's HA address from the
 name server's registration answer (no haMasterAddress is set). With an rmqpy SYNC_MASTER every
 send the producer saw acknowledged is answered SEND_OK only once the slave holds it, so its
