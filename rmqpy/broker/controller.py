@@ -21,6 +21,9 @@ from typing import Any, Callable
 from twisted.application import service
 from twisted.internet import defer
 
+from rmqpy.acl.manager import PlainPermissionManager
+from rmqpy.acl.plain import DEFAULT_PLAIN_FILE, AclPaths
+from rmqpy.acl.validator import PlainAccessValidator
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.fast_failure import BrokerFastFailure
@@ -119,6 +122,8 @@ class BrokerController:
         self.connection_limits = ConnectionLimits.from_config(self.netty_config)
         self.channel_sweeper = ChannelSweeper(reactor, self.connection_limits, config=self.netty_config)
         self._timers: list[Any] = []
+        self.acl_plain_file = DEFAULT_PLAIN_FILE  # Java's -Drocketmq.acl.plain.file, relative to rocketmqHome
+        self.acl: PlainPermissionManager | None = None
         self._register_pending: Any = None
         self.master_addr: str | None = None  # a slave's master, as the name servers answer it
         self.replication: Replication  # built with the store by initialize()
@@ -210,6 +215,15 @@ class BrokerController:
         self.pop_service.ensure_revive_topic()
         self.fast_failure.watch(self.message_store.stats)
         self.replication = Replication(self.message_store, self.store_config, self.reactor)
+        self.initial_acl()
+
+    def initial_acl(self) -> None:
+        """Java ``initialAcl()``: with aclEnable, every request is checked before its processor runs."""
+        if not self.broker_config.aclEnable:
+            return
+        self.acl = PlainPermissionManager(AclPaths(self.broker_config.rocketmqHome, self.acl_plain_file))
+        self.acl.start()
+        self.dispatcher.add_request_hook(PlainAccessValidator(self.acl.current, self.reactor))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

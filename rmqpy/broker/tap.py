@@ -68,6 +68,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     except (ValueError, OSError) as exc:
         raise SystemExit(f"rmq-broker: {exc}") from None
     controller = BrokerController(settings, reactor)
+    controller.acl_plain_file = options.get("tlsProps", {}).get("rocketmq.acl.plain.file") or controller.acl_plain_file
     if client_endpoints is not None:  # tls.enable=true: register with the name servers over TLS too
         controller.namesrv_client = RemotingClient(reactor, connect_timeout=3.0, endpoint_factory=client_endpoints)
     try:

@@ -7,7 +7,8 @@ Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a processor that raises gets SYSTE
 with the exception text, and the connection stays open. A bad request (a header or body
 the client got wrong) is one warning line with the peer and the code; any other exception
 is a bug and logs its traceback; both are rate-limited (:mod:`rmqpy.remoting.ratelimit`),
-as a peer can send them as fast as it likes.
+as a peer can send them as fast as it likes. Request hooks (:class:`RequestHook`: the broker's
+ACL) run first and may answer instead of the processor, as Java's server RPC hooks do.
 """
 from __future__ import annotations
 
@@ -29,6 +30,13 @@ if TYPE_CHECKING:
 class RequestProcessor(Protocol):
     def process_request(self, channel: "RemotingProtocol", request: RemotingCommand
                         ) -> RemotingCommand | None | defer.Deferred[Any]: ...
+
+
+class RequestHook(Protocol):
+    """Java's server ``RPCHook.doBeforeRequest``: runs before the processor of every request
+    that has one; a returned command is the answer and the processor does not run (ACL)."""
+
+    def before_request(self, channel: "RemotingProtocol", request: RemotingCommand) -> RemotingCommand | None: ...
 
 
 class ChannelListener(Protocol):
@@ -56,6 +64,7 @@ class RequestDispatcher:
         self._default: RequestProcessor | None = None
         self._listeners: list[ChannelListener] = []
         self.rpc_observer: RpcObserver | None = None
+        self._hooks: list[RequestHook] = []
 
     def register(self, codes: int | Iterable[int], processor: RequestProcessor) -> None:
         for code in ([codes] if isinstance(codes, int) else codes):
@@ -66,6 +75,9 @@ class RequestDispatcher:
 
     def registered_codes(self) -> list[int]:
         return sorted(self._processors)
+
+    def add_request_hook(self, hook: RequestHook) -> None:
+        self._hooks.append(hook)
 
     def add_channel_listener(self, listener: ChannelListener) -> None:
         self._listeners.append(listener)
@@ -102,7 +114,13 @@ class RequestDispatcher:
                                       f" request type {request.code} not supported")
         else:
             try:
-                result = processor.process_request(channel, request)
+                result = None
+                for hook in self._hooks:
+                    result = hook.before_request(channel, request)
+                    if result is not None:
+                        break
+                if result is None:
+                    result = processor.process_request(channel, request)
             except BaseException:  # as maybeDeferred catches
                 result = Failure()  # type: ignore[no-untyped-call]  # Twisted: Failure.__init__ unannotated
             else:

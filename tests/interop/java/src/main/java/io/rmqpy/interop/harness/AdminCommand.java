@@ -44,7 +44,7 @@ public final class AdminCommand implements Command {
         final long timeoutMs = a.lng("timeout-ms", 5000);
         return out -> {
             long start = System.currentTimeMillis();
-            DefaultMQAdminExt admin = new DefaultMQAdminExt(timeoutMs);
+            DefaultMQAdminExt admin = new DefaultMQAdminExt(client.rpcHook(), timeoutMs);
             client.apply(admin);
             admin.setAdminExtGroup("harness_admin_" + ProcessHandle.current().pid());
             admin.start();

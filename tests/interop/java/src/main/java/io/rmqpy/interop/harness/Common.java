@@ -13,12 +13,16 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.zip.CRC32;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 
 /**
  * Helpers shared by the subcommands. Nothing here may name a class that
@@ -40,6 +44,10 @@ public final class Common {
         int pollNameServerMs;
         int heartbeatMs;
         int apiTimeoutMs;
+        String accessKey;
+        String secretKey;
+        String securityToken;
+        String sign;
 
         public static ClientOptions read(Args a) {
             ClientOptions o = new ClientOptions();
@@ -51,12 +59,42 @@ public final class Common {
             o.pollNameServerMs = a.integer("poll-namesrv-ms", 0);
             o.heartbeatMs = a.integer("heartbeat-ms", 0);
             o.apiTimeoutMs = a.integer("api-timeout-ms", 0);
+            o.accessKey = a.str("access-key", null);
+            o.secretKey = a.str("secret-key", null);
+            o.securityToken = a.str("security-token", null);
+            o.sign = a.choice("sign", "hook", "hook", "none");
             long rebalanceMs = a.lng("rebalance-interval-ms", 0);
             if (rebalanceMs > 0) {
                 // read once when RebalanceService loads, i.e. after this
                 System.setProperty("rocketmq.client.rebalance.waitInterval", Long.toString(rebalanceMs));
             }
             return o;
+        }
+
+        /**
+         * The official AclClientRPCHook when --access-key is given (null otherwise);
+         * --sign none then drops its Signature field again (a request with a key but no signature).
+         */
+        public RPCHook rpcHook() {
+            if (accessKey == null) {
+                return null;
+            }
+            final AclClientRPCHook acl = new AclClientRPCHook(
+                new SessionCredentials(accessKey, secretKey == null ? "" : secretKey, securityToken));
+            if (sign.equals("hook")) {
+                return acl;
+            }
+            return new RPCHook() {
+                @Override
+                public void doBeforeRequest(String remoteAddr, RemotingCommand request) {
+                    acl.doBeforeRequest(remoteAddr, request);
+                    request.getExtFields().remove(SessionCredentials.SIGNATURE);
+                }
+
+                @Override
+                public void doAfterResponse(String remoteAddr, RemotingCommand request, RemotingCommand response) {
+                }
+            };
         }
 
         public void apply(ClientConfig c) {

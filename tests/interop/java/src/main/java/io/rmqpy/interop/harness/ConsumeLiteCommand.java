@@ -56,7 +56,7 @@ public final class ConsumeLiteCommand implements Command {
     }
 
     private int run(Common.ClientOptions client, P p, Out out) throws Exception {
-        DefaultLitePullConsumer c = new DefaultLitePullConsumer(p.group);
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer(p.group, client.rpcHook());
         client.apply(c);
         p.applyStart(c, c::setConsumeFromWhere, c::setConsumeTimestamp);
         c.setAutoCommit(p.commit.equals("auto"));

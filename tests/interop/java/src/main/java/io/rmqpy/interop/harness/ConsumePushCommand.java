@@ -86,7 +86,8 @@ public final class ConsumePushCommand implements Command {
     }
 
     private int run(Common.ClientOptions client, P p, Out out) throws Exception {
-        final DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(p.group);
+        final DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(p.group, client.rpcHook(),
+            new org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely());
         client.apply(consumer);
         p.applyStart(consumer, consumer::setConsumeFromWhere, consumer::setConsumeTimestamp);
         if (p.maxReconsumeTimes != null) {

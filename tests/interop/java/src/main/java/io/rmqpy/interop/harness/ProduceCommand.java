@@ -158,7 +158,7 @@ public final class ProduceCommand implements Command {
     }
 
     private int run(Common.ClientOptions client, P p, Out out) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer(p.group);
+        DefaultMQProducer producer = new DefaultMQProducer(p.group, client.rpcHook());
         client.apply(producer);
         producer.setSendMsgTimeout(p.sendTimeoutMs);
         if (p.retries != null) {

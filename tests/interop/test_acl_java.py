@@ -1,0 +1,158 @@
+"""Plain ACL (``aclEnable=true``) of the rmqpy broker against the official Java clients, with the
+Java 4.9.7 broker as the reference.
+
+The same ``plain_acl.yml`` is given to rmqpy's broker and to the real 4.9.7 broker (the 5.3.3
+broker no longer enforces plain ACL: ``aclEnable`` is read and ignored there, ACL 1.0 files are
+only migrated by 5.x's authentication). The official 4.9.8 and 5.3.3 clients sign with their
+own ``AclClientRPCHook``; the harness' ``acl`` command runs a matrix of sends, pulls and topic
+creations as several identities (admin, user, unknown key, wrong secret, no signature, no
+credentials, a white-listed address) in one JVM, and the answers of both brokers must agree,
+remark for remark. mqadmin signs with ``$ROCKETMQ_HOME/conf/tools.yml``.
+"""
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.interop import clients, jvm, servers
+from tests.interop.conftest import VERSIONS
+
+pytestmark = pytest.mark.interop
+
+USER, USER_SK = "rmqpyuser", "usersecret1"
+ADMIN, ADMIN_SK = "rmqpyadmin", "adminsecret1"
+WHITE = "rmqpywhite"
+
+
+def acl_yaml(client_ip: str, global_white: list[str]) -> str:
+    return textwrap.dedent(f"""\
+        globalWhiteRemoteAddresses: {global_white!r}
+        accounts:
+          - accessKey: {USER}
+            secretKey: {USER_SK}
+            whiteRemoteAddress:
+            admin: false
+            defaultTopicPerm: DENY
+            defaultGroupPerm: SUB
+            topicPerms:
+              - topicPub=PUB|SUB
+              - topicDeny=DENY
+              - topicSub=SUB
+            groupPerms:
+              - groupDeny=DENY
+          - accessKey: {ADMIN}
+            secretKey: {ADMIN_SK}
+            admin: true
+          - accessKey: {WHITE}
+            secretKey: whitesecret1
+            whiteRemoteAddress: {client_ip}
+            defaultTopicPerm: DENY
+        """)
+
+
+IDS = [f"user={USER}:{USER_SK}", f"admin={ADMIN}:{ADMIN_SK}", "stranger=nobody99:whatever1",
+       f"forger={USER}:wrongsecret", f"unsigned={USER}:{USER_SK}:none", f"white={WHITE}:wrongsecret1"]
+# (probe, allowed?)
+MATRIX = [
+    ("admin/create-topic:topicPub", True), ("admin/create-topic:topicDeny", True),
+    ("admin/create-topic:topicSub", True),
+    ("user/create-topic:topicX", False),  # an admin code
+    ("user/send:topicPub", True), ("user/send:topicDeny", False), ("user/send:topicSub", False),
+    ("user/send:topicOther", False),  # defaultTopicPerm DENY
+    ("user/pull:topicPub:groupOk", True), ("user/pull:topicDeny:groupOk", False),
+    ("user/pull:topicPub:groupDeny", False),
+    ("stranger/send:topicPub", False), ("forger/send:topicPub", False), ("unsigned/send:topicPub", False),
+    ("anon/send:topicPub", False), ("white/send:topicDeny", True),
+]
+
+
+def outcome(event: dict) -> tuple:
+    """(ok, response code, the broker's remark) of a probe event."""
+    if event.get("ok"):
+        return (True, None, None)
+    remark = None
+    for e in [event, *event.get("causes", [])]:
+        if e.get("class", "").endswith("MQBrokerException"):
+            remark = e.get("errorMessage")
+    return (False, event.get("responseCode"), remark)
+
+
+def run_matrix(host, version: str, ns_addr: str, broker_addr: str, probes: list[str]) -> dict[str, tuple]:
+    args = ["acl", "-n", ns_addr, "--broker", broker_addr, "--timeout-ms", "5000"]
+    for i in IDS:
+        args += ["--id", i]
+    for p in probes:
+        args += ["--probe", p]
+    events = clients.harness(host, version, args, timeout=180)
+    return {e["probe"]: outcome(e) for e in events.of("probe")}
+
+
+def write_home(home: Path, client_ip: str, global_white: list[str] | None = None) -> Path:
+    jvm.prepare_home(home)
+    (home / "conf" / "plain_acl.yml").write_text(acl_yaml(client_ip, global_white or ["10.250.250.250"]))
+    return home
+
+
+@pytest.fixture(scope="module")
+def rmqpy_acl(tmp_path_factory, client_host):
+    tmp = tmp_path_factory.mktemp("acl-rmqpy")
+    home = write_home(tmp / "home", client_host.client_ip)
+    with servers.Cluster(tmp, client_host.host_ip, {"aclEnable": True, "rocketmqHome": home}) as c:
+        c.home = home
+        yield c
+
+
+@pytest.fixture(scope="module")
+def java_acl(tmp_path_factory, client_host, java_built):
+    tmp = tmp_path_factory.mktemp("acl-java")
+    write_home(tmp / "java-broker", client_host.client_ip)
+    c = jvm.JavaCluster("4.9.8", tmp, client_host.host_ip, {"aclEnable": True})
+    yield c
+    c.close(clean=False)
+
+
+@pytest.fixture(scope="module")
+def java_outcomes(java_acl, client_host):
+    return {v: run_matrix(client_host, v, java_acl.ns_addr, java_acl.broker_addr, [p for p, _ in MATRIX])
+            for v in VERSIONS}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_matrix_same_as_java_4_9_7(rmqpy_acl, java_outcomes, client_host, version):
+    ours = run_matrix(client_host, version, rmqpy_acl.ns_addr, rmqpy_acl.broker_addr, [p for p, _ in MATRIX])
+    theirs = java_outcomes[version]
+    for probe, allowed in MATRIX:
+        assert theirs[probe][0] is allowed, f"Java 4.9.7 broker: {probe}: {theirs[probe]}"
+        assert ours[probe][0] is allowed, f"rmqpy: {probe}: {ours[probe]}"
+    assert ours == theirs
+    # what a user reads, e.g.:
+    assert ours["stranger/send:topicPub"][1:] == (1, "org.apache.rocketmq.acl.common.AclException: No acl config "
+                                                  "for nobody99, org.apache.rocketmq.acl.plain.PlainPermissionManager."
+                                                  "validate(PlainPermissionManager.java:667)")
+
+
+def mqadmin(host, version: str, home: Path, args: list[str]) -> str:
+    """mqadmin's stdout and stderr (it prints a refused command's exception there, and exits 0)."""
+    cmd = jvm.java_cmd(version, jvm.MQADMIN_MAIN, args, {"rocketmq.home.dir": str(home)}, kind="tools", home=home)
+    proc = host.run(cmd, timeout=90, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+    return proc.stdout + proc.stderr
+
+
+def tools_home(tmp: Path, ak: str, sk: str) -> Path:
+    home = jvm.prepare_home(tmp)
+    (home / "conf" / "tools.yml").write_text(f"accessKey: {ak}\nsecretKey: {sk}\n")
+    return home
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_update_topic_needs_admin(rmqpy_acl, client_host, tmp_path, version):
+    def update_topic(ak: str, sk: str, topic: str) -> str:
+        return mqadmin(client_host, version, tools_home(tmp_path / ak, ak, sk),
+                       ["updateTopic", "-n", rmqpy_acl.ns_addr, "-b", rmqpy_acl.broker_addr, "-t", topic])
+    out = update_topic(USER, USER_SK, f"mqadminDenied{version.replace('.', '')}")
+    assert "Need admin permission for request code=17, but accessKey=rmqpyuser is not" in out, out
+    out = update_topic(ADMIN, ADMIN_SK, f"mqadminOk{version.replace('.', '')}")
+    assert "create topic to " in out and "success" in out, out
