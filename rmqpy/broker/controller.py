@@ -49,6 +49,7 @@ from rmqpy.broker.processor.reply import ReplyMessageProcessor
 from rmqpy.broker.processor.send import SendMessageProcessor
 from rmqpy.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rmqpy.broker.schedule import ScheduleMessageService
+from rmqpy.broker.slave_sync import SlaveSynchronize
 from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.broker.timer import TimerMessageService
@@ -117,6 +118,11 @@ class BrokerController:
         self.register_processor()
         self.broker_stats_manager.start()
         self.namesrv_client = RemotingClient(reactor, connect_timeout=3.0)
+        # a slave's copy of its master's topics, groups and offsets (the master named by the name servers)
+        self.slave_synchronize = SlaveSynchronize(
+            lambda addr, request: self.namesrv_client.invoke(addr, request, 3.0), self.broker_addr,
+            self.topic_config_manager, self.consumer_offset_manager, self.delay_offset_manager,
+            self.subscription_group_manager)
         self.server_factories: list[Any] = []  # the listening sides
         # idle / half-sent connections and the partial-frame budget, over both ports
         self.connection_limits = ConnectionLimits.from_config(self.netty_config)
@@ -125,7 +131,6 @@ class BrokerController:
         self.acl_plain_file = DEFAULT_PLAIN_FILE  # Java's -Drocketmq.acl.plain.file, relative to rocketmqHome
         self.acl: PlainPermissionManager | None = None
         self._register_pending: Any = None
-        self.master_addr: str | None = None  # a slave's master, as the name servers answer it
         self.replication: Replication  # built with the store by initialize()
         self.started = False
         self.shutting_down = False
@@ -239,7 +244,9 @@ class BrokerController:
         self._every(10.0, bc.registerNameServerPeriod / 1000.0, self.register_broker_all)
         self._every(10.0, bc.flushConsumerOffsetInterval / 1000.0, self.persist_offsets)
         self._every(10.0, bc.channelScanIntervalMills / 1000.0, self.scan_not_active_channels)
-        if self.store_config.brokerRole != "SLAVE":  # Java printMasterAndSlaveDiff
+        if self.store_config.brokerRole == "SLAVE":  # Java handleSlaveSynchronize
+            self._every(3.0, 10.0, self.slave_synchronize.sync_all)
+        else:  # Java printMasterAndSlaveDiff
             self._every(10.0, 60.0, lambda: self.log.info("Slave fall behind master: {diff} bytes",
                                                           diff=self.replication.slave_fall_behind_much()))
         self.channel_sweeper.start()
@@ -431,7 +438,7 @@ class BrokerController:
         self.log.info("register broker[{name}] to name server {addr} OK", name=self.broker_config.brokerName,
                       addr=addr)
         answer = response.decode_header(RegisterBrokerResponseHeader)
-        self.master_addr = answer.masterAddr  # a slave's master (SlaveSynchronize)
+        self.slave_synchronize.master_addr = answer.masterAddr
         self.replication.registered(answer.haServerAddr)
         return True
 
