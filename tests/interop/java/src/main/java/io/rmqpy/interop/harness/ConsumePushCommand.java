@@ -40,6 +40,7 @@ public final class ConsumePushCommand implements Command {
             + "      SUSPEND_CURRENT_QUEUE_A_MOMENT when orderly) [--retry-delay-level L] [--suspend-ms MS]\n"
             + "    [--max-reconsume-times N] [--threads N] [--consume-batch N] [--pull-batch N] [--pull-interval-ms MS]\n"
             + "    [--max-body-print 1024] [--stop-file PATH] [--report-assignment] [--hold-offset-query PATH]\n"
+            + "    [--pop] [--pop-invisible-ms MS] [--halt-after N]\n"
             + "    + client options\n"
             + "  COUNT counts successful consumes (0 = just run until the timeout and succeed). --linger-ms keeps\n"
             + "  consuming after COUNT is reached, to catch extra deliveries. Emits started, received (one per\n"
@@ -49,7 +50,10 @@ public final class ConsumePushCommand implements Command {
             + "  queues this member holds (queueIds of TOPIC, and every \"topic:broker:queueId\" incl. the retry topic)\n"
             + "  every time its rebalance changes them. --hold-offset-query: after each QUERY_CONSUMER_OFFSET of a\n"
             + "  TOPIC queue (offset-read event: queueId, offset, -1 = not found) wait until PATH exists, before\n"
-            + "  the client goes on (e.g. to GET_MAX_OFFSET); opens the new-group start window for a test.";
+            + "  the client goes on (e.g. to GET_MAX_OFFSET); opens the new-group start window for a test.\n"
+            + "  --pop (5.x client only): client rebalance off (setClientRebalance(false)), so the broker's\n"
+            + "  QUERY_ASSIGNMENT decides PULL or POP; --pop-invisible-ms sets the pop invisible time.\n"
+            + "  --halt-after N: halt the JVM (no ack, no unregister) inside the listener of the Nth delivery.";
     }
 
     @Override
@@ -68,6 +72,9 @@ public final class ConsumePushCommand implements Command {
         p.stopFile = a.str("stop-file", null);
         p.reportAssignment = a.bool("report-assignment", false);
         p.holdOffsetQuery = a.str("hold-offset-query", null);
+        p.pop = a.bool("pop", false);
+        p.popInvisibleMs = a.lng("pop-invisible-ms", -1);
+        p.haltAfter = a.integer("halt-after", 0);
         return out -> run(client, p, out);
     }
 
@@ -83,6 +90,9 @@ public final class ConsumePushCommand implements Command {
         String stopFile;
         boolean reportAssignment;
         String holdOffsetQuery;
+        boolean pop;
+        long popInvisibleMs;
+        int haltAfter;
     }
 
     private int run(Common.ClientOptions client, P p, Out out) throws Exception {
@@ -113,6 +123,13 @@ public final class ConsumePushCommand implements Command {
             consumer.setOffsetStore(HeldOffsetStore.create(consumer, p.topic, Paths.get(p.holdOffsetQuery),
                 p.timeoutMs, out));
         }
+        if (p.pop) {
+            // 5.x API, called by name: the harness is compiled against the 4.9.8 client
+            consumer.getClass().getMethod("setClientRebalance", boolean.class).invoke(consumer, false);
+            if (p.popInvisibleMs > 0) {
+                consumer.getClass().getMethod("setPopInvisibleTime", long.class).invoke(consumer, p.popInvisibleMs);
+            }
+        }
         if (p.sql != null) {
             consumer.subscribe(p.topic, MessageSelector.bySql(p.sql));
         } else {
@@ -129,13 +146,20 @@ public final class ConsumePushCommand implements Command {
         final java.util.function.Function<MessageExt, Boolean> handle = m -> {
             int n = perMsg.computeIfAbsent(m.getMsgId(), k -> new AtomicInteger()).incrementAndGet();
             boolean accept = n > p.reconsumeLater;
-            deliveries.incrementAndGet();
+            int delivered = deliveries.incrementAndGet();
+            if (p.haltAfter > 0 && delivered > p.haltAfter) {
+                Runtime.getRuntime().halt(0);
+            }
             out.event("received").putAll(Common.messageFields(m, p.maxBodyPrint))
                 .put("delivery", n)
                 .put("result", accept ? "CONSUME_SUCCESS"
                     : (p.orderly ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "RECONSUME_LATER"))
                 .put("thread", Thread.currentThread().getName())
                 .emit();
+            if (p.haltAfter > 0 && delivered == p.haltAfter) {
+                out.event("halting").put("deliveries", delivered).emit();
+                Runtime.getRuntime().halt(0);
+            }
             return accept;
         };
 
