@@ -67,6 +67,7 @@ def message_type(properties: str | None) -> str:
     if not properties:
         return "normal"
     if "TRAN_MSG" not in properties and "__SHARDINGKEY" not in properties and "DELAY" not in properties \
+            and "TIMER_" not in properties \
             and "__STARTDELIVERTIME" not in properties:
         return "normal"  # the usual message: no full parse
     props = dict(kv.split("\x01", 1) for kv in properties.split("\x02") if "\x01" in kv)
