@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up rmqpy and run a name server and a broker with the default configuration in conf/.
-# Foreground; Ctrl-C stops both. Data goes where conf/broker.conf says (storePathRootDir).
+# Foreground; Ctrl-C stops both. Data goes where conf/broker.conf says (storePathRootDir; ~/store by default, as Java's ${user.home}/store).
 set -euo pipefail
 cd "$(dirname "$0")"
 python3 -m pip install -q --disable-pip-version-check -e .

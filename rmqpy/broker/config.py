@@ -15,6 +15,7 @@ from typing import Callable
 from rmqpy.common.properties import (PropertiesError, apply_properties, config_items,
                                      format_properties, load_properties, store_properties)
 from rmqpy.broker.configfile import write_config
+from rmqpy.common.startup import check_defines
 from rmqpy.store.config import MessageStoreConfig
 
 
@@ -211,14 +212,16 @@ class BrokerSettings:
 
 
 def load_settings(config_file: str | None = None, namesrv_addr: str | None = None,
-                  warn: Callable[[str], None] | None = None) -> BrokerSettings:
-    """Build the settings as ``BrokerStartup.createBrokerController`` does.
+                  warn: Callable[[str], None] | None = None,
+                  defines: dict[str, str] | None = None) -> BrokerSettings:
+    """Build the settings as ``BrokerStartup.createBrokerController`` does: defaults (the store
+    under ``~/store`` as Java's ``${user.home}/store``), the ``config_file``, the ``-D``
+    ``defines``, then ``namesrv_addr`` (``-n``).
 
-    Raises :class:`PropertiesError` for a malformed file or a bad value (the message names
-    the file and line or key).
+    Raises :class:`PropertiesError` for a malformed file, a bad value or an unknown ``-D`` key
+    (the message names the file and line or key).
     """
     settings = BrokerSettings()
-    settings.store.storePathRootDir = os.path.join(".", "_work", "store")
     if config_file:
         props = load_properties(config_file)
         settings.config_file = os.path.abspath(config_file)
@@ -226,6 +229,12 @@ def load_settings(config_file: str | None = None, namesrv_addr: str | None = Non
             settings.unknown_keys = apply_properties(settings.objects, props, warn)
         except PropertiesError as exc:
             raise PropertiesError(f"{config_file}: {exc}") from None
+    if defines:
+        try:
+            check_defines(settings.objects, defines)
+            apply_properties(settings.objects, defines)
+        except PropertiesError as exc:
+            raise PropertiesError(f"-D {exc}") from None
     if namesrv_addr:
         settings.broker.namesrvAddr = namesrv_addr
     validate(settings)

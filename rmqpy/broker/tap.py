@@ -1,8 +1,9 @@
 """``twistd rmq-broker``: options as BrokerStartup has them (-c, -n, -p, -m).
 
 ``-c broker.conf`` reads RocketMQ's keys (unknown keys warn, a malformed file is an error
-naming the line), ``-n`` overrides namesrvAddr (``;``-separated), ``-p`` prints every
-config item and exits, ``-m`` prints the important ones and exits. The service is a
+naming the line), ``-D key=value`` sets any key on top of it (an unknown key is an error),
+``-n`` overrides namesrvAddr (``;``-separated), ``-p`` prints every config item and exits,
+``-m`` prints the important ones and exits, ``--version`` prints the versions. The service is a
 MultiService: the broker controller first, then the main port (listenPort) and the fast
 port (listenPort - 2); stopping closes the ports, unregisters from the name servers and
 flushes the config files and the store.
@@ -14,11 +15,13 @@ import sys
 from twisted.application import service, strports
 from rmqpy.broker.config import load_settings
 from rmqpy.common.properties import PropertiesError
-from rmqpy.remoting.tls_hook import TlsOptions, tls_properties
+from rmqpy.common.startup import ServerOptions, ServerRoot, check_ports_free
+from rmqpy.remoting.tls_hook import tls_properties
 
 
-class Options(TlsOptions):
-    synopsis = "[-c broker.conf] [-n 'ns1:9876;ns2:9876'] [-p | -m]"
+class Options(ServerOptions):
+    tap_name = "rmq-broker"
+    synopsis = "[-c broker.conf] [-n 'ns1:9876;ns2:9876'] [-D key=value ...] [-p | -m | --version]"
     longdesc = "Apache RocketMQ-compatible broker (listens on listenPort 10911 and the fast port 10909)."
     optParameters = [
         ["configFile", "c", None, "Broker config properties file"],
@@ -32,7 +35,7 @@ class Options(TlsOptions):
 
 def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa: N802 (Twisted's name)
     try:
-        settings = load_settings(options["configFile"], options["namesrvAddr"],
+        settings = load_settings(options["configFile"], options["namesrvAddr"], defines=options["defines"],
                                  warn=lambda m: print(f"rmq-broker: warning: {m}", file=sys.stderr))
     except PropertiesError as exc:
         raise SystemExit(f"rmq-broker: {exc}") from None
@@ -42,6 +45,8 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         raise SystemExit(0)
 
     if reactor is None:
+        check_ports_free(Options.tap_name, settings.netty.listenHost,
+                         (settings.netty.listenPort, settings.netty.listenPort - 2))
         from twisted.internet import reactor as default_reactor
         reactor = default_reactor
     from rmqpy.broker.controller import BrokerController, BrokerService
@@ -76,7 +81,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     except Exception as exc:  # the store or a config file cannot be loaded
         raise SystemExit(f"rmq-broker: cannot start: {type(exc).__name__}: {exc}") from None
 
-    top = service.MultiService()
+    top = ServerRoot(Options.tap_name)
     top.controller = controller  # type: ignore[attr-defined]
     BrokerService(controller).setServiceParent(top)
     host = settings.netty.listenHost.replace(":", "\\:")

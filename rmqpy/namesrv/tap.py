@@ -1,4 +1,5 @@
-"""``twistd rmq-namesrv``: options as NamesrvStartup has them (-c, -p, -m)."""
+"""``twistd rmq-namesrv``: options as NamesrvStartup has them (-c, -p, -m), plus ``-D key=value``
+for any key (an unknown key is an error) and ``--version``."""
 from __future__ import annotations
 
 import sys
@@ -6,11 +7,13 @@ import sys
 from rmqpy.common.properties import (PropertiesError, apply_properties, config_items, format_properties,
                                      load_properties)
 from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig
-from rmqpy.remoting.tls_hook import TlsOptions, tls_properties
+from rmqpy.common.startup import ServerOptions, ServerRoot, check_defines, check_ports_free
+from rmqpy.remoting.tls_hook import tls_properties
 
 
-class Options(TlsOptions):
-    synopsis = "[-c namesrv.conf] [-p | -m]"
+class Options(ServerOptions):
+    tap_name = "rmq-namesrv"
+    synopsis = "[-c namesrv.conf] [-D key=value ...] [-p | -m | --version]"
     longdesc = "Apache RocketMQ-compatible name server (listens on 9876 unless listenPort is set)."
     optParameters = [
         ["configFile", "c", None, "Name server config properties file"],
@@ -29,8 +32,18 @@ def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
         props = load_properties(options["configFile"])
     if options["listenPort"]:
         props["listenPort"] = options["listenPort"]
-    apply_properties([config, netty], props,
-                     warn=lambda m: print(f"rmq-namesrv: warning: {m}", file=sys.stderr))
+    try:
+        apply_properties([config, netty], props,
+                         warn=lambda m: print(f"rmq-namesrv: warning: {m}", file=sys.stderr))
+    except PropertiesError as exc:
+        raise PropertiesError(f"{options['configFile']}: {exc}" if options["configFile"] else str(exc)) from None
+    defines = options.get("defines", {})
+    if defines:
+        try:
+            check_defines([config, netty], defines)
+            apply_properties([config, netty], defines)
+        except PropertiesError as exc:
+            raise PropertiesError(f"-D {exc}") from None
     # TLS (issue 6): tls.* keys of the -c file, then -D overrides
     options["tlsProps"] = tls_properties(props, options)
     return config, netty
@@ -49,6 +62,7 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         sys.stdout.write(format_properties(items))
         sys.stdout.flush()
         raise SystemExit(0)
+    check_ports_free(Options.tap_name, netty.bindAddress, (netty.listenPort,))
     from rmqpy.common import logbridge, logfiles
     logbridge.install()  # stdlib logging (libraries, shared modules) into the twistd log
     from twisted.internet import reactor
@@ -62,4 +76,7 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         wrap = tls_hook.server_wrapper(options.get("tlsProps", {}))
     except ValueError as exc:  # TLS (issue 6): tls.TlsConfigError
         raise SystemExit(f"rmq-namesrv: {exc}") from None
-    return NamesrvController(config, netty, wrap_factory=wrap)
+    top = ServerRoot(Options.tap_name)
+    top.controller = NamesrvController(config, netty, wrap_factory=wrap)  # type: ignore[attr-defined]
+    top.controller.setServiceParent(top)  # type: ignore[attr-defined]
+    return top
