@@ -542,7 +542,7 @@ def test_namesrv_tap_wires_tls_keys(pki, tmp_path):
                     f"tls.config.file=/nonexistent\n")
     o = Options()
     o.parseOptions(["-c", str(conf), f"-Dtls.server.keyPassword={PASSWORD}", "-D", "tls.server.mode=enforcing"])
-    svc = makeService(o)
+    svc = makeService(o).controller
     assert isinstance(svc.server.wrap_factory, tls.TlsServerWrapper)
     assert svc.server.wrap_factory.settings.server_mode == "enforcing"  # -D overrides the file
     o = Options()
