@@ -4,6 +4,11 @@
 the rules in force only when every file is valid, so a broken edit keeps the last good rules
 (and logs one error per broken state). At start-up a broken file is an error: the broker does
 not start with rules nobody wrote.
+
+:meth:`watch` reloads on change with the TLS files' mechanism (:mod:`rmqpy.remoting.filewatch`:
+inotify on the ACL directories plus a 500 ms poll, a change told by content). Java polls every
+5 s and reloads a changed file alone; rmqpy rebuilds the rules from all files at once, so a
+key moved from one file to another never counts twice or not at all for a moment.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from twisted.logger import Logger
 
 from rmqpy.acl.permission import AclError
 from rmqpy.acl.plain import AclPaths, PlainAclRules, load_rules, read_files
+from rmqpy.remoting.filewatch import FileWatcher, digest
 
 
 class PlainPermissionManager:
@@ -28,6 +34,8 @@ class PlainPermissionManager:
         self.reloads = 0
         self.failures = 0
         self._failed_state: Any = None
+        self._seen: dict[str, str] = {}  # content hashes of the files last looked at
+        self._watcher: FileWatcher | None = None
 
     def current(self) -> PlainAclRules:
         return self.rules
@@ -42,8 +50,33 @@ class PlainPermissionManager:
                 pass
             self.log.warn("ACL: created the empty {path}: every request is refused until it names accounts "
                           "or white addresses", path=default)
-        self.rules = self._build(read_files(self.paths.files()))
+        files = read_files(self.paths.files())
+        self.rules = self._build(files)
+        self._seen = digest(dict(files))
         self._log_loaded("loaded")
+
+    def watch(self, clock: Any, reactor: Any = None, use_inotify: bool | None = None) -> None:
+        """Reload whenever an ACL file is added, removed or changed."""
+        if self._watcher is None:
+            self._watcher = FileWatcher("ACL", self.check, self.paths.watched_dirs, clock, reactor, use_inotify)
+            self._watcher.start()
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+
+    def check(self) -> bool:
+        """Reload when the files' contents differ from the last look; True when new rules are in force."""
+        try:
+            files = read_files(self.paths.files())
+        except OSError:
+            return False  # being replaced: look again at the next poll or event
+        seen = digest(dict(files))
+        if seen == self._seen:
+            return False
+        self._seen = seen
+        return self.reload(files)
 
     def _build(self, files: list[tuple[str, bytes]]) -> PlainAclRules:
         return load_rules(files)

@@ -228,6 +228,7 @@ class BrokerController:
             return
         self.acl = PlainPermissionManager(AclPaths(self.broker_config.rocketmqHome, self.acl_plain_file))
         self.acl.start()
+        self.acl.watch(self.reactor, self.reactor)
         self.dispatcher.add_request_hook(PlainAccessValidator(self.acl.current, self.reactor))
 
     # ------------------------------------------------------------------ lifecycle
@@ -283,6 +284,8 @@ class BrokerController:
                 slot[0].cancel()
         self._timers.clear()
         self.channel_sweeper.stop()
+        if self.acl is not None:
+            self.acl.stop()
         if self._register_pending is not None and self._register_pending.active():
             self._register_pending.cancel()
         self.pull_hold_service.stop()

@@ -38,7 +38,6 @@ name: brokers reach name servers by IP address.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -47,19 +46,19 @@ from typing import Any, Callable
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from OpenSSL import SSL, crypto
-from twisted.internet import protocol, task
+from twisted.internet import protocol
 from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IOpenSSLServerConnectionCreator, ITCPTransport
 from twisted.logger import Logger
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
 from zope.interface import implementer
 
 from rmqpy.common.properties import PropertiesError, load_properties
+from rmqpy.remoting.filewatch import POLL_INTERVAL, FileWatcher, digest
 
 log = Logger(namespace="rmqpy.remoting.tls")
 
 DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
-POLL_INTERVAL = 0.5
 MODES = ("disabled", "permissive", "enforcing")
 CLIENT_AUTH = ("none", "optional", "require")
 # keys that tls.config.file may override (all but tls.server.mode and tls.enable, as Java)
@@ -314,20 +313,21 @@ class ReloadingContext:
         self.failures = 0
         self.loaded_at = time.time()
         self._users = 0
-        self._poll: task.LoopingCall | None = None
-        self._notifier: Any = None
-        self._pending: Any = None
         if use_inotify is None:
             use_inotify = reactor is not None and clock is reactor
         self.use_inotify = use_inotify and bool(self.paths)
+        self._watcher = FileWatcher(f"TLS {name}", self.check, self._dirs, clock, reactor, self.use_inotify,
+                                    poll_interval)
+
+    def _dirs(self) -> list[str]:
+        return sorted({os.path.dirname(os.path.abspath(p)) for p in self.paths})
 
     @staticmethod
     def _digest(files: dict[str, bytes]) -> dict[str, str]:
-        return {p: hashlib.sha256(b).hexdigest() for p, b in files.items()}
+        return digest(files)
 
     def check(self) -> bool:
         """Reload if a watched file changed since the last attempt; True when swapped."""
-        self._pending = None
         files = {}
         for path in self.paths:
             try:
@@ -355,50 +355,18 @@ class ReloadingContext:
                  name=self.name, changed=", ".join(changed), old=old, new=fp)
         return True
 
-    # watching, shared by every port that uses this context
+    # watching (rmqpy.remoting.filewatch), shared by every port that uses this context
     def start(self) -> None:
         self._users += 1
         if self._users > 1 or not self.paths:
             return
-        self._poll = task.LoopingCall(self.check)
-        self._poll.clock = self.clock
-        self._poll.start(self.poll_interval, now=False)
-        if self.use_inotify:
-            self._start_inotify()
-
-    def _start_inotify(self) -> None:
-        try:
-            from twisted.internet import inotify
-            from twisted.python.filepath import FilePath
-            notifier = inotify.INotify(self.reactor)  # type: ignore[no-untyped-call]  # Twisted: unannotated
-            notifier.startReading()  # type: ignore[no-untyped-call]
-            mask = (inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO | inotify.IN_CREATE | inotify.IN_DELETE
-                    | inotify.IN_MODIFY | inotify.IN_ATTRIB | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF)
-            for d in sorted({os.path.dirname(os.path.abspath(p)) for p in self.paths}):
-                notifier.watch(FilePath(d), mask=mask, callbacks=[self._event])  # type: ignore[no-untyped-call]
-            self._notifier = notifier
-        except Exception as exc:  # no inotify here: the 500 ms poll is enough
-            log.info("TLS {name}: inotify unavailable ({err}); polling every {s}s", name=self.name,
-                     err=exc, s=self.poll_interval)
-            self._notifier = None
-
-    def _event(self, _watch: Any, _path: Any, _mask: int) -> None:
-        if self._pending is None or not self._pending.active():
-            self._pending = self.clock.callLater(0.05, self.check)  # coalesce a burst of events
+        self._watcher.start()
 
     def stop(self) -> None:
         self._users = max(0, self._users - 1)
         if self._users:
             return
-        if self._poll is not None and self._poll.running:
-            self._poll.stop()
-        self._poll = None
-        if self._pending is not None and self._pending.active():
-            self._pending.cancel()
-        self._pending = None
-        if self._notifier is not None:
-            self._notifier.loseConnection()
-            self._notifier = None
+        self._watcher.stop()
 
 
 # ------------------------------------------------------------------ server side

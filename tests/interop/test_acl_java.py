@@ -19,6 +19,7 @@ import pytest
 
 from tests.interop import clients, jvm, servers
 from tests.interop.conftest import VERSIONS
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -136,7 +137,9 @@ def test_matrix_same_as_java_4_9_7(rmqpy_acl, java_outcomes, client_host, versio
 
 def mqadmin(host, version: str, home: Path, args: list[str]) -> str:
     """mqadmin's stdout and stderr (it prints a refused command's exception there, and exits 0)."""
-    cmd = jvm.java_cmd(version, jvm.MQADMIN_MAIN, args, {"rocketmq.home.dir": str(home)}, kind="tools", home=home)
+    cmd = jvm.java_cmd(version, jvm.FASTEXIT_MAIN, [jvm.MQADMIN_MAIN, *args],  # without the 3 s exit wait
+                       {"rocketmq.home.dir": str(home), "rmq.logback.configurationFile": "rmq.tools.logback.xml"},
+                       kind="harness", home=home)
     proc = host.run(cmd, timeout=90, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
     return proc.stdout + proc.stderr
 
@@ -156,3 +159,30 @@ def test_mqadmin_update_topic_needs_admin(rmqpy_acl, client_host, tmp_path, vers
     assert "Need admin permission for request code=17, but accessKey=rmqpyuser is not" in out, out
     out = update_topic(ADMIN, ADMIN_SK, f"mqadminOk{version.replace('.', '')}")
     assert "create topic to " in out and "success" in out, out
+
+
+def wait_log(server: servers.ServerProcess, text: str, since: int, timeout: float = 10) -> None:
+    assert wait_until(lambda: text in server.log_tail(10**7)[since:], timeout, 0.05), \
+        f"{text!r} not logged:\n{server.log_tail()}"
+
+
+def test_hot_reload_and_global_white_address(tmp_path, client_host):
+    """Rewriting plain_acl.yml under a running broker: the client's address becomes globally white
+    (unsigned sends pass); a broken file then keeps those rules and logs one error."""
+    home = write_home(tmp_path / "home", client_host.client_ip)
+    acl_file = home / "conf" / "plain_acl.yml"
+    with servers.Cluster(tmp_path, client_host.host_ip, {"aclEnable": True, "rocketmqHome": home}) as c:
+        probes = ["anon/send:topicDeny", "user/send:topicDeny"]
+        before = run_matrix(client_host, VERSIONS[-1], c.ns_addr, c.broker_addr, probes)
+        assert [before[p][0] for p in probes] == [False, False], before
+        mark = len(c.broker.log_tail(10**7))
+        acl_file.write_text(acl_yaml(client_host.client_ip, ["10.250.250.250", client_host.client_ip]))
+        wait_log(c.broker, "ACL: reloaded", mark)
+        after = run_matrix(client_host, VERSIONS[-1], c.ns_addr, c.broker_addr, probes)
+        assert [after[p][0] for p in probes] == [True, True], after
+        mark = len(c.broker.log_tail(10**7))
+        acl_file.write_text("accounts: [\n  - accessKey: broken\n")
+        wait_log(c.broker, "ACL: reload failed, keeping the previous rules", mark)
+        kept = run_matrix(client_host, VERSIONS[-1], c.ns_addr, c.broker_addr, probes)
+        assert [kept[p][0] for p in probes] == [True, True], kept
+        assert c.broker.log_tail(10**7)[mark:].count("ACL: reload failed") == 1

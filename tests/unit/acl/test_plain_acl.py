@@ -179,3 +179,53 @@ def test_denials_are_logged_once_per_key_and_code(broker):
     lines = [e for e in seen if e.get("log_namespace", "").startswith("rmqpy.acl")]
     assert len(lines) == 1  # one (RocketMQ, SEND_MESSAGE_V2) slot
     assert "12345678" not in repr(lines) and "wrongwrong" not in repr(lines)
+
+
+def acl_events(seen, level=None):
+    return [e for e in seen if e.get("log_namespace", "").startswith("rmqpy.acl")
+            and (level is None or e["log_level"].name == level)]
+
+
+def test_hot_reload_validated_before_swap(broker, tmp_path):
+    from twisted.logger import globalLogPublisher
+    clock = broker.reactor
+    path = tmp_path / "home" / "conf" / "plain_acl.yml"
+    ch = FakeChannel()
+    assert call(broker, ch, signed(send_request("topicA"))).code == ResponseCode.SYSTEM_ERROR
+    seen = []
+    globalLogPublisher.addObserver(seen.append)
+    try:
+        path.write_text(ACL_YML.replace("topicA=DENY", "topicA=PUB"))
+        clock.advance(0.5)
+        assert call(broker, ch, signed(send_request("topicA"))).code == ResponseCode.SUCCESS
+        for broken in ("accounts: [\n", "accounts:\n  - accessKey: RocketMQ\n    secretKey: short\n"):
+            path.write_text(broken)
+            for _ in range(4):  # one error per broken state, however often it is looked at
+                clock.advance(0.5)
+            assert call(broker, ch, signed(send_request("topicA"))).code == ResponseCode.SUCCESS  # kept
+        errors = acl_events(seen, "error")
+        assert len(errors) == 2 and all("keeping the previous rules" in e["log_format"] for e in errors)
+        assert "short" not in repr(errors)
+        # a second file in conf/acl counts too
+        (tmp_path / "home" / "conf" / "acl").mkdir()
+        (tmp_path / "home" / "conf" / "acl" / "more.yml").write_text(
+            "accounts:\n  - accessKey: another1\n    secretKey: another1secret\n    defaultTopicPerm: PUB\n")
+        path.write_text(ACL_YML)
+        clock.advance(0.5)
+        assert call(broker, ch, signed(send_request("topicA"))).code == ResponseCode.SYSTEM_ERROR
+        assert call(broker, ch, signed(send_request("topicZ"), "another1", "another1secret")).code == ResponseCode.SUCCESS
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+
+
+def test_broken_file_at_start_is_an_error(tmp_path):
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text("globalWhiteRemoteAddresses: ['300.1.1.1']\n")
+    with pytest.raises(AclError, match="300.1.1.1"):
+        make_broker(tmp_path, aclEnable=True, rocketmqHome=str(home))
+
+
+def test_acl_needs_a_home(tmp_path):
+    with pytest.raises(AclError, match="rocketmqHome"):
+        make_broker(tmp_path, aclEnable=True, rocketmqHome=None)
