@@ -16,6 +16,7 @@ from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerConfig, BrokerSettings
 from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
+from rmqpy.broker.handover import QueueHandover
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
@@ -62,6 +63,7 @@ class Broker(Protocol):
     producer_manager: ProducerManager
     consumer_manager: ConsumerManager
     rebalance_lock_manager: RebalanceLockManager
+    queue_handover: QueueHandover
     broker_stats_manager: BrokerStatsManager
     fast_failure: BrokerFastFailure
     pull_hold_service: PullRequestHoldService

@@ -158,6 +158,8 @@ class ConsumerManager:
         self.groups: dict[str, ConsumerGroupInfo] = {}
         # group -> when its members or subscriptions last changed (ms): the members are told then
         self.changed_at: dict[str, int] = {}
+        # group -> how many times it changed: tells a member list read before a change from one read after
+        self.generation: dict[str, int] = {}
         # channel -> (group, client id) that said UNREGISTER_CLIENT on it and have not heartbeated since
         self.departed: dict[Any, set[tuple[str, str]]] = {}
 
@@ -186,6 +188,7 @@ class ConsumerManager:
 
     def _notify(self, group: str, enabled: bool) -> None:
         self.changed_at[group] = self.now_ms()
+        self.generation[group] = self.generation.get(group, 0) + 1
         info = self.groups.get(group)
         if enabled and self.ids_changed is not None:
             self.ids_changed(group, [c.channel for c in info.channels.values()] if info else [])

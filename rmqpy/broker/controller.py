@@ -28,6 +28,7 @@ from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
+from rmqpy.broker.handover import QueueHandover
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.metrics import BrokerMetricsManager
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
@@ -99,6 +100,7 @@ class BrokerController:
             reactor, self.now_ms, self._max_offset, self._wakeup_pull, bc.longPollingEnable, bc.shortPollingTimeMills,
             bc.maxPullPollingSize, bc.maxPullPollingSizePerChannel)
         self.rebalance_lock_manager = RebalanceLockManager(self.now_ms, clock=reactor)
+        self.queue_handover = QueueHandover(self.now_ms, reactor.callLater, self.consumer_manager)
         self.broker_stats_manager = BrokerStatsManager(reactor, bc.brokerClusterName)
         self.schedule_message_service = ScheduleMessageService(self)
         self.transactional_message_service = TransactionalMessageService(self)
@@ -329,6 +331,7 @@ class BrokerController:
             return sgc.notifyConsumerIdsChangedEnable if sgc is not None else True
 
         self.consumer_manager.channel_closed(channel, notify)
+        self.queue_handover.channel_closed(channel.remote_address)
 
     def server_factory(self) -> Any:
         """A factory for one listening port; all ports share the dispatcher."""

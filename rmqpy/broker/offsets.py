@@ -5,7 +5,7 @@ integer keys, which the fastjson reader and writer handle.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from rmqpy.broker.configfile import ConfigManager
 from rmqpy.protocol.bodies.topic import DataVersion
@@ -21,9 +21,6 @@ class ConsumerOffsetManager(ConfigManager):
         self.table: dict[str, dict[int, int]] = {}
         self.data_version = DataVersion()
         self.dirty = False
-        # called with (client_host, group, topic, queue_id) after every commit (UPDATE_CONSUMER_OFFSET or
-        # the commitOffset of a PULL_MESSAGE)
-        self.listeners: list[Callable[[str, str, str, int], None]] = []
 
     def encode(self) -> Any:
         return {"offsetTable": {k: dict(sorted(v.items())) for k, v in self.table.items()}}
@@ -40,8 +37,6 @@ class ConsumerOffsetManager(ConfigManager):
         key = topic + TOPIC_GROUP_SEPARATOR + group
         self.table.setdefault(key, {})[int(queue_id)] = int(offset)
         self.dirty = True
-        for listener in self.listeners:
-            listener(client_host, group, topic, int(queue_id))
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset or -1."""

@@ -4,11 +4,8 @@ GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME
 (answered by AdminBrokerProcessor in Java)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet import defer
-from twisted.logger import Logger
 
 from rmqpy.broker.validation import is_group_auto_creatable, validate_topic
 from rmqpy.protocol.bodies.heartbeat import consumer_list_body
@@ -25,45 +22,17 @@ if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
 
 
-#: a query for a queue this soon after a group change may be one for a queue changing hands (ms): the new
-#: member's first rebalance (a fresh JVM) often asks more than a second after it registered
-HANDOVER_WINDOW_MS = 10_000
-#: the longest such a query waits for the previous owner's commit (ms; the clients wait 5 s for the answer)
-HANDOVER_MAX_MS = 2000
-#: a member that committed a queue (pull commitOffset or update) this recently was consuming it (ms); a held
-#: pull is answered within brokerSuspendMaxTimeMillis (15 s) and the next one carries the commit
-ACTIVE_MS = 20_000
-
-
-@dataclass(eq=False)
-class _Handover:
-    """A QUERY_CONSUMER_OFFSET waiting for the queue's previous owners (client addresses) to commit it."""
-    key: tuple[str, str, int]
-    pending: set[str]
-    request: RemotingCommand
-    deferred: defer.Deferred
-    timer: Any = None
-
-
 class ConsumerManageProcessor:
-    log = Logger()
     codes = (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.QUERY_CONSUMER_OFFSET,
              RequestCode.UPDATE_CONSUMER_OFFSET)
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
-        # (group, topic, queueId) -> client address -> last commit of any kind / last UPDATE_CONSUMER_OFFSET (ms)
-        self.active: dict[tuple[str, str, int], dict[str, int]] = {}
-        self.updated: dict[tuple[str, str, int], dict[str, int]] = {}
-        self.handovers: list[_Handover] = []
-        broker.consumer_offset_manager.listeners.append(self._committed)
-
-    def _committed(self, host: str, group: str, topic: str, queue_id: int) -> None:
-        self.active.setdefault((group, topic, queue_id), {})[host] = self.broker.now_ms()
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         if request.code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
             h = request.decode_header(GetConsumerListByGroupRequestHeader)
+            self.broker.queue_handover.member_list_read(channel.remote_address, h.consumerGroup)
             info = self.broker.consumer_manager.get(h.consumerGroup)
             ids = info.client_ids() if info is not None else []
             if ids:
@@ -80,71 +49,17 @@ class ConsumerManageProcessor:
                 return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {uh.topic} not exist!")
             self.broker.consumer_offset_manager.commit_offset(channel.remote_address, uh.consumerGroup, uh.topic,
                                                               uh.queueId, uh.commitOffset)
-            self._updated(channel.remote_address, uh.consumerGroup, uh.topic, int(uh.queueId))
+            self.broker.queue_handover.offset_updated(channel.remote_address, uh.consumerGroup, uh.topic,
+                                                      int(uh.queueId))
             return request.response(ResponseCode.SUCCESS, None)
         return self.query_after_handover(channel, request)
 
-    # ------------------------------------------------------------------ queue hand-over
-    def _updated(self, host: str, group: str, topic: str, queue_id: int) -> None:
-        key = (group, topic, queue_id)
-        self.updated.setdefault(key, {})[host] = self.broker.now_ms()
-        for waiter in list(self.handovers):
-            if waiter.key == key:
-                waiter.pending.discard(host)
-                if not waiter.pending:
-                    self._answer(waiter)
-
-    def _previous_owners(self, channel: Any, group: str, topic: str, queue_id: int) -> set[str]:
-        """The other member that was consuming the queue (committed it last, within ACTIVE_MS) if it has not
-        sent UPDATE_CONSUMER_OFFSET for it since the group last changed, while that change is recent."""
-        b = self.broker
-        changed = b.consumer_manager.changed_at.get(group)
-        info = b.consumer_manager.get(group)
-        now = b.now_ms()
-        if changed is None or info is None or info.message_model != "CLUSTERING" or now - changed >= HANDOVER_WINDOW_MS:
-            return set()
-        key = (group, topic, queue_id)
-        active, updated = self.active.get(key, {}), self.updated.get(key, {})
-        members = {c.address for c in info.channels.values()} - {channel.remote_address}
-        # the owner: the other member that committed the queue last (an owner's pulls carry commits)
-        owner = max((h for h in members if h in active), key=active.__getitem__, default=None)
-        if owner is None or now - active[owner] >= ACTIVE_MS or updated.get(owner, -1) >= changed:
-            return set()
-        return {owner}
-
     def query_after_handover(self, channel: Any, request: RemotingCommand) -> Any:
-        """QUERY_CONSUMER_OFFSET, answered once the queue's previous owner has committed it.
-
-        When a group changes, the broker tells every member (NOTIFY_CONSUMER_IDS_CHANGED); a member that
-        takes a queue asks for its offset while the member that gives it up commits it (a oneway
-        UPDATE_CONSUMER_OFFSET, RebalancePushImpl.removeUnnecessaryMessageQueue). Both follow one round
-        trip after the notice, so the query often comes first and reads an older offset: what the
-        previous owner consumed since its last commit is consumed twice (Java brokers answer at once and
-        have the same race). So within HANDOVER_WINDOW_MS of a change, a query for a queue that another
-        member was the last to commit (pulls or updates within ACTIVE_MS), and has not updated since the change,
-        waits for that member's UPDATE_CONSUMER_OFFSET, at most HANDOVER_MAX_MS (a member that keeps the
-        queue, or left, costs that wait once)."""
+        """QUERY_CONSUMER_OFFSET, answered once the other members holding the queue have let go of it
+        (rmqpy/broker/handover.py says why and how)."""
         h = request.decode_header(QueryConsumerOffsetRequestHeader)
-        pending = self._previous_owners(channel, h.consumerGroup, h.topic, int(h.queueId))
-        if not pending:
-            return self.query_consumer_offset(request)
-        self.log.info("hand-over: offset query of {g} {t} {q} from {c} waits for the commit of {p}",
-                      g=h.consumerGroup, t=h.topic, q=h.queueId, c=channel.remote_address, p=sorted(pending))
-        waiter = _Handover((h.consumerGroup, h.topic, int(h.queueId)), pending, request, defer.Deferred())
-        self.handovers.append(waiter)
-        waiter.timer = self.broker.reactor.callLater(HANDOVER_MAX_MS / 1000.0, self._answer, waiter)
-        return waiter.deferred
-
-    def _answer(self, waiter: "_Handover") -> None:
-        if waiter not in self.handovers:
-            return
-        self.handovers.remove(waiter)
-        if waiter.timer is not None and waiter.timer.active():
-            waiter.timer.cancel()
-        elif waiter.pending:
-            self.log.info("hand-over: no commit of {g} {t} {q} from {p} in time", g=waiter.key[0], t=waiter.key[1],
-                          q=waiter.key[2], p=sorted(waiter.pending))
-        waiter.deferred.callback(self.query_consumer_offset(waiter.request))
+        return self.broker.queue_handover.after_handover(channel.remote_address, h.consumerGroup, h.topic,
+                                                         int(h.queueId), lambda: self.query_consumer_offset(request))
 
     def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         """The committed offset of (group, topic, queue); for a group with none, 0 or QUERY_NOT_FOUND.

@@ -178,6 +178,8 @@ class PullMessageProcessor:
             if deferred is not None:  # else full: answered now, as Java answers a pull it does not hold
                 response = deferred
 
+        if allow_suspend:  # the member holds the queue (rmqpy/broker/handover.py)
+            b.queue_handover.pulled(channel.remote_address, h.consumerGroup, h.topic, h.queueId)
         # commit the consumer's offset (first execution only, masters only)
         if allow_suspend and has_commit and b.store_config.brokerRole != "SLAVE":
             b.consumer_offset_manager.commit_offset(channel.remote_address, h.consumerGroup, h.topic, h.queueId,

@@ -8,7 +8,7 @@ from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import (GetMaxOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
+from rmqpy.protocol.headers.broker import (GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
                                            UpdateConsumerOffsetRequestHeader)
 from rmqpy.protocol.message import decode_records
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request, send_request
@@ -494,8 +494,9 @@ def test_send_refusals_repeat_and_start_accept_timestamp(broker):
 
 def test_new_owner_reads_the_offset_the_previous_owner_commits_on_hand_over(broker):
     """A group grows: the member that gives a queue up commits its offset (oneway UPDATE_CONSUMER_OFFSET)
-    about when the new member asks for it. The query waits for that commit, so the new owner starts
-    where the old one stopped instead of at its last periodic commit (a duplicate per message between)."""
+    about when the new member asks for it. The query waits until every other member holding the queue (it
+    pulled it) has let go (an update sent after reading the new member list), so the new owner starts where
+    the old one stopped instead of at its last periodic commit (a duplicate per message between)."""
     a, b = FakeChannel(), FakeChannel()
     call(broker, a, heartbeat("ca", "G", "T"))
     for _ in range(8):
@@ -504,27 +505,45 @@ def test_new_owner_reads_the_offset_the_previous_owner_commits_on_hand_over(brok
     def update(ch, offset):
         call(broker, ch, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET,
                                                  UpdateConsumerOffsetRequestHeader("G", "T", 0, offset)))
+
+    def member_list(ch):
+        return call(broker, ch, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                        GetConsumerListByGroupRequestHeader("G")))
+
+    # a holds queue 0 from its first pull, before any commit (a pull without the commitOffset flag)
+    assert call(broker, a, pull_request("T", "G", sys_flag=0x2)).code == ResponseCode.SUCCESS
     update(a, 3)  # a's periodic commit; it then consumes up to 6
     broker.clock.advance(2)
     call(broker, b, heartbeat("cb", "G", "T"))  # b joins: a and b are notified
-    assert _query(broker, b, "G", "T") is None  # held: a consumed queue 0 and has not committed since
+    update(a, 4)  # a periodic commit after the change, before a read the new member list: still a's queue
+    assert _query(broker, b, "G", "T") is None  # held
+    held = b.sent
     broker.clock.advance(0.05)
-    update(a, 6)  # a drops queue 0 and commits
-    assert b.sent[-1].code == ResponseCode.SUCCESS and b.sent[-1].ext_fields["offset"] == "6"
-    # a member that does not commit costs the wait once: answered HANDOVER_MAX_MS after the query
+    member_list(a)
+    assert held == []
+    update(a, 6)  # a read the list, drops queue 0 and commits
+    assert held[-1].code == ResponseCode.SUCCESS and held[-1].ext_fields["offset"] == "6"
+    # b holds it now; a member that does not let go costs the wait once: answered HANDOVER_MAX_MS later
+    assert call(broker, b, pull_request("T", "G", offset=6, sys_flag=0x3, commit_offset=6)).code == 0
     broker.clock.advance(0.1)
     c = FakeChannel()
     call(broker, c, heartbeat("cc", "G", "T"))
-    # b now owns queue 0: its pulls carry commits (what PULL_MESSAGE's commitOffset does), no update since
-    broker.consumer_offset_manager.commit_offset(b.remote_address, "G", "T", 0, 6)
     broker.clock.advance(3)  # a fresh client's first rebalance may come seconds after it registered
     assert _query(broker, c, "G", "T") is None
+    held = c.sent
     broker.clock.advance(1.9)
-    assert c.sent == []
+    assert held == []
     broker.clock.advance(0.2)
-    assert c.sent[-1].ext_fields["offset"] == "6"
-    # long after the change, or for a queue nobody else consumed: at once
+    assert held[-1].ext_fields["offset"] == "6"
+    # a holder whose connection closes lets go
+    call(broker, FakeChannel(), heartbeat("cx", "G", "T"))
+    assert _query(broker, c, "G", "T") is None
+    held = c.sent
+    broker.channel_closed(b)
+    assert held[-1].ext_fields["offset"] == "6"
+    # long after the change, or for a queue nobody else pulled: at once
     broker.clock.advance(10)
     assert _query(broker, c, "G", "T").ext_fields["offset"] == "6"
     call(broker, FakeChannel(), heartbeat("cd", "G", "T"))
     assert _query(broker, c, "G", "T", qid=1).ext_fields["offset"] == "0"
+    assert broker.queue_handover.waiters == []
