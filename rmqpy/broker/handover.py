@@ -12,9 +12,11 @@ the query at once and have this race; nothing in the clients orders the two.
 rmqpy answers such a query only once the queue's holders have let go of it, at most
 :data:`HANDOVER_MAX_MS` later. A member *holds* a queue from its first PULL_MESSAGE of it (commit or
 not: a member that has consumed but not yet committed holds it too) until it sends
-UPDATE_CONSUMER_OFFSET for it after having read the group's current member list: an update sent
-before that (the client's periodic ``persistAll``, every 5 s) is not a hand-over, as the member still
-consumes the queue. All three requests travel on the member's one connection, in that order.
+UPDATE_CONSUMER_OFFSET for it after having read a newer member list than the one it knew when it began
+to hold the queue. An update without such a read (the client's periodic ``persistAll``, every 5 s) is
+not a hand-over: the member still consumes the queue. The requests of one member travel on its one
+connection, in the order it sent them; a member list is told apart from an older one by the group's
+generation (:attr:`ConsumerManager.generation`, counted up at each change).
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ Key = tuple[str, str, int]  # (group, topic, queueId)
 
 @dataclass
 class _Hold:
-    pulled_ms: int
+    pulled_ms: int  # its last pull
+    since: int  # the generation of the member list the member had read when it began to hold the queue
     released: bool = False
 
 
@@ -78,14 +81,20 @@ class QueueHandover:
     def pulled(self, address: str, group: str, topic: str, queue_id: int) -> None:
         """A PULL_MESSAGE (its first execution; not a held pull woken up)."""
         key = (group, topic, queue_id)
-        self.holds.setdefault(key, {})[address] = _Hold(self.now_ms())
-        self.keys_of.setdefault(address, set()).add(key)
+        holders = self.holds.setdefault(key, {})
+        hold = holders.get(address)
+        if hold is None or hold.released:
+            holders[address] = _Hold(self.now_ms(), self.read.get((group, address), 0))
+            self.keys_of.setdefault(address, set()).add(key)
+        else:
+            hold.pulled_ms = self.now_ms()
 
     def offset_updated(self, address: str, group: str, topic: str, queue_id: int) -> None:
-        """UPDATE_CONSUMER_OFFSET: a hand-over if the member read the current member list before."""
+        """UPDATE_CONSUMER_OFFSET: a hand-over if the member has read a newer member list since it began
+        to hold the queue."""
         key = (group, topic, queue_id)
         hold = self.holds.get(key, {}).get(address)
-        if hold is None or self.read.get((group, address)) != self.consumers.generation.get(group, 0):
+        if hold is None or hold.released or self.read.get((group, address), 0) <= hold.since:
             return
         hold.released = True
         for waiter in list(self.waiters):

@@ -511,8 +511,9 @@ def test_new_owner_reads_the_offset_the_previous_owner_commits_on_hand_over(brok
                                                         GetConsumerListByGroupRequestHeader("G")))
 
     # a holds queue 0 from its first pull, before any commit (a pull without the commitOffset flag)
+    member_list(a)
     assert call(broker, a, pull_request("T", "G", sys_flag=0x2)).code == ResponseCode.SUCCESS
-    update(a, 3)  # a's periodic commit; it then consumes up to 6
+    update(a, 3)  # a's periodic commit (it knows the current member list): it keeps the queue
     broker.clock.advance(2)
     call(broker, b, heartbeat("cb", "G", "T"))  # b joins: a and b are notified
     update(a, 4)  # a periodic commit after the change, before a read the new member list: still a's queue
