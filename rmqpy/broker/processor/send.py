@@ -3,7 +3,8 @@
 Checks and answers follow ``AbstractSendMessageProcessor.msgCheck`` and
 ``SendMessageProcessor`` of RocketMQ 4.9: same response codes and remarks, replies that
 always carry msgId (the offsetMsgId), queueId, queueOffset and the MSG_REGION/TRACE_ON
-extFields.
+extFields. A message is stored as the broker of its producer's generation stores it: from a 4.9
+client without WAIT, from a 5.x client with WAIT, MSG_REGION and TRACE_ON (docs/compatibility.md).
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from rmqpy.protocol.command import RPC_RESPONSE, RemotingCommand
 from rmqpy.protocol.headers.broker import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.message import (PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TRANSACTION_PREPARED,
-                                    PROPERTY_WAIT_STORE_MSG_OK, MessageExtBatch, MessageExtBrokerInner,
-                                    properties_to_string, string_to_properties)
+                                    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_WAIT_STORE_MSG_OK,
+                                    MessageExtBatch, MessageExtBrokerInner, properties_to_string,
+                                    string_to_properties)
 
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.common.faq import suggest_todo
@@ -247,12 +249,16 @@ class SendMessageProcessor:
         if tc is not None and tc.topicFilterType == "MULTI_TAG":
             sys_flag |= SF.MULTI_TAGS_FLAG
         props = string_to_properties(properties)
-        props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
-        # "WAIT=true" is not stored (saves 9 bytes a message); the store still needs to see it
-        wait = props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-        properties_string = properties_to_string(props)
-        if wait is not None:
-            props[PROPERTY_WAIT_STORE_MSG_OK] = wait
+        if request.version >= MQVersion.V5_0_0:  # stored as the 5.x broker stores it (_add_5x_properties)
+            _add_5x_properties(props, b.broker_config)
+            properties_string = properties_to_string(props)
+        else:
+            props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
+            # 4.9: "WAIT=true" is not stored (saves 9 bytes a message); the store still needs to see it
+            wait = props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
+            properties_string = properties_to_string(props)
+            if wait is not None:
+                props[PROPERTY_WAIT_STORE_MSG_OK] = wait
         msg = MessageExtBrokerInner(store_topic, store_queue_id, request.body or b"", header.flag, props,
                                     properties_string, sys_flag, header.bornTimestamp,
                                     (getattr(channel, "remote_host", "") or "127.0.0.1",  # _born_host, inline
@@ -327,7 +333,15 @@ class SendMessageProcessor:
         if tc is not None and tc.topicFilterType == "MULTI_TAG":
             sys_flag |= SF.MULTI_TAGS_FLAG
         props = string_to_properties(header.properties)
-        props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
+        # Both Java brokers (4.9.7, 5.3.3) append the batch's own properties to each of its messages; the
+        # 5.x client gives the batch a UNIQ_KEY of its own, which then hides each message's (all consumed
+        # with one msgId: apache/rocketmq #9416, fixed after 5.3.3 by not appending at all). rmqpy appends
+        # the rest and keeps each message's own UNIQ_KEY.
+        props.pop(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, None)
+        if request.version >= MQVersion.V5_0_0:
+            _add_5x_properties(props, b.broker_config)
+        else:
+            props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
         batch = MessageExtBatch(topic=header.topic, queue_id=queue_id, body=request.body or b"",
                                 flag=header.flag, properties_string=properties_to_string(props),
                                 sys_flag=sys_flag, born_timestamp=header.bornTimestamp,
@@ -335,6 +349,16 @@ class SendMessageProcessor:
                                 reconsume_times=header.reconsumeTimes or 0)
         d = b.message_store.put_messages(batch)
         return d.addCallback(self._handle_put_result, request, batch, queue_id)
+
+
+def _add_5x_properties(props: dict[str, str], bc: Any) -> None:
+    """What the 5.3.3 broker stores with a 5.x client's message besides the client's properties (WAIT
+    kept): MSG_REGION and TRACE_ON (``AbstractSendMessageProcessor.buildMsgContext``, which 5.x runs for
+    every send and 4.9.7 only with a send hook registered), then CLUSTER. The 5.x client's consume trace
+    hook reads both (a ``TRACE_ON=false`` message is not traced)."""
+    props[PROPERTY_MSG_REGION] = bc.regionId
+    props[PROPERTY_TRACE_SWITCH] = "true" if bc.traceOn else "false"
+    props[PROPERTY_CLUSTER] = bc.brokerClusterName
 
 
 def _without(properties: str | None, key: str) -> str | None:

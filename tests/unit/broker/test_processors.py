@@ -89,6 +89,31 @@ def test_batch_send_and_pull_back(broker):
     assert msgs[0].properties["CLUSTER"] == "DefaultCluster" and msgs[0].properties["TAGS"] == "B"
 
 
+@pytest.mark.parametrize("version", [MQVersion.V4_9_8, MQVersion.V5_3_3])
+def test_stored_properties_are_those_of_the_producers_broker_generation(broker, version):
+    """4.9.7 stores a message without WAIT; 5.3.3 keeps WAIT and adds MSG_REGION and TRACE_ON (the 5.x
+    client's consume trace hook reads them). Batches: both append the batch's properties to each message,
+    but never the batch's own UNIQ_KEY (the 5.x client sets one; Java 5.3.3 then consumes every message
+    of the batch with that one id, apache/rocketmq #9416)."""
+    from rmqpy.protocol.message import encode_batch_body
+    ch = FakeChannel()
+    req = send_request("TS", b"one", props={"UNIQ_KEY": "U0", "KEYS": "k"})
+    req.version = version
+    assert call(broker, ch, req).code == 0
+    body = encode_batch_body([(0, f"m{i}".encode(), {"UNIQ_KEY": f"U{i + 1}"}) for i in range(2)])
+    req = send_request("TS", body, code=RequestCode.SEND_BATCH_MESSAGE, props={"UNIQ_KEY": "BATCH"})
+    req.version = version
+    assert call(broker, ch, req).code == 0
+    msgs = list(decode_records(call(broker, ch, pull_request("TS", "G", sys_flag=0x4)).body))
+    five = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"} if version >= MQVersion.V5_0_0 else {}
+    single = {"UNIQ_KEY": "U0", "KEYS": "k", "CLUSTER": "DefaultCluster", **five}
+    if five:
+        single["WAIT"] = "true"
+    assert msgs[0].properties == single
+    for i, m in enumerate(msgs[1:]):  # WAIT of the batch appended by both generations
+        assert m.properties == {"UNIQ_KEY": f"U{i + 1}", "WAIT": "true", "CLUSTER": "DefaultCluster", **five}
+
+
 # ---------------------------------------------------------------------- pull
 def test_pull_found_and_status_mapping(broker):
     ch = FakeChannel()
