@@ -7,6 +7,7 @@ cross-client tests. Every test uses its own topic and groups.
 """
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 import tempfile
@@ -300,3 +301,128 @@ def test_java_produce_go_consume(client_host, cluster, java_built):
     assert bodies == sorted(f"hello-{i}" for i in range(5))
     assert all(e["tags"] == "A" for e in got.values())
     assert sorted(e["keys"] for e in got.values()) == sorted(f"jkey-{i}" for i in range(5))
+
+
+# ------------------------------------------------------------------------------ issue 12: groups, Go members
+class _GoMember:
+    """A Go push consumer running in the background until its stop file exists (a clean Shutdown, which
+    commits its offsets and unregisters)."""
+
+    def __init__(self, host, ns: str, topic: str, group: str, workdir: Path, name: str, *extra: str) -> None:
+        self.name, self.out, self.stop_file = name, workdir / f"{name}.jsonl", workdir / f"{name}.stop"
+        self.proc = goharness.popen(host, ["consume", "-n", ns, "-topic", topic, "-group", group, "-count", "0",
+                                           "-instance", f"go-{name}-{uuid.uuid4().hex[:6]}", "-timeout", "120s",
+                                           "-stop-file", str(self.stop_file), *extra], self.out,
+                                    err=self.out.with_suffix(".err"))
+
+    def received(self) -> list[dict]:
+        return goharness.read_events(self.out).of("received") if self.out.exists() else []
+
+    def bodies(self) -> set[str]:
+        return {e["body"] for e in self.received()}
+
+    def leave(self) -> None:
+        self.stop_file.touch()
+        self.proc.wait(30)
+        done = goharness.read_events(self.out).done
+        assert self.proc.returncode == 0 and done and done["stopped"], self.tail()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def tail(self) -> str:
+        return f"{self.name}: {self.out.read_text()[-1500:]}\n{self.out.with_suffix('.err').read_text()[-1500:]}"
+
+
+def _new_topic(host, ns: str, topic: str, queues: int) -> None:
+    """A topic whose queues never had a message (mqadmin updateTopic)."""
+    out = clients.mqadmin(host, JAVA_VERSION, ["updateTopic", "-c", "DefaultCluster", "-t", topic,
+                                               "-r", str(queues), "-w", str(queues)], ns)
+    assert "success" in out, out
+
+
+def test_go_new_group_receives_what_is_sent_while_it_starts(client_host, cluster, tmp_path):
+    """A Go push consumer of a new group (CONSUME_FROM_LAST_OFFSET) on a topic whose queues never had a
+    message; 8 messages are sent while it starts. It gets all 8, once each: rmqpy answers its
+    QUERY_CONSUMER_OFFSET with 0 for a queue without messages, or whose message 0 is still in memory, so
+    the client never starts at a max offset read after messages arrived."""
+    ns, _ = cluster
+    topic, pgroup, cgroup = _names("newgrp")
+    _new_topic(client_host, ns, topic, 4)
+    m = _GoMember(client_host, ns, topic, cgroup, tmp_path, "new", "-from-last")
+    try:
+        sent = {e["body"] for e in _go_produce(client_host, ns, topic, pgroup, 8)}
+        wait_until(lambda: sent <= m.bodies(), 30, 0.2, what="every message sent while the consumer started",
+                   diag=lambda: f"{m.tail()}\n{_explain(cluster, goharness.read_events(m.out))}")
+        time.sleep(1.0)  # would-be duplicates
+        assert sorted(e["body"] for e in m.received()) == sorted(sent)
+        m.leave()
+    finally:
+        m.kill()
+
+
+def test_go_group_grows_while_messages_flow_exactly_once(client_host, cluster, tmp_path):
+    """A Go group grows from 1 to 3 members while a Go producer sends: the broker notifies the members,
+    they split the queues, and every message is consumed once, except the one in the listener when its
+    queue changed hands (the Go client, as Java's, does not advance a dropped queue's offset: at most 1 per
+    queue with one consuming goroutine). Each new owner's offset query waits for the old owner's commit
+    (rmqpy/broker/handover.py), and every old owner commits in time.
+
+    3 queues, so that no member gives up two at once: the Go client (v2.1.2) then commits only one of
+    them (``remoteBrokerOffsetStore.persist([mq])`` drops the other queues' offsets from its table), and
+    the broker can only wait HANDOVER_MAX_MS and answer the other's last commit (docs/compatibility.md)."""
+    import threading
+    ns, broker = cluster
+    topic, pgroup, cgroup = _names("grow")
+    _new_topic(client_host, ns, topic, 3)
+    sent = {e["body"] for e in _go_produce(client_host, ns, topic, pgroup, 3, body="warm")}
+    members = [_GoMember(client_host, ns, topic, cgroup, tmp_path, "a", "-goroutines", "1")]
+    a = members[0]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def flow() -> None:
+        try:
+            for r in range(12):  # until c has taken its queue, at most 12 rounds
+                if stop.is_set() and r >= 3:
+                    return
+                sent.update(e["body"] for e in _go_produce(client_host, ns, topic, pgroup, 12, body=f"flow{r}"))
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+
+    def diag() -> str:
+        return "\n".join(m.tail() for m in members)
+
+    producer = threading.Thread(target=flow, daemon=True)
+    try:
+        wait_until(lambda: sent <= a.bodies(), 30, 0.2, what="the first member consuming the 4 first messages",
+                   diag=diag)
+        producer.start()
+        for name in "bc":
+            m = _GoMember(client_host, ns, topic, cgroup, tmp_path, name, "-goroutines", "1")
+            members.append(m)
+            wait_until(lambda m=m: bool(m.received()), 40, 0.2, what=f"member {name} consuming", diag=diag)
+        stop.set()
+        producer.join(120)
+        assert not errors and not producer.is_alive(), errors
+        wait_until(lambda: sent <= set().union(*(m.bodies() for m in members)), 30, 0.2,
+                   what="every message sent while the group grew", diag=diag)
+        time.sleep(1.5)  # would-be duplicates
+        for m in reversed(members):
+            m.leave()
+        received = [(m.name, e) for m in members for e in m.received()]
+        counts = collections.Counter(e["body"] for _, e in received)
+        assert set(counts) == sent, sent - set(counts)
+        doubled = {b: n for b, n in counts.items() if n > 1}
+        per_queue = collections.Counter(next(e["queueId"] for _, e in received if e["body"] == b) for b in doubled)
+        where = {b: [(n, e["queueId"], e["queueOffset"]) for n, e in received if e["body"] == b] for b in doubled}
+        assert max(doubled.values(), default=1) <= 2 and max(per_queue.values(), default=0) <= 1, where
+        if broker is not None:  # each new owner's offset query was answered after the old owner's commit
+            late = [line for line in broker.log_tail(1_000_000).splitlines() if "did not let go" in line and cgroup in line]
+            assert not late, late
+    finally:
+        stop.set()
+        for m in members:
+            m.kill()

@@ -470,3 +470,25 @@ def test_bad_input_answered_as_java_broker(env: Env, java533: JavaEnv) -> None:
     assert not mismatches, "\n".join(f"{n}: rmqpy {g['py']} / Java {g['java']}" for n, g in mismatches)
 
 
+
+
+@ONLY_533
+def test_late_producer_end_refused_as_java_broker(env: Env, java533: JavaEnv) -> None:
+    """A half message whose CHECK_IMMUNITY_TIME_IN_SECONDS (10 s) has passed (born 60 s ago): the producer's
+    own commit is refused with ILLEGAL_OPERATION (604) by both brokers, and the check's commit is taken."""
+    from rmqpy.protocol.message import decode_offset_msg_id
+
+    def outcome(addr: str) -> list:
+        props = {"WAIT": "true", "TRAN_MSG": "true", "PGROUP": "PG_BAD", "CHECK_IMMUNITY_TIME_IN_SECONDS": "10"}
+        h = SendMessageRequestHeaderV2(a="PG_BAD", b="LateEndT", c="TBW102", d=4, e=0, f=4,
+                                       g=int(time.time() * 1000) - 60_000, h=0, i=properties_to_string(props),
+                                       j=0, k=False, m=False)
+        sent = _ask(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, h, b"late"))
+        assert sent is not None and sent.code == 0, sent
+        phy, qoff = decode_offset_msg_id(sent.ext_fields["msgId"])[1], int(sent.ext_fields["queueOffset"])
+        answers = [_ask(addr, _end_tx(phy, qoff, 8)), _ask(addr, _end_tx(phy, qoff, 8, from_check=True))]
+        return [None if r is None else (r.code, r.remark) for r in answers]
+
+    ours = outcome(env.broker_addr)
+    assert ours == outcome(java533.broker_addr)
+    assert ours == [(604, "not set any response code"), (0, None)]

@@ -7,7 +7,9 @@ logged and gets no answer;
 COMMIT and ROLLBACK look the half message up by its commit log offset and check producer
 group, queue offset and commit log offset ("Find prepared transaction message failed",
 "The producer group wrong", ...: SYSTEM_ERROR); commit puts the real message back into its
-topic/queue and, when stored, writes the op record; rollback writes only the op record. The
+topic/queue and, when stored, writes the op record; rollback writes only the op record. As 5.3.3
+(not 4.9.7), for every client: a producer's own end of a half message past its
+CHECK_IMMUNITY_TIME_IN_SECONDS is refused with ILLEGAL_OPERATION (604), the check settles it. The
 responses are only ever seen by a caller that did not send oneway.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import HeaderError, RemotingCommand
 from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
+from rmqpy.broker.transaction import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS
 from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
@@ -78,6 +81,13 @@ class EndTransactionProcessor:
         half = svc.get_half_message(header.commitLogOffset)
         if half is None:
             return request.response(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+        if not header.fromTransactionCheck and self._too_late(half):
+            self.log.warn("Message {s} fail [producer end]. currentTimeMillis - bornTime > checkImmunityTime, "
+                          "msgId={m},commitLogOffset={o}, wait check",
+                          s="commit" if state == SF.TRANSACTION_COMMIT_TYPE else "rollback", m=header.msgId,
+                          o=header.commitLogOffset)
+            # Java sets only the code on a response made without one: its remark stays the default
+            return request.response(ResponseCode.ILLEGAL_OPERATION, "not set any response code")
         error = self._check_prepare_message(half, header)
         if error is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, error)
@@ -94,6 +104,22 @@ class EndTransactionProcessor:
         if code != ResponseCode.SUCCESS:
             return response
         return self.service.delete_prepare_message(half).addCallback(lambda _: response)
+
+    def _too_late(self, half: Any) -> bool:
+        """5.3.3's ``rejectCommitOrRollback``, for every client generation: a half message that asked for
+        its first check after CHECK_IMMUNITY_TIME_IN_SECONDS (at least transactionTimeOut) is no longer
+        ended by its producer once that time has passed, only through the check (whose answer may already
+        be on its way: two commits would store the message twice). The producer sends END_TRANSACTION
+        oneway and never sees the refusal; the check settles the message."""
+        immunity_s = half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+        if not immunity_s:
+            return False
+        timeout = self.broker.broker_config.transactionTimeOut
+        try:
+            immunity = int(immunity_s) * 1000
+        except ValueError:
+            immunity = 0
+        return self.broker.now_ms() - half.born_timestamp > max(immunity, timeout)
 
     @staticmethod
     def _check_prepare_message(half: Any, header: EndTransactionRequestHeader) -> str | None:

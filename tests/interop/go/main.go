@@ -8,7 +8,9 @@
 // produce also takes -mode sync|async|oneway|batch and -delay LEVEL; consume takes -sql EXPR,
 // -orderly, -broadcast, -from-last, -linger D (keep consuming after COUNT, to catch extra
 // deliveries), -reconsume-later K (answer ConsumeRetryLater to the first K deliveries of every
-// message) and -retry-delay-level L (the delay level asked for those redeliveries).
+// message) and -retry-delay-level L (the delay level asked for those redeliveries), -stop-file PATH
+// (shut down cleanly once PATH exists; -count 0 then consumes until it does), -instance NAME and
+// -goroutines N (consuming goroutines).
 package main
 
 import (
@@ -47,8 +49,9 @@ func fail(stage string, err error) {
 
 type opts struct {
 	namesrv, topic, group, tags, keys, body, prop string
-	mode, sql                                     string
+	mode, sql, stopFile, instance                 string
 	count, delay, reconsumeLater, retryDelayLevel int
+	goroutines                                    int
 	timeout, linger                               time.Duration
 	fromLast, orderly, broadcast                  bool
 }
@@ -74,6 +77,9 @@ func parse(name string, args []string) opts {
 	fs.DurationVar(&o.linger, "linger", 0, "consume: keep consuming this long after COUNT was reached")
 	fs.IntVar(&o.reconsumeLater, "reconsume-later", 0, "consume: fail the first K deliveries of every message")
 	fs.IntVar(&o.retryDelayLevel, "retry-delay-level", 1, "consume: delay level of the redeliveries asked for")
+	fs.StringVar(&o.stopFile, "stop-file", "", "consume: shut down cleanly once this file exists (checked every 50 ms)")
+	fs.StringVar(&o.instance, "instance", "", "consume: instance name (part of the client id)")
+	fs.IntVar(&o.goroutines, "goroutines", 0, "consume: consuming goroutines (default: the client's, 20)")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -235,13 +241,20 @@ func consume(o opts) int {
 	if o.broadcast {
 		model = consumer.BroadCasting
 	}
-	c, err := rocketmq.NewPushConsumer(
+	options := []consumer.Option{
 		consumer.WithNsResolver(resolver(o)),
 		consumer.WithGroupName(o.group),
 		consumer.WithConsumerModel(model),
 		consumer.WithConsumeFromWhere(from),
 		consumer.WithConsumerOrder(o.orderly),
-	)
+	}
+	if o.instance != "" {
+		options = append(options, consumer.WithInstance(o.instance))
+	}
+	if o.goroutines > 0 {
+		options = append(options, consumer.WithConsumeGoroutineNums(o.goroutines))
+	}
+	c, err := rocketmq.NewPushConsumer(options...)
 	if err != nil {
 		fail("new-consumer", err)
 	}
@@ -306,10 +319,24 @@ func consume(o opts) int {
 	if err := c.Start(); err != nil {
 		fail("start-consumer", err)
 	}
+	emit(map[string]interface{}{"event": "started", "group": o.group, "instance": o.instance})
+	stopped := make(chan struct{})
+	if o.stopFile != "" {
+		go func() {
+			for {
+				if _, err := os.Stat(o.stopFile); err == nil {
+					close(stopped)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
 	timedOut := false
 	select {
 	case <-done:
 		time.Sleep(o.linger)
+	case <-stopped:
 	case <-time.After(o.timeout):
 		timedOut = o.count > 0
 	}
@@ -317,7 +344,8 @@ func consume(o opts) int {
 	mu.Lock()
 	n := received
 	mu.Unlock()
-	emit(map[string]interface{}{"event": "done", "received": n, "expected": o.count, "timedOut": timedOut})
+	emit(map[string]interface{}{"event": "done", "received": n, "expected": o.count, "timedOut": timedOut,
+		"stopped": o.stopFile != "" && !timedOut})
 	if timedOut {
 		return 3
 	}

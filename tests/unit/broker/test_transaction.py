@@ -172,3 +172,30 @@ def test_restart_keeps_decisions_and_pending_half_messages(tmp_path):
     assert prod.oneway == []
     assert [m.body for m in messages(b, "TxT", 1)] == [b"one"]
     b.shutdown()
+
+
+@pytest.mark.parametrize("state", [8, 12])
+def test_producer_end_past_check_immunity_is_refused_and_the_check_settles_it(broker, state):
+    """As 5.3.3's rejectCommitOrRollback: once a half message is older than its CHECK_IMMUNITY_TIME_IN_SECONDS
+    (at least transactionTimeOut), only the check may end it; the producer's own end gets ILLEGAL_OPERATION."""
+    ch = FakeChannel()
+
+    def half(body, immunity, age_ms):
+        req = send_request("TxT", body, queue_id=1, props={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": "U" + body.hex(),
+                                                           "CHECK_IMMUNITY_TIME_IN_SECONDS": immunity})
+        req.ext_fields["f"] = "4"
+        req.ext_fields["g"] = str(broker.now_ms() - age_ms)
+        resp = call(broker, ch, req)
+        _, phy = decode_offset_msg_id(resp.ext_fields["msgId"])
+        return phy, int(resp.ext_fields["queueOffset"])
+
+    broker.clock.advance(100)
+    late, young, short = half(b"late", "3", 3500), half(b"young", "3", 2500), half(b"short", "1", 2500)
+    for phy, qoff in (late, short):  # 1 s counts as transactionTimeOut (2 s)
+        resp = end_tx(broker, ch, phy, qoff, state)
+        assert (resp.code, resp.remark) == (ResponseCode.ILLEGAL_OPERATION, "not set any response code")
+    assert messages(broker, "TxT", 1) == []
+    assert end_tx(broker, ch, *young, state).code == ResponseCode.SUCCESS
+    assert end_tx(broker, ch, *late, state, from_check=True).code == ResponseCode.SUCCESS
+    committed = [m.body for m in messages(broker, "TxT", 1)]
+    assert committed == ([b"young", b"late"] if state == 8 else [])
