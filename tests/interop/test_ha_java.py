@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import RequestCode
 from tests.interop import clients, jvm, servers
 from tests.interop.waiting import wait_until
@@ -75,6 +76,21 @@ def _start(kind: str, workdir: Path, ip: str, ns: str, role: str, broker_id: int
     proc = jvm.start_java_broker(JAVA_VERSION[kind], workdir, ns, {**props, "bindAddress": "0.0.0.0"}, broker_ip=ip,
                                  wait_registered=broker_id == 0)
     return Node(kind, proc, f"{ip}:{proc.port}", workdir / "store")
+
+
+def _admin(addr: str, code: int, ext: dict | None = None, body: bytes = b"") -> dict:
+    rc, remark, _ext, answer = jvm.remoting_request(addr, code, ext, body)
+    assert rc == 0, (code, rc, remark)
+    return fastjson.loads(answer) if answer else {}
+
+
+def _metadata(addr: str, topic: str, group: str) -> tuple[bool, bool, int]:
+    """What a broker holds of the topic, the group and the group's offset of queue 0."""
+    topics = _admin(addr, RequestCode.GET_ALL_TOPIC_CONFIG).get("topicConfigTable") or {}
+    groups = _admin(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).get("subscriptionGroupTable") or {}
+    offsets = _admin(addr, RequestCode.GET_ALL_CONSUMER_OFFSET).get("offsetTable") or {}
+    queue0 = (offsets.get(f"{topic}@{group}") or {})
+    return topic in topics, group in groups, int(queue0.get(0, queue0.get("0", -1)))
 
 
 def _commit_log(store: Path, end: int) -> bytes:
@@ -137,8 +153,31 @@ def test_slave_commit_log_is_the_masters(java_built, client_host, master_kind, s
                    what="the slave's consume queues equal the master's",
                    diag=lambda: f"{sorted(_consume_queues(slave.store, topic))} vs "
                                 f"{sorted(_consume_queues(master.store, topic))}")
+        if JAVA_VERSION.get(master_kind, JAVA) == JAVA and JAVA_VERSION.get(slave_kind, JAVA) == JAVA \
+                and role == "SYNC_MASTER":
+            _check_slave_metadata(client_host, ns_addr, master, slave, topic)
     finally:
         for n in reversed(nodes):
             n.stop()
         ns.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check_slave_metadata(client_host, ns_addr: str, master: Node, slave: Node, topic: str) -> None:
+    """The topic, a group and its offset made on the master reach the slave within a sync
+    period (3 s after start, then every 10 s); mqadmin clusterList shows an rmqpy pair as BID 0
+    and 1."""
+    group = f"GID_{topic}"
+    _admin(master.addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+           body=json.dumps({"groupName": group}).encode())
+    _admin(master.addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+           {"consumerGroup": group, "topic": topic, "queueId": 0, "commitOffset": 17})
+    assert _metadata(master.addr, topic, group) == (True, True, 17)
+    wait_until(lambda: _metadata(slave.addr, topic, group) == (True, True, 17), 15,
+               what="the master's topic, group and offset on the slave",
+               diag=lambda: f"{_metadata(slave.addr, topic, group)}\n{slave.tail()}")
+    if master.kind != "rmqpy" or slave.kind != "rmqpy":
+        return
+    out = clients.mqadmin(client_host, JAVA, ["clusterList"], ns_addr)
+    rows = [line.split() for line in out.splitlines() if "broker-ha" in line]
+    assert sorted((r[2], r[3]) for r in rows) == [("0", master.addr), ("1", slave.addr)], out
