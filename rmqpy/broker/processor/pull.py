@@ -159,8 +159,10 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_OFFSET_MOVED if h.queueOffset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
             code = _STATUS.get(status, ResponseCode.SYSTEM_ERROR)
-        if b.store_config.brokerRole == "SLAVE" and not bc.slaveReadEnable:
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        # a slave serves pulls whatever slaveReadEnable says: Java 4.9 sets PULL_RETRY_IMMEDIATELY
+        # for a slave without it and then overwrites it with the status's code, so consumers
+        # keep reading from a slave while its master is down; the flag only steers where the
+        # next pull goes (suggestWhichBrokerId, 0 without it)
         if bc.slaveReadEnable:
             header.suggestWhichBrokerId = (sgc.whichBrokerWhenConsumeSlowly if result.suggest_pulling_from_slave
                                            else sgc.brokerId)
