@@ -46,6 +46,7 @@ SERVER_VERSIONS = {"4.9.8": "4.9.7", "5.3.3": "5.3.3"}
 
 HARNESS_MAIN = "io.rmqpy.interop.harness.Harness"
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
+PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 #: runs another main class unchanged, minus a 3 s wait in client shutdown
@@ -133,9 +134,9 @@ def _check_version(version: str) -> None:
 
 
 def lib_dir(version: str, kind: str = "client") -> Path:
-    """``target/lib-V`` (client, tools) or ``target/lib-V-server`` (server)."""
+    """``target/lib-V`` (client, tools), ``target/lib-V-server`` (server) or ``target/lib-V-proxy`` (5.x proxy)."""
     _check_version(version)
-    return TARGET / (f"lib-{version}-server" if kind == "server" else f"lib-{version}")
+    return TARGET / (f"lib-{version}-{kind}" if kind in ("server", "proxy") else f"lib-{version}")
 
 
 def classpath(version: str, kind: str = "harness") -> str:
@@ -143,9 +144,9 @@ def classpath(version: str, kind: str = "harness") -> str:
 
     kind: ``"harness"`` (harness.jar + client/tools jars), ``"client"`` or
     ``"tools"`` (client + mqadmin jars of ``version``), ``"server"`` (broker +
-    name server jars, see :data:`SERVER_VERSIONS`).
+    name server jars, see :data:`SERVER_VERSIONS`), ``"proxy"`` (rocketmq-proxy, 5.x).
     """
-    if kind not in ("harness", "client", "tools", "server"):
+    if kind not in ("harness", "client", "tools", "server", "proxy"):
         raise ValueError(f"unknown classpath kind {kind!r}")
     parts = []
     if kind == "harness":
@@ -260,6 +261,7 @@ _LOGBACK_5X = {
     NAMESRV_MAIN: "rmq.namesrv.logback.xml",
     BROKER_MAIN: "rmq.broker.logback.xml",
     "server": "rmq.broker.logback.xml",
+    "proxy": "rmq.proxy.logback.xml",
     "tools": "rmq.tools.logback.xml",
     "client": "rmq.client.logback.xml",
     "harness": "rmq.client.logback.xml",
@@ -666,6 +668,50 @@ def start_java_broker(
             raise JavaError(f"broker {addr} not registered with name server {namesrv_addr} "
                             f"within {timeout}s:\n{broker.log_tail()}")
     return broker
+
+
+def start_java_proxy(
+    version: str,
+    workdir: Path | str,
+    namesrv_addr: str,
+    *,
+    grpc_port: int | None = None,
+    remoting_port: int | None = None,
+    props: Mapping[str, object] | None = None,
+    heap_mb: int = 256,
+    timeout: float = 90.0,
+) -> JavaProcess:
+    """Apache's ``rocketmq-proxy`` (5.x, Maven Central) in cluster mode in front of the brokers that
+    ``namesrv_addr`` knows; ``.port`` is its gRPC port (all interfaces), ``props`` more rmq-proxy.json keys."""
+    ensure_built()
+    home = prepare_home(Path(workdir))
+    grpc_port = grpc_port or free_port()
+    remoting_port = remoting_port or free_port()
+    config = home / "rmq-proxy.json"
+    conf = {"rocketMQClusterName": "DefaultCluster", "namesrvAddr": namesrv_addr, "proxyMode": "cluster",
+            "grpcServerPort": grpc_port, "remotingListenPort": remoting_port, **(props or {})}
+    config.write_text(json.dumps(conf))
+    cmd = java_cmd(version, PROXY_MAIN, ["-pc", str(config), "-pm", "cluster"], kind="proxy", heap_mb=heap_mb,
+                   home=home)
+    log = home / "proxy.out"
+    (home / "proxy.cmd").write_text(" ".join(cmd) + "\n")
+    with open(log, "ab") as logf:
+        proc = subprocess.Popen(cmd, cwd=str(home), env=_env(home), stdin=subprocess.DEVNULL,
+                                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    _track(proc)
+    handle = JavaProcess("proxy", version, proc, log, home, grpc_port, config, {k: str(v) for k, v in conf.items()})
+    deadline = time.monotonic() + timeout
+    try:
+        while "rocketmq-proxy startup successfully" not in handle.log_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise JavaError(f"proxy {version} did not start (exit {proc.poll()}):\n{handle.log_tail()}")
+            time.sleep(0.1)
+        if not wait_port(grpc_port, max(1.0, deadline - time.monotonic()), proc=proc):
+            raise JavaError(f"proxy {version} does not listen on {grpc_port}:\n{handle.log_tail()}")
+    except BaseException:
+        handle.kill9()
+        raise
+    return handle
 
 
 # --------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The POP receipt (Java's ``ExtraInfoUtil``) and the names 5.x builds around it (``KeyBuilder``).
 
 A popped message carries its receipt in the ``POP_CK`` property: space-separated
-``ckQueueOffset popTime invisibleTime reviveQid retryMark brokerName queueId [queueOffset]``.
+``ckQueueOffset popTime invisibleTime reviveQid retryMark brokerName queueId [queueOffset]``; the
+proxy's receipt handle (``ReceiptHandle.encode``) adds ``commitLogOffset``.
 The client sends it back with ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME. It is the
 client's text: :func:`parse_receipt` checks every field and raises :class:`ReceiptError`
 (a bad request) for anything Java's parser would not accept or that names no revive queue.
@@ -96,8 +97,8 @@ def parse_receipt(extra_info: str | None, revive_queue_num: int) -> Receipt:
     if not extra_info or len(extra_info) > 1024:
         raise ReceiptError("extraInfo is empty or too long")
     parts = extra_info.split(" ")
-    if len(parts) not in (7, 8):
-        raise ReceiptError(f"extraInfo has {len(parts)} fields, not 7 or 8")
+    if not 7 <= len(parts) <= 9:  # the proxy's ReceiptHandle adds the commit log offset as a 9th
+        raise ReceiptError(f"extraInfo has {len(parts)} fields, not 7 to 9")
     ck_offset = _num(parts[0], "ckQueueOffset", (0, _LONG[1]))
     pop_time = _num(parts[1], "popTime", (0, _LONG[1]))
     invisible = _num(parts[2], "invisibleTime", (0, _LONG[1]))
@@ -107,7 +108,9 @@ def parse_receipt(extra_info: str | None, revive_queue_num: int) -> Receipt:
     if parts[4] not in (NORMAL_TOPIC, RETRY_TOPIC, RETRY_TOPIC_V2):
         raise ReceiptError(f"extraInfo retry mark {parts[4][:8]!r} is not 0, 1 or 2")
     queue_id = _num(parts[6], "queueId", (0, _INT[1]))
-    offset = _num(parts[7], "queueOffset", (0, _LONG[1])) if len(parts) == 8 else None
+    offset = _num(parts[7], "queueOffset", (0, _LONG[1])) if len(parts) >= 8 else None
+    if len(parts) == 9:
+        _num(parts[8], "commitLogOffset", (-1, _LONG[1]))
     return Receipt(ck_offset, pop_time, invisible, qid, parts[4], parts[5], queue_id, offset)
 
 

@@ -13,7 +13,7 @@ from rmqpy.protocol.headers.admin import CreateTopicRequestHeader, TopicRequestH
 
 
 class TopicAdmin(AdminBase):
-    def update_and_create_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(self, channel: Any, request: RemotingCommand) -> Any:
         if self._is_slave():
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         h = request.decode_header(CreateTopicRequestHeader)
@@ -30,7 +30,9 @@ class TopicAdmin(AdminBase):
             tc.order = bool(h.order)
         self.broker.topic_config_manager.update_topic_config(tc)
         if self.broker.started:
-            self.broker.register_broker_all()
+            # answered once the name servers have the topic, as Java registers before it answers: Apache's
+            # proxy creates its system topics and at once asks the name server for their route
+            return self.broker.register_broker_all().addBoth(lambda _: self._ok(request))
         return self._ok(request)
 
     def delete_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:

@@ -89,6 +89,9 @@ fetch_libs() { # version profile server_version dir
 for v in $VERSIONS; do
     fetch_libs "$v" client "$v" "target/lib-$v"
     fetch_libs "$v" server "$(server_version "$v")" "target/lib-$v-server"
+    case "$v" in  # Apache's gRPC proxy exists from 5.0 on
+        5.*) fetch_libs "$v" proxy "$v" "target/lib-$v-proxy" ;;
+    esac
 done
 
 jar=target/harness.jar

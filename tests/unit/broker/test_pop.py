@@ -127,7 +127,7 @@ def test_long_polling_pop_times_out(broker):
     assert len(out) == 1 and out[0].code == ResponseCode.POLLING_TIMEOUT
 
 
-@pytest.mark.parametrize("extra", ["", "x", "1 2 3", "0 1 2 3 0 b 0 0 9", "0 1 2 77 0 b 0 0", "0 1 2 3 9 b 0 0",
+@pytest.mark.parametrize("extra", ["", "x", "1 2 3", "0 1 2 3 0 b 0 0 9 9", "0 1 2 3 0 b 0 0 x", "0 1 2 77 0 b 0 0", "0 1 2 3 9 b 0 0",
                                    "-1 1 2 3 0 b 0 0", "0 1 2 3 0 b -5 0", "0 1 2 3 0 b 0 99999999999999999999999",
                                    "0 1 2 999 0 b 0 0"])
 def test_forged_receipts_get_an_error_not_a_traceback(broker, extra):

@@ -1,0 +1,69 @@
+"""The official Python gRPC client (rocketmq-python-client 5.1.2, PyPI) as a test driver.
+
+Run in a client host: ``python grpc_client.py ENDPOINT COMMAND ...``; prints one JSON object per
+line (``sent``, ``received``, ``done``) on stdout. Commands:
+
+* ``produce TOPIC N``: Producer.send N messages (bodies ``grpc-{i}``);
+* ``receive TOPIC GROUP N INVISIBLE_S [--no-ack] [--linger S]``: SimpleConsumer.receive until N
+  messages arrived (acking each unless --no-ack), then keep receiving for --linger seconds to
+  catch extra deliveries; exits 1 if fewer than N arrived within 60 s.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def emit(kind: str, **fields) -> None:
+    print(json.dumps({"event": kind, **fields}), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+    endpoint, command, *rest = argv
+    config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+    if command == "produce":
+        topic, n = rest[0], int(rest[1])
+        producer = Producer(config, (topic,))
+        producer.startup()
+        try:
+            for i in range(n):
+                m = Message()
+                m.topic, m.body, m.tag = topic, f"grpc-{i}".encode(), "TagA"
+                receipt = producer.send(m)
+                emit("sent", msgId=receipt.message_id, body=f"grpc-{i}")
+        finally:
+            producer.shutdown()
+        emit("done", ok=True)
+        return 0
+    if command == "receive":
+        topic, group, n, invisible = rest[0], rest[1], int(rest[2]), int(rest[3])
+        ack = "--no-ack" not in rest
+        linger = float(rest[rest.index("--linger") + 1]) if "--linger" in rest else 0.0
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=5)
+        consumer.startup()
+        time.sleep(2)  # the client sends its settings over the telemetry stream after startup
+        got = 0
+        deadline = time.time() + 60
+        stop_at = None
+        try:
+            while time.time() < (stop_at or deadline):
+                for msg in consumer.receive(16, invisible):
+                    got += 1
+                    emit("received", msgId=msg.message_id, body=msg.body.decode(), attempt=msg.delivery_attempt,
+                         topic=msg.topic)
+                    if ack:
+                        consumer.ack(msg)
+                if got >= n and stop_at is None:
+                    stop_at = time.time() + linger
+        finally:
+            consumer.shutdown()
+        emit("done", ok=got >= n, received=got)
+        return 0 if got >= n else 1
+    raise SystemExit(f"unknown command {command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
