@@ -212,6 +212,17 @@ def test_send_modes_and_push_consume(cluster: Cluster, version: str) -> None:
         assert e["storeHost"] == cluster.broker_addr
         assert e["bornHost"].startswith(f"{cluster.host.client_ip}:")
         assert e["properties"].get("CLUSTER") == "DefaultCluster"
+    # stored as the broker of the producer's generation stores it (docs/compatibility.md): 5.3.3 adds
+    # MSG_REGION and TRACE_ON and keeps WAIT; 4.9.7 drops WAIT but where a batch's own properties bring it
+    five = version.startswith("5.")
+    for e in ev.of("received"):
+        props = e["properties"]
+        assert ("MSG_REGION" in props, "TRACE_ON" in props, "WAIT" in props) == \
+            (five, five, five or e["body"].startswith("batch-")), e
+        assert not five or (props["MSG_REGION"], props["TRACE_ON"]) == ("DefaultRegion", "true"), e
+    # each message its own id: the 5.x client's batch UNIQ_KEY is not stored with the batch's messages
+    ids = [e["msgId"] for e in ev.of("received")]
+    assert len(set(ids)) == len(ids) == len(expected), ids
 
 
 @pytest.mark.parametrize("version", VERSIONS)

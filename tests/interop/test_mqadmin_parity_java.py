@@ -192,9 +192,9 @@ def _msg_detail(text: str) -> str:
     return text
 
 
-@pytest.mark.xfail(strict=False, reason="the 5.3.3 Java broker stores MSG_REGION=DefaultRegion, TRACE_ON=true and "
-                   "keeps WAIT=true in the message properties; rmqpy's SendMessageProcessor (rmqpy/broker/processor/"
-                   "send.py, not part of this change) stores neither, so Properties differ")
+@pytest.mark.xfail(strict=False, reason="the Properties line matches since rmqpy stores a 5.x client's message as "
+                   "5.3.3 does (issue 12); Java 5.3.3 prints one more MessageTrack, for a 'consumer group' named "
+                   "like the topic (ParityT, route of %RETRY%ParityT not found): not investigated yet")
 def test_query_msg_by_offset(pair) -> None:
     ours, java = both(pair, "queryMsgByOffset", "-t", TOPIC, "-b", BROKER, "-i", "0", "-o", "0")
     assert_same(ours, java, transform=_msg_detail)
