@@ -12,8 +12,9 @@ each topic/group the request names needs its permission.
 Where rmqpy is stricter than Java 4.9.7, on purpose:
 
 * ACL management codes (UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG,
-  UPDATE_GLOBAL_WHITE_ADDRS_CONFIG) need an admin account too: in Java any account
-  with a valid signature may rewrite the ACL files.
+  UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, and GET_BROKER_CLUSTER_ACL_CONFIG, which answers
+  every secret key) need an admin account too: in Java any account with a valid signature
+  may read and rewrite the ACL files.
 * SEND_BATCH_MESSAGE, LITE_PULL_MESSAGE and SEND_REPLY_MESSAGE(_V2) are checked like the
   sends and pulls they are; Java 4.9.7 lets any valid account batch-send to any topic.
 * A denial is logged (rate-limited, once per access key and request code a minute, never
@@ -38,7 +39,7 @@ from rmqpy.remoting.ratelimit import clip
 
 ACL_ADMIN_CODES = frozenset(int(c) for c in (
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG,
-    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
 ))
 ADMIN_CODES = JAVA_ADMIN_CODES | ACL_ADMIN_CODES
 

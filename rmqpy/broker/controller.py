@@ -39,6 +39,7 @@ from rmqpy.broker.processor.pop import (AckMessageProcessor, ChangeInvisibleTime
                                         PopMessageProcessor)
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.stats import BrokerStatsHook, BrokerStatsManager
+from rmqpy.broker.processor.acl_admin import AclAdminProcessor
 from rmqpy.broker.processor.admin import AdminBrokerProcessor
 from rmqpy.broker.processor.client_manage import ClientManageProcessor
 from rmqpy.broker.processor.consumer_manage import ConsumerManageProcessor, StoreOffsetProcessor
@@ -201,6 +202,10 @@ class BrokerController:
             self.processors[type(built).__name__] = built
         for code, processor in table.items():
             self.dispatcher.register(int(code), processor)
+        acl_admin = AclAdminProcessor(lambda: self.acl, self.now_ms, lambda: (
+            self.broker_config.brokerName, self.broker_addr, self.broker_config.brokerClusterName))
+        self.processors[type(acl_admin).__name__] = acl_admin
+        self.dispatcher.register(AclAdminProcessor.codes, acl_admin)
 
     @property
     def pull_processor(self) -> PullMessageProcessor:

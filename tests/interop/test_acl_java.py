@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.interop import clients, jvm, servers
 from tests.interop.conftest import VERSIONS
@@ -186,3 +187,47 @@ def test_hot_reload_and_global_white_address(tmp_path, client_host):
         kept = run_matrix(client_host, VERSIONS[-1], c.ns_addr, c.broker_addr, probes)
         assert [kept[p][0] for p in probes] == [True, True], kept
         assert c.broker.log_tail(10**7)[mark:].count("ACL: reload failed") == 1
+
+
+def test_mqadmin_plain_acl_codes_and_a_yaml_the_java_broker_loads(rmqpy_acl, java_acl, client_host, tmp_path):
+    """mqadmin 4.9.8's ACL commands (5.3.3's mqadmin has none left; 4.9.8 no longer has getAclConfig,
+    whose GET_BROKER_CLUSTER_ACL_CONFIG is unit-tested) against rmqpy; the file rmqpy writes is then
+    loaded by the Java 4.9.7 broker, whose answers to the new account match."""
+    b = rmqpy_acl.broker_addr
+    admin_home, user_home = tools_home(tmp_path / "admin", ADMIN, ADMIN_SK), tools_home(tmp_path / "user", USER, USER_SK)
+
+    def admin(*args: str, home: Path = admin_home) -> str:
+        return mqadmin(client_host, "4.9.8", home, [args[0], "-n", rmqpy_acl.ns_addr, "-b", b, *args[1:]])
+
+    out = admin("updateAclConfig", "-a", "newacct01", "-s", "newsecret01", "-i", "DENY", "-t", "topicPub=PUB")
+    assert f"create or update plain access config to {b} success" in out, out
+    out = admin("updateAclConfig", "-a", "sneaky001", "-s", "sneaky0001", "-m", "true", home=user_home)
+    assert "Need admin permission for request code=50, but accessKey=rmqpyuser is not" in out, out  # Java: allowed
+    assert "broker-py" in admin("clusterAclConfigVersion")
+    out = admin("updateGlobalWhiteAddr", "-g", "10.250.250.250,10.251.*.*")
+    assert f"update global white remote addresses to {b} success" in out, out
+
+    probes = ["new/send:topicPub", "new/send:topicDeny"]
+    IDS.append("new=newacct01:newsecret01")
+    try:
+        ours = run_matrix(client_host, "4.9.8", rmqpy_acl.ns_addr, b, probes)
+        assert [ours[p][0] for p in probes] == [True, False], ours
+        written = yaml.safe_load((rmqpy_acl.home / "conf" / "plain_acl.yml").read_text())
+        assert written["globalWhiteRemoteAddresses"] == ["10.250.250.250", "10.251.*.*"]
+        assert written["accounts"][-1] == {"accessKey": "newacct01", "secretKey": "newsecret01", "admin": False,
+                                           "defaultTopicPerm": "DENY", "topicPerms": ["topicPub=PUB"]}
+        # the Java broker reloads the file rmqpy wrote (its watcher looks every 5 s)
+        java_log = java_acl.broker.home / "logs" / "broker.log"
+        loads = java_log.read_text(errors="replace").count("Broker plain acl conf data is")
+        (java_acl.broker.home / "conf" / "plain_acl.yml").write_bytes((rmqpy_acl.home / "conf" / "plain_acl.yml").read_bytes())
+        assert wait_until(lambda: java_log.read_text(errors="replace").count("Broker plain acl conf data is") > loads,
+                          30, 0.2), java_acl.broker.log_tail()
+        theirs = run_matrix(client_host, "4.9.8", java_acl.ns_addr, java_acl.broker_addr, probes)
+        assert theirs == ours
+        out = admin("deleteAclConfig", "-a", "newacct01")
+        assert f"delete plain access config account from {b} success" in out, out
+        gone = run_matrix(client_host, "4.9.8", rmqpy_acl.ns_addr, b, probes[:1])
+        assert gone["new/send:topicPub"][2].startswith("org.apache.rocketmq.acl.common.AclException: No acl config "
+                                                       "for newacct01"), gone
+    finally:
+        IDS.remove("new=newacct01:newsecret01")

@@ -229,3 +229,48 @@ def test_broken_file_at_start_is_an_error(tmp_path):
 def test_acl_needs_a_home(tmp_path):
     with pytest.raises(AclError, match="rocketmqHome"):
         make_broker(tmp_path, aclEnable=True, rocketmqHome=None)
+
+
+def acl_admin(code, **fields):
+    return signed(RemotingCommand.request(code, None, ext_fields={k: str(v) for k, v in fields.items()}),
+                  "rocketmq2", "12345678")
+
+
+def test_acl_admin_codes_write_yaml(broker, tmp_path):
+    import yaml
+    from rmqpy.protocol import fastjson
+    ch = FakeChannel()
+    path = tmp_path / "home" / "conf" / "plain_acl.yml"
+    r = call(broker, ch, acl_admin(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, accessKey="newuser1",
+                                   secretKey="newsecret1", admin="false", defaultTopicPerm="DENY",
+                                   topicPerms="topicA=PUB,topicC=PUB|SUB"))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    doc = yaml.safe_load(path.read_text())
+    assert doc["accounts"][-1] == {"accessKey": "newuser1", "secretKey": "newsecret1", "admin": False,
+                                   "defaultTopicPerm": "DENY", "topicPerms": ["topicA=PUB", "topicC=PUB|SUB"]}
+    assert doc["dataVersion"][0]["counter"] == 1
+    assert call(broker, ch, signed(send_request("topicA"), "newuser1", "newsecret1")).code == ResponseCode.SUCCESS
+    # a bad change writes nothing
+    before = path.read_text()
+    r = call(broker, ch, acl_admin(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, accessKey="newuser1",
+                                   secretKey="newsecret1", topicPerms="topicA=ALL"))
+    assert r.code == 209 and path.read_text() == before
+    r = call(broker, ch, acl_admin(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, globalWhiteAddrs="1.2.3.4,5.6.7.*",
+                                   aclFileFullPath="/etc/passwd"))
+    assert r.code == 211 and path.read_text() == before
+    r = call(broker, ch, acl_admin(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, globalWhiteAddrs="1.2.3.4,5.6.7.*",
+                                   aclFileFullPath=str(path)))
+    assert r.code == ResponseCode.SUCCESS
+    assert yaml.safe_load(path.read_text())["globalWhiteRemoteAddresses"] == ["1.2.3.4", "5.6.7.*"]
+    info = call(broker, ch, acl_admin(RequestCode.GET_BROKER_CLUSTER_ACL_INFO))
+    assert fastjson.loads(info.ext_fields["version"])["counter"] == 2
+    assert info.ext_fields["brokerName"] == "broker-a"
+    body = fastjson.loads(call(broker, ch, acl_admin(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)).body)
+    assert body["globalWhiteAddrs"] == ["1.2.3.4", "5.6.7.*"]
+    assert [a["accessKey"] for a in body["plainAccessConfigs"]] == ["RocketMQ", "rocketmq2", "newuser1"]
+    assert call(broker, ch, acl_admin(RequestCode.DELETE_ACL_CONFIG, accessKey="newuser1")).code == ResponseCode.SUCCESS
+    assert call(broker, ch, acl_admin(RequestCode.DELETE_ACL_CONFIG, accessKey="newuser1")).code == 210
+    assert "No acl config for newuser1" in call(broker, ch, signed(send_request("topicA"), "newuser1", "newsecret1")).remark
+    # not for non-admin accounts
+    r = call(broker, ch, signed(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, None)))
+    assert "Need admin permission for request code=54" in r.remark
