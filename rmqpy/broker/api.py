@@ -43,6 +43,20 @@ class ConsumeMessageHook(Protocol):
     def consume_message_after(self, group: str, topic: str, queue_id: int, response: RemotingCommand) -> None: ...
 
 
+class EndTransactionHook(Protocol):
+    """Told of each half message committed or rolled back (Java counts these in its
+    ``EndTransactionProcessor``): the real topic, which, and the half message's born time (ms)."""
+
+    def end_transaction_after(self, topic: str, committed: bool, born_timestamp: int) -> None: ...
+
+
+class SendBackHook(Protocol):
+    """Told of each message a CONSUMER_SEND_MSG_BACK moves to the group's DLQ (Java counts
+    ``rocketmq_send_to_dlq_messages_total`` there)."""
+
+    def send_to_dlq(self, group: str, origin_topic: str) -> None: ...
+
+
 class Broker(Protocol):
     """The broker as its processors and services use it (Java hands them ``BrokerController``)."""
 

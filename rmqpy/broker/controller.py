@@ -197,6 +197,9 @@ class BrokerController:
             # config and message queries, each code routed to its handler by AdminBrokerProcessor
             **dict.fromkeys(AdminBrokerProcessor.codes, admin),
         }
+        if self.metrics_manager is not None:
+            send_back.register_send_back_hook([self.metrics_manager.hook])
+            end_transaction.register_end_transaction_hook([self.metrics_manager.hook])
         for built in (send, pull, client, consumer, offsets, query, send_back, end_transaction, lock, reply, admin,
                       pop, peek, ack, change_invisible, assignment):
             self.processors[type(built).__name__] = built

@@ -46,6 +46,9 @@ from rmqpy.store.stats import FLUSH_BUCKETS_MS, PUT_BUCKETS_MS
 
 #: Java ``BrokerMetricsManager.registerMetricsView``: rocketmq_message_size buckets (bytes)
 MESSAGE_SIZE_BUCKETS = (1024, 4 * 1024, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
+#: Java's rocketmq_finish_message_latency buckets: 5 s, 1 min, 10 min, 1 h, 12 h, 24 h (Java records
+#: seconds under the unit "ms", so the sample is named _milliseconds and holds seconds; so does rmqpy's)
+FINISH_LATENCY_BUCKETS_S = (5, 60, 600, 3600, 12 * 3600, 24 * 3600)
 #: Java's processor pools, as rocketmq_processor_watermark labels them
 PROCESSORS = ("send", "async_put", "pull", "ack", "query_message", "client_manager", "heartbeat", "lite_pull",
               "transaction", "consumer_manager", "admin", "reply")
@@ -103,6 +106,10 @@ class BrokerMetricsHook:
         self.messages_out: dict[tuple[str, str], list[int]] = {}
         # (group, topic, queue) -> the next offset the last found pull returned (Java's pull offset)
         self.pull_offsets: dict[tuple[str, str, int], int] = {}
+        self.to_dlq: dict[tuple[str, str], int] = {}  # (origin topic, group)
+        self.committed: dict[str, int] = {}
+        self.rolled_back: dict[str, int] = {}
+        self.finish_latency: dict[str, Histogram] = {}
 
     def send_message_after(self, response: Any, request: RemotingCommand, topic: str) -> Any:
         if not isinstance(response, RemotingCommand) or response.code not in _SEND_OK or not topic \
@@ -148,6 +155,23 @@ class BrokerMetricsHook:
             series = self.messages_out[key] = [0, 0]
         series[0] += count_messages(response.body)
         series[1] += len(response.body)
+
+    def send_to_dlq(self, group: str, origin_topic: str) -> None:
+        key = (origin_topic, group)
+        if key in self.to_dlq or len(self.to_dlq) < MAX_SERIES:
+            self.to_dlq[key] = self.to_dlq.get(key, 0) + 1
+
+    def end_transaction_after(self, topic: str, committed: bool, born_timestamp: int) -> None:
+        table = self.committed if committed else self.rolled_back
+        if topic in table or len(table) < MAX_SERIES:
+            table[topic] = table.get(topic, 0) + 1
+        if committed:
+            hist = self.finish_latency.get(topic)
+            if hist is None:
+                if len(self.finish_latency) >= MAX_SERIES:
+                    return
+                hist = self.finish_latency[topic] = Histogram(FINISH_LATENCY_BUCKETS_S)
+            hist.observe(max(0, (wall_ms() - born_timestamp) // 1000))  # Java records seconds
 
     def forget_topic(self, topic: str) -> None:
         for table in (self.messages_in, self.messages_out):
@@ -215,6 +239,21 @@ class BrokerMetricsManager:
             tout.add_metric(values, nbytes)
         yield out
         yield tout
+        dlq = CounterMetricFamily("rocketmq_send_to_dlq_messages", "Consumer send to DLQ messages", labels=names_out)
+        for (topic, group), n in list(hook.to_dlq.items()):
+            system = self.hook.is_system_topic(topic) or is_sys_consumer_group(group)
+            dlq.add_metric(base.values + [group, _bool(system), topic], n)
+        yield dlq
+        names_tx = base.names + ["topic"]
+        for name, doc, table in (("rocketmq_commit_messages", "Total number of commit messages", hook.committed),
+                                 ("rocketmq_rollback_messages", "Total number of rollback messages",
+                                  hook.rolled_back)):
+            family = CounterMetricFamily(name, doc, labels=names_tx)
+            for topic, n in list(table.items()):
+                family.add_metric(base.values + [topic], n)
+            yield family
+        yield histogram_family("rocketmq_finish_message_latency_milliseconds", "Transaction finish latency",
+                               names_tx, ((base.values + [t], h) for t, h in list(hook.finish_latency.items())))
 
     # ------------------------------------------------------------------ read at scrape
     def _broker_gauges(self) -> Iterable[Metric]:

@@ -14,7 +14,7 @@ responses are only ever seen by a caller that did not send oneway.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from twisted.internet import defer
 
@@ -23,13 +23,13 @@ from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import HeaderError, RemotingCommand
 from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
 from rmqpy.broker.transaction import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS
-from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP
+from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 from rmqpy.store.message_store import put_status_name
 
 if TYPE_CHECKING:
-    from rmqpy.broker.api import Broker
+    from rmqpy.broker.api import Broker, EndTransactionHook
 
 
 class EndTransactionProcessor:
@@ -38,6 +38,14 @@ class EndTransactionProcessor:
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
+        self.end_transaction_hooks: Sequence["EndTransactionHook"] = ()
+
+    def register_end_transaction_hook(self, hooks: Sequence["EndTransactionHook"]) -> None:
+        self.end_transaction_hooks = hooks
+
+    def _ended(self, half: Any, topic: str, committed: bool) -> None:
+        for hook in self.end_transaction_hooks:
+            hook.end_transaction_after(topic, committed, half.born_timestamp)
 
     @property
     def service(self) -> Any:
@@ -93,16 +101,18 @@ class EndTransactionProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, error)
         if state == SF.TRANSACTION_ROLLBACK_TYPE:
             d = svc.delete_prepare_message(half)
+            self._ended(half, half.properties.get(PROPERTY_REAL_TOPIC) or half.topic, False)
             return d.addCallback(lambda _: request.response(ResponseCode.SUCCESS, None))
         inner = svc.end_message_transaction(half)
         d = self._send_final_message(inner)
-        return d.addCallback(self._after_commit, request, half)
+        return d.addCallback(self._after_commit, request, half, inner.topic)
 
-    def _after_commit(self, result: tuple[int, str | None], request: RemotingCommand, half: Any) -> Any:
+    def _after_commit(self, result: tuple[int, str | None], request: RemotingCommand, half: Any, topic: str) -> Any:
         code, remark = result
         response = request.response(code, remark)
         if code != ResponseCode.SUCCESS:
             return response
+        self._ended(half, topic, True)
         return self.service.delete_prepare_message(half).addCallback(lambda _: response)
 
     def _too_late(self, half: Any) -> bool:

@@ -10,7 +10,7 @@ asks for a negative level. Codes and remarks follow RocketMQ 4.9's
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rmqpy.broker.processor.send import DLQ_NUMS_PER_GROUP
 from rmqpy.broker.topic import dlq_topic, retry_topic
@@ -26,7 +26,7 @@ from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_ORIGIN_M
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
-    from rmqpy.broker.api import Broker
+    from rmqpy.broker.api import Broker, SendBackHook
 
 SUBSCRIPTION_GROUP_NOT_EXIST_URL = "http://rocketmq.apache.org/docs/faq/"
 TOPIC_SYS_FLAG_UNIT_SUB = 2
@@ -39,6 +39,10 @@ class ConsumerSendMsgBackProcessor:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.random = random.Random()
+        self.send_back_hooks: Sequence["SendBackHook"] = ()
+
+    def register_send_back_hook(self, hooks: Sequence["SendBackHook"]) -> None:
+        self.send_back_hooks = hooks
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         b = self.broker
@@ -90,6 +94,8 @@ class ConsumerSendMsgBackProcessor:
                                                               PERM_WRITE | PERM_READ, 0)
             if tc is None:
                 return request.response(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
+            for hook in self.send_back_hooks:
+                hook.send_to_dlq(h.group, h.originTopic or msg.topic)
             props[PROPERTY_DELAY_TIME_LEVEL] = "0"
         else:
             if delay_level == 0:

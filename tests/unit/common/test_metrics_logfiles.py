@@ -122,3 +122,16 @@ def test_bad_level_or_policy_is_an_error() -> None:
         logfiles.parse_level("LOUD")
     with pytest.raises(ValueError):
         logfiles.setup("", "INFO", logfiles.BROKER_ROUTES, 1, 1, "weekly")
+
+
+def test_transaction_and_dlq_hooks_count_per_topic() -> None:
+    import time as _time
+    hook = BrokerMetricsHook(lambda topic: False)
+    born = int(_time.time() * 1000) - 7000
+    hook.end_transaction_after("T", True, born)
+    hook.end_transaction_after("T", False, born)
+    hook.end_transaction_after("T", False, born)
+    hook.send_to_dlq("g", "T")
+    assert hook.committed == {"T": 1} and hook.rolled_back == {"T": 2} and hook.to_dlq == {("T", "g"): 1}
+    hist = hook.finish_latency["T"]
+    assert hist.counts[1] == 1 and 7 <= hist.sum <= 9  # seconds, as Java records them (bucket le=60)
