@@ -43,6 +43,7 @@ BROKER_ROUTES: Sequence[tuple[str, str]] = (
     ("rmqpy.store", "store.log"),
     ("rmqpy.remoting", "remoting.log"),
     ("twisted", "remoting.log"),
+    ("log_legacy", "remoting.log"),  # Twisted's legacy log.msg lines: ports opened and closed
     ("rmqpy.broker.stats", "stats.log"),
     ("rmqpy.broker.metrics", "stats.log"),
     ("rmqpy.broker.transaction", "transaction.log"),
@@ -52,6 +53,7 @@ BROKER_ROUTES: Sequence[tuple[str, str]] = (
 NAMESRV_ROUTES: Sequence[tuple[str, str]] = (
     ("rmqpy.remoting", "remoting.log"),
     ("twisted", "remoting.log"),
+    ("log_legacy", "remoting.log"),
     ("", "namesrv.log"),
 )
 
@@ -98,6 +100,13 @@ class ComponentLogObserver:
             if name not in self.files:
                 self.files[name] = RollingLogFile(name, directory, max_bytes, max_files, daily)
         self._route_cache: dict[str, RollingLogFile] = {}
+        # events seen before twistd begins logging: its LogBeginner then replays its buffer of them
+        # to the whole publisher, this observer included (see running())
+        self._early: dict[int, dict[str, Any]] | None = {}
+
+    def running(self) -> None:
+        """The reactor runs, so twistd's replay is over: stop remembering early events."""
+        self._early = None
 
     def file_for(self, namespace: str) -> RollingLogFile:
         f = self._route_cache.get(namespace)
@@ -113,6 +122,12 @@ class ComponentLogObserver:
         return f
 
     def __call__(self, event: dict[str, Any]) -> None:
+        early = self._early
+        if early is not None:
+            if id(early.get(id(event))) == id(event):
+                return  # the replay of an event already written
+            if len(early) < 100000:
+                early[id(event)] = event
         level = event.get("log_level", LogLevel.info)
         if level < self.level:
             return
@@ -165,6 +180,8 @@ def setup(log_dir: str, log_level: str, routes: Sequence[tuple[str, str]], max_b
         directory = os.path.abspath(os.path.expanduser(log_dir))
         observer = ComponentLogObserver(directory, routes, level, max_bytes, max_files, policy == "daily")
         globalLogPublisher.addObserver(observer)
+        if reactor is not None:
+            reactor.callWhenRunning(observer.running)
     if reactor is not None and log_level and level > LogLevel.debug:  # only when asked: stdout as before
         reactor.callWhenRunning(filter_global_observers, level)
     return observer

@@ -420,6 +420,8 @@ class MessageStore(DiskSpaceGuard):
                                                                   self._last_logics_ts)
                 self.checkpoint.confirm_phy_offset = self.commit_log.get_max_offset()
                 self.checkpoint.flush()
+            log.info("shutdown: commit log flushed to offset %d, consume queues%s and checkpoint flushed",
+                     self.commit_log.get_max_offset(), " and index" if self.config.messageIndexEnable else "")
         if self._threadpool is not None:
             self._threadpool.stop()
             self._threadpool = None

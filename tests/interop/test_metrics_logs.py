@@ -8,7 +8,7 @@ of the families rmqpy claims (docs/metrics.md) must carry the label names the Ja
 gives it, with the same request/response code values for the requests both saw.
 
 Logs: a name server and a broker with ``logDir`` write Java's per-component files, one
-line per event with time, level and namespace; a tiny ``logMaxFileSize`` makes them roll,
+line per event with time, level and namespace; a small ``logMaxFileSize`` makes them roll,
 keeping at most ``logMaxIndex``; after ``kill -9`` and a restart store.log says the store
 recovered abnormally.
 """
@@ -162,9 +162,11 @@ def _send(client: BlockingClient, i: int) -> RemotingCommand:
     return client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, body=b"r" * 256, ext_fields=ext))
 
 
-def test_log_files_split_roll_and_carry_recovery_after_kill9(tmp_path: Path) -> None:
-    logs = {"logMaxFileSize": 600, "logMaxIndex": 2, "logLevel": "INFO"}
-    ns = servers.start_namesrv(tmp_path / "ns", props={"logDir": tmp_path / "ns-logs", **logs})
+def test_log_files_split_roll_and_carry_recovery_after_kill9_and_namesrv_metrics(tmp_path: Path) -> None:
+    logs = {"logMaxFileSize": 1200, "logMaxIndex": 3, "logLevel": "INFO"}
+    ns_metrics = jvm.free_port()
+    ns = servers.start_namesrv(tmp_path / "ns", props={"logDir": tmp_path / "ns-logs", "metricsExporterType": "PROM",
+                                                       "metricsPromExporterPort": ns_metrics, **logs})
     broker = None
     try:
         broker = servers.start_broker(tmp_path / "broker", ns.addr, props={"logDir": tmp_path / "logs", **logs})
@@ -180,7 +182,18 @@ def test_log_files_split_roll_and_carry_recovery_after_kill9(tmp_path: Path) -> 
         assert wait_until(lambda: "new broker registered" in "".join(
             p.read_text() for p in ns_logs.glob("namesrv.log*")), 30, 0.2)
         assert (ns_logs / "remoting.log").exists()
+        # the name server's metrics: its RPC latency by request code, labelled as a name server
+        samples = scrape("127.0.0.1", ns_metrics)
+        assert value(samples, "rocketmq_rpc_latency_milliseconds_count", request_code="register_broker",
+                     response_code="success", node_type="namesrv") >= 1
+        assert value(samples, "rmqpy_namesrv_brokers") == 1
 
+        broker.stop()  # a clean stop logs its final flush
+        assert " INFO rmqpy.store.message_store - shutdown: commit log flushed to offset" in "".join(
+            p.read_text() for p in logdir.glob("store.log*"))
+        broker.start()
+        with BlockingClient(broker.addr) as client:
+            assert _send(client, 50).code == 0
         broker.kill9()
         broker.start()
         store = "".join(p.read_text() for p in sorted(logdir.glob("store.log*")))
@@ -188,11 +201,13 @@ def test_log_files_split_roll_and_carry_recovery_after_kill9(tmp_path: Path) -> 
         assert re.search(r" INFO rmqpy\.store\.message_store - recover abnormally .*re-dispatched \d+ records",
                          store), store
 
-        # rolled at 600 bytes, at most 2 kept; one line per event, with level and namespace
+        # rolled at 1200 bytes, at most 3 kept; one line per event (not twice: twistd replays the
+        # events logged before it began logging), with level and namespace
         for name in ("broker.log", "store.log", "remoting.log"):
             rolled = sorted(p.name for p in logdir.glob(name + ".*"))
-            assert rolled and set(rolled) <= {name + ".1", name + ".2"}, rolled
-            assert (logdir / name).stat().st_size < 600 + 1000  # one line past the size at most
+            assert rolled and set(rolled) <= {name + ".1", name + ".2", name + ".3"}, rolled
+            assert (logdir / name).stat().st_size < 1200 + 1000  # one line past the size at most
+        assert len(re.findall("message store load: last exit ABNORMAL", store)) == 1, store
         for path in logdir.iterdir():
             for line in path.read_text().splitlines():
                 if line.startswith(("Traceback", " ", "\t")) or not line:

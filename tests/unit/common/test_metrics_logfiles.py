@@ -135,3 +135,18 @@ def test_transaction_and_dlq_hooks_count_per_topic() -> None:
     assert hook.committed == {"T": 1} and hook.rolled_back == {"T": 2} and hook.to_dlq == {("T", "g"): 1}
     hist = hook.finish_latency["T"]
     assert hist.counts[1] == 1 and 7 <= hist.sum <= 9  # seconds, as Java records them (bucket le=60)
+
+
+def test_twistd_replay_of_early_events_is_not_written_twice(tmp_path: Path) -> None:
+    obs = logfiles.ComponentLogObserver(str(tmp_path), logfiles.BROKER_ROUTES, LogLevel.info)
+    try:
+        event = {"log_namespace": "rmqpy.store.message_store", "log_level": LogLevel.info, "log_format": "load",
+                 "log_time": 1.7e9}
+        obs(event)
+        obs(event)  # twistd's LogBeginner replays its buffer to every observer
+        obs.running()
+        obs({**event, "log_format": "later"})
+    finally:
+        obs.close()
+    assert [line.rsplit(" - ", 1)[1] for line in (tmp_path / "store.log").read_text().splitlines()] == \
+        ["load", "later"]
