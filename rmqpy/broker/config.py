@@ -48,6 +48,9 @@ def _hostname() -> str:
 
 
 # Keys Java marks @ImportantField (printed by ``-m``).
+# keys whose values are secrets: GET_BROKER_CONFIG answers them masked
+SECRET_KEYS = frozenset({"innerClientAuthenticationCredentials"})
+
 IMPORTANT_KEYS = frozenset({
     "namesrvAddr", "brokerIP1", "brokerName", "brokerClusterName", "brokerId", "autoCreateTopicEnable",
     "autoCreateSubscriptionGroup", "msgTraceTopicName", "traceTopicEnable", "rejectTransactionMessage",
@@ -100,6 +103,10 @@ class BrokerConfig:
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60 * 1000
     aclEnable: bool = False
+    # 5.x AuthConfig's key: {"accessKey": "...", "secretKey": "..."} signs the broker's own requests
+    # (registration with the name servers), as BrokerOuterAPI's AclClientRPCHook; never listed by
+    # GET_BROKER_CONFIG (SECRET_KEYS)
+    innerClientAuthenticationCredentials: str = ""
     # Java's BrokerConfig.configBlackList: keys UPDATE_BROKER_CONFIG refuses, on top of brokerConfigPath,
     # rocketmqHome and configBlackList (AdminBrokerProcessor.initConfigBlackList)
     configBlackList: str = "configBlackList;brokerConfigPath"

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from twisted.application import service
 from twisted.internet import defer
 
+from rmqpy.acl.client_hook import AclClientHook
 from rmqpy.acl.manager import PlainPermissionManager
 from rmqpy.acl.plain import DEFAULT_PLAIN_FILE, AclPaths
 from rmqpy.acl.validator import PlainAccessValidator
@@ -68,6 +69,17 @@ from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.api import MessageStore
 from rmqpy.store.ha.replication import Replication
+
+def _loopback(host: str) -> bool:
+    """Whether a listen address is the loopback only (a name or a wildcard is not)."""
+    import ipaddress
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 class BrokerController:
     log = RateLimitedLogger()  # registrations and notifications follow client requests: rate-limited per call site
@@ -234,7 +246,17 @@ class BrokerController:
 
     def initial_acl(self) -> None:
         """Java ``initialAcl()``: with aclEnable, every request is checked before its processor runs."""
+        signer = AclClientHook.from_credentials(self.broker_config.innerClientAuthenticationCredentials)
+        if signer is not None:  # the broker's own requests (registration) carry credentials
+            self.namesrv_client.request_hooks.append(signer)
         if not self.broker_config.aclEnable:
+            host = self.netty_config.listenHost
+            if not _loopback(host):
+                self.log.warn("The broker listens on {host} (beyond loopback) without access control: any client "
+                              "that reaches port {port} may send, consume, create topics and change the "
+                              "configuration. Set aclEnable=true with {home}/conf/plain_acl.yml, or listen on "
+                              "127.0.0.1 (listenHost).", host=host or "*", port=self.netty_config.listenPort,
+                              home=self.broker_config.rocketmqHome or "$ROCKETMQ_HOME")
             return
         self.acl = PlainPermissionManager(AclPaths(self.broker_config.rocketmqHome, self.acl_plain_file))
         self.acl.start()

@@ -44,6 +44,9 @@ class RemotingClient:
         # Builds the client endpoint for host, port; TLS swaps in a wrapping endpoint.
         self.endpoint_factory = endpoint_factory or (
             lambda r, h, p: HostnameEndpoint(r, h, p, timeout=self.connect_timeout))
+        # Java's client RPCHook.doBeforeRequest (e.g. AclClientRPCHook): called with the address and
+        # each request this client sends, before it is encoded
+        self.request_hooks: list[Callable[[str, RemotingCommand], None]] = []
         self._connections: dict[str, RemotingProtocol] = {}
         self._connecting: dict[str, list[defer.Deferred[RemotingProtocol]]] = {}
 
@@ -86,10 +89,16 @@ class RemotingClient:
         if self._connections.get(addr) is proto:
             del self._connections[addr]
 
+    def _before(self, addr: str, request: RemotingCommand) -> None:
+        for hook in self.request_hooks:
+            hook(addr, request)
+
     def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred[RemotingCommand]:
+        self._before(addr, request)
         return self.connection(addr).addCallback(lambda p: p.invoke(request, timeout))
 
     def invoke_oneway(self, addr: str, request: RemotingCommand) -> defer.Deferred[None]:
+        self._before(addr, request)
         return self.connection(addr).addCallback(lambda p: p.invoke_oneway(request))
 
     def close(self) -> None:

@@ -231,3 +231,22 @@ def test_mqadmin_plain_acl_codes_and_a_yaml_the_java_broker_loads(rmqpy_acl, jav
                                                        "for newacct01"), gone
     finally:
         IDS.remove("new=newacct01:newsecret01")
+
+
+def test_broker_signs_its_own_requests(java_acl, tmp_path):
+    """innerClientAuthenticationCredentials: the Java 4.9.7 broker's ACL checks rmqpy's outgoing
+    REGISTER_BROKER (rmqpy pointed at it as if it were a name server): unsigned it is refused by
+    the ACL, signed it passes the ACL and only then fails as a code a broker does not serve."""
+    def registration_answer(name: str, props: dict) -> str:
+        b = servers.start_broker(tmp_path / name, java_acl.broker_addr, props={"brokerName": name, **props})
+        try:
+            prefix = f"register broker to name server {java_acl.broker_addr} failed: "
+            assert wait_until(lambda: prefix in b.log_tail(10**7), 30, 0.1), b.log_tail()
+            return b.log_tail(10**7).split(prefix, 1)[1].split("\n", 1)[0]
+        finally:
+            b.stop()
+    unsigned = registration_answer("unsigned", {})
+    assert unsigned.startswith("1 org.apache.rocketmq.acl.common.AclException: No accessKey is configured"), unsigned
+    creds = f'{{"accessKey":"{USER}","secretKey":"{USER_SK}"}}'
+    signed = registration_answer("signed", {"innerClientAuthenticationCredentials": creds})
+    assert signed == "3  request type 103 not supported", signed

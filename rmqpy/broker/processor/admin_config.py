@@ -21,8 +21,9 @@ class ConfigAdmin(AdminBase):
         with Java's default (rmqpy/broker/java_config.py)."""
         from rmqpy.broker.java_config import java_only_items
         from rmqpy.common.properties import format_properties
+        from rmqpy.broker.config import SECRET_KEYS
         settings = self.broker.settings
-        items = settings.items()
+        items = [(k, "******" if k in SECRET_KEYS and v else v) for k, v in settings.items()]
         content = format_properties(items + java_only_items(request.version, {k for k, _ in items}))
         version = fastjson.dumps(self.config_version)
         return self._ok(request, content.encode() if content else None,

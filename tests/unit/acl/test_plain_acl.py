@@ -274,3 +274,46 @@ def test_acl_admin_codes_write_yaml(broker, tmp_path):
     # not for non-admin accounts
     r = call(broker, ch, signed(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, None)))
     assert "Need admin permission for request code=54" in r.remark
+
+
+def test_outgoing_requests_are_signed_with_inner_credentials(tmp_path):
+    from twisted.internet import defer
+
+    from rmqpy.protocol.headers.namesrv import UnRegisterBrokerRequestHeader
+
+    class Pending:
+        def connect(self, factory):
+            return defer.Deferred()
+
+    b, clock = make_broker(tmp_path, innerClientAuthenticationCredentials='{"accessKey":"rocketmq2","secretKey":"12345678"}')
+    try:
+        b.namesrv_client.endpoint_factory = lambda r, h, p: Pending()
+        req = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, UnRegisterBrokerRequestHeader(
+            brokerName="b", brokerAddr="1.2.3.4:1", clusterName="c", brokerId=0))
+        b.namesrv_client.invoke("127.0.0.1:9876", req)
+        ext = req.ext_fields
+        assert ext["AccessKey"] == "rocketmq2"
+        assert ext["Signature"] == signature.calculate(signature.content(ext, None), "12345678")
+        config = call(b, FakeChannel(), RemotingCommand.request(RequestCode.GET_BROKER_CONFIG, None)).body.decode()
+        assert "innerClientAuthenticationCredentials=******" in config and "12345678" not in config
+    finally:
+        b.shutdown()
+
+
+def test_bad_inner_credentials_are_an_error(tmp_path):
+    with pytest.raises(AclError, match="innerClientAuthenticationCredentials"):
+        make_broker(tmp_path, innerClientAuthenticationCredentials='{"accessKey":"x"}')
+
+
+@pytest.mark.parametrize("host,warned", [("0.0.0.0", True), ("127.0.0.1", False), ("::1", False)])
+def test_warning_when_open_beyond_loopback(tmp_path, host, warned):
+    from twisted.logger import globalLogPublisher
+    seen = []
+    globalLogPublisher.addObserver(seen.append)
+    try:
+        b, _ = make_broker(tmp_path, listenHost=host)
+        b.shutdown()
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+    lines = [e for e in seen if "without access control" in (e.get("log_format") or "")]
+    assert len(lines) == (1 if warned else 0)
