@@ -181,3 +181,65 @@ def _check_slave_metadata(client_host, ns_addr: str, master: Node, slave: Node, 
     out = clients.mqadmin(client_host, JAVA, ["clusterList"], ns_addr)
     rows = [line.split() for line in out.splitlines() if "broker-ha" in line]
     assert sorted((r[2], r[3]) for r in rows) == [("0", master.addr), ("1", slave.addr)], out
+    status = clients.mqadmin(client_host, JAVA, ["brokerStatus", "-b", master.addr], ns_addr)
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in status.splitlines())}
+    assert fields.get("haSlaveConnections") == "1", status
+
+
+def test_push_consumer_reads_the_slave_while_the_master_is_down(java_built, client_host, tmp_path):
+    """kill -9 of a SYNC_MASTER: the official push consumer, started while the master is down,
+    reads every acknowledged message from the slave; after the master is back it receives what
+    is sent to it then. Nothing is lost (a redelivery is allowed: offsets the consumer committed
+    to the slave stay there, as with Java brokers)."""
+    ip = client_host.host_ip
+    ns = servers.start_namesrv(tmp_path / "ns", host=ip)
+    ns_addr = f"{ip}:{ns.port}"
+    nodes: list[Node] = []
+    consumer = None
+    try:
+        master = _start("rmqpy", tmp_path / "master", ip, ns_addr, "SYNC_MASTER", 0)
+        nodes.append(master)
+        slave = _start("rmqpy", tmp_path / "slave", ip, ns_addr, "SLAVE", 1)
+        nodes.append(slave)
+        wait_until(lambda: int(master.runtime().get("haSlaveAckOffset", -1)) >= 0, 30,
+                   what="the slave reported to the master", diag=slave.tail)
+        topic, group = "TopicHAFailover", "GID_HAFailover"
+        first = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", topic, "-c", "200",
+                                                    "--keys", "before{i}"], timeout=120, check=False)
+        assert first.done and first.done.get("ok"), first.errors[:5]
+        wait_until(lambda: _metadata(slave.addr, topic, "-")[0], 15, what="the topic on the slave")
+        master.proc.kill9()
+        with servers_client(ns_addr) as c:
+            wait_until(lambda: "0" not in _broker_ids(c, topic), 30, what="the master out of the route")
+        consumer = clients.BackgroundHarness(client_host, JAVA, [
+            "consume-push", "-n", ns_addr, "-t", topic, "-g", group, "-c", "300", "--timeout-ms", "120000",
+            "--poll-namesrv-ms", "1000", "--rebalance-interval-ms", "1000"], tmp_path / "consumer.jsonl")
+        wait_until(lambda: len({e.get("keys") for e in consumer.events().of("received")}) >= 200, 60,
+                   what="the 200 messages read from the slave", diag=lambda: str(consumer.events()[-5:]))
+        master.proc.start(60)
+        wait_until(lambda: int(master.runtime().get("haSlaveAckOffset", -1)) >= 0, 30,
+                   what="the slave reconnected", diag=slave.tail)
+        second = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", topic, "-c", "100",
+                                                     "--keys", "after{i}"], timeout=120, check=False)
+        assert second.done and second.done.get("ok"), second.errors[:5]
+        ev = consumer.collect(120)
+        keys = {e.get("keys") for e in ev.of("received")}
+        expected = {f"before{i}" for i in range(200)} | {f"after{i}" for i in range(100)}
+        assert expected <= keys, sorted(expected - keys)[:10]
+        assert ev.done and ev.done.get("ok"), ev[-5:]
+    finally:
+        if consumer is not None:
+            consumer.stop()
+        for n in reversed(nodes):
+            n.stop()
+        ns.stop()
+
+
+def servers_client(ns_addr: str):
+    from rmqpy.client.simple import SimpleClient
+    return SimpleClient(ns_addr)
+
+
+def _broker_ids(client, topic: str) -> set[str]:
+    route = client.route(topic) or {}
+    return {str(k) for bd in route.get("brokerDatas") or [] for k in (bd.get("brokerAddrs") or {})}
