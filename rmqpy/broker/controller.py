@@ -36,8 +36,8 @@ from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.broker.pop.revive import PopReviveService
 from rmqpy.broker.pop.service import PopService
 from rmqpy.broker.processor.assignment import MessageRequestModeManager, QueryAssignmentProcessor
-from rmqpy.broker.processor.pop import (AckMessageProcessor, ChangeInvisibleTimeProcessor, PeekMessageProcessor,
-                                        PopMessageProcessor)
+from rmqpy.broker.processor.pop import (AckMessageProcessor, ChangeInvisibleTimeProcessor, NotificationProcessor,
+                                        PeekMessageProcessor, PollingInfoProcessor, PopMessageProcessor)
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.stats import BrokerStatsHook, BrokerStatsManager
 from rmqpy.broker.processor.acl_admin import AclAdminProcessor
@@ -173,6 +173,8 @@ class BrokerController:
         peek = PeekMessageProcessor(self, self.pop_service)
         ack = AckMessageProcessor(self, self.pop_service)
         change_invisible = ChangeInvisibleTimeProcessor(self, self.pop_service)
+        notification = NotificationProcessor(self, self.pop_service)
+        polling_info = PollingInfoProcessor(self, self.pop_service)
         assignment = QueryAssignmentProcessor(self, self.message_request_mode_manager)
         table: dict[int, RequestProcessor] = {
             RequestCode.SEND_MESSAGE: send,
@@ -203,6 +205,8 @@ class BrokerController:
             RequestCode.ACK_MESSAGE: ack,
             RequestCode.BATCH_ACK_MESSAGE: ack,
             RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change_invisible,
+            RequestCode.NOTIFICATION: notification,
+            RequestCode.POLLING_INFO: polling_info,
             RequestCode.QUERY_ASSIGNMENT: assignment,
             RequestCode.SET_MESSAGE_REQUEST_MODE: assignment,
             # the admin family (Java's default processor): topics, groups, offsets, stats,
@@ -213,7 +217,7 @@ class BrokerController:
             send_back.register_send_back_hook([self.metrics_manager.hook])
             end_transaction.register_end_transaction_hook([self.metrics_manager.hook])
         for built in (send, pull, client, consumer, offsets, query, send_back, end_transaction, lock, reply, admin,
-                      pop, peek, ack, change_invisible, assignment):
+                      pop, peek, ack, change_invisible, notification, polling_info, assignment):
             self.processors[type(built).__name__] = built
         for code, processor in table.items():
             self.dispatcher.register(int(code), processor)

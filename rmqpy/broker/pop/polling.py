@@ -24,6 +24,8 @@ class HeldPop:
     topics: tuple[str, ...]
     channel: Any
     run: Callable[[bool], Any]  # run(last) -> a result, or None to keep waiting (only when not last)
+    key: tuple[str, str, int] = ("", "", -1)  # (topic, group, queueId) of the request: POLLING_INFO counts these
+    takes: bool = True  # a pop takes what it finds; a NOTIFICATION does not, so the next waiter runs too
     deferred: defer.Deferred = field(default_factory=defer.Deferred)
     timer: Any = None
     done: bool = False
@@ -39,6 +41,7 @@ class PopLongPollingService:
         self.table: dict[str, list[HeldPop]] = {}
         self.held = 0
         self.refused = 0
+        self.by_key: dict[tuple[str, str, int], int] = {}
 
     def hold(self, held: HeldPop, poll_ms: int) -> defer.Deferred | None:
         """Hold ``held`` up to ``poll_ms``; None when full (the caller answers POLLING_FULL)."""
@@ -47,6 +50,7 @@ class PopLongPollingService:
             self.refused += 1
             return None
         self.held += 1
+        self.by_key[held.key] = self.by_key.get(held.key, 0) + 1
         for topic in held.topics:
             self.table.setdefault(topic, []).append(held)
         held.timer = self.clock.callLater(max(poll_ms, 0) / 1000.0, self._expire, held)
@@ -57,6 +61,11 @@ class PopLongPollingService:
             return
         held.done = True
         self.held -= 1
+        left = self.by_key.get(held.key, 0) - 1
+        if left > 0:
+            self.by_key[held.key] = left
+        else:
+            self.by_key.pop(held.key, None)
         for topic in held.topics:
             waiting = self.table.get(topic)
             if waiting is not None:
@@ -104,7 +113,11 @@ class PopLongPollingService:
                 continue  # found nothing (a filter, or another pop was faster): waits on
             self._remove(held)
             self._deliver(held, result)
-            return
+            if held.takes:
+                return
+
+    def polling_num(self, topic: str, group: str, queue_id: int) -> int:
+        return self.by_key.get((topic, group, queue_id), 0)
 
     def stop(self) -> None:
         for waiting in list(self.table.values()):

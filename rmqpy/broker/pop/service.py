@@ -138,7 +138,7 @@ class PopService:
         if result.found or req.poll_ms <= 0:
             return self._when_stored(result, pending)
         held = HeldPop(topics=(req.topic, self.retry_topic_of(req.topic, req.group)), channel=req.channel,
-                       run=lambda last: self._rerun(req, last))
+                       run=lambda last: self._rerun(req, last), key=(req.topic, req.group, req.queue_id))
         d = self.polling.hold(held, req.poll_ms)
         if d is None:
             result.polling_full = True
@@ -373,6 +373,44 @@ class PopService:
             result.records.extend(bytes(r) for r in got.message_list)
             result.rest_num += max(got.max_offset - got.next_begin_offset, 0)
         return result
+
+    # ------------------------------------------------------------------ notification
+    def has_message(self, group: str, topic: str, queue_id: int) -> bool:
+        """Whether a pop would find something (Java ``NotificationProcessor.hasMsgFromQueue``), retry topic too."""
+        store = self.broker.message_store
+        tcm = self.broker.topic_config_manager
+
+        def queue_has(t: str, q: int) -> bool:
+            offset = self.broker.consumer_offset_manager.query_offset(group, t, q)
+            if offset < 0:
+                offset = store.get_min_offset_in_queue(t, q)
+            return store.get_max_offset_in_queue(t, q) - offset > 0
+
+        def topic_has(t: str) -> bool:
+            tc = tcm.select(t)
+            return tc is not None and any(queue_has(t, q) for q in range(tc.readQueueNums))
+
+        if topic_has(self.retry_topic_of(topic, group)):
+            return True
+        return topic_has(topic) if queue_id < 0 else queue_has(topic, queue_id)
+
+    def notification(self, group: str, topic: str, queue_id: int, poll_ms: int,
+                     channel: Any = None) -> defer.Deferred[tuple[bool, bool]]:
+        """Fires (hasMsg, pollingFull): at once when there is a message, else when one arrives or at ``poll_ms``."""
+        found = self.has_message(group, topic, queue_id)
+        if found or poll_ms <= 0:
+            return defer.succeed((found, False))
+
+        def run(last: bool) -> Any:
+            found = self.has_message(group, topic, queue_id)
+            return (found, False) if found or last else None
+        held = HeldPop(topics=(topic, self.retry_topic_of(topic, group)), channel=channel, run=run,
+                       key=(topic, group, queue_id), takes=False)
+        d = self.polling.hold(held, poll_ms)
+        return d if d is not None else defer.succeed((False, True))
+
+    def polling_num(self, group: str, topic: str, queue_id: int) -> int:
+        return self.polling.polling_num(topic, group, queue_id)
 
     def notify_arrival(self, topic: str) -> None:
         self.polling.notify(topic)

@@ -2,7 +2,8 @@
 
 ``PopMessageProcessor`` (POP_MESSAGE, 200050), ``PeekMessageProcessor`` (PEEK_MESSAGE, 200052),
 ``AckMessageProcessor`` (ACK_MESSAGE 200051, BATCH_ACK_MESSAGE 200151) and
-``ChangeInvisibleTimeProcessor`` (CHANGE_MESSAGE_INVISIBLETIME, 200053) check each request as
+``ChangeInvisibleTimeProcessor`` (CHANGE_MESSAGE_INVISIBLETIME, 200053), ``NotificationProcessor``
+(NOTIFICATION, 200054) and ``PollingInfoProcessor`` (POLLING_INFO, 200055) check each request as
 5.3.3 does, with its codes and remarks, and more: ``maxMsgNums`` must be 1..32 (Java refuses
 only > 32), ``invisibleTime`` 1 ms..``timerMaxDelaySec`` (Java takes any; its timer then refuses
 the checkpoint), ``pollTime`` 0..``MAX_POLL_MS``, and a receipt (``extraInfo``) is parsed field
@@ -26,7 +27,9 @@ from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.errors import BodyError
 from rmqpy.protocol.headers.pop import (AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader,
-                                        ChangeInvisibleTimeResponseHeader, PeekMessageRequestHeader,
+                                        ChangeInvisibleTimeResponseHeader, NotificationRequestHeader,
+                                        NotificationResponseHeader, PeekMessageRequestHeader,
+                                        PollingInfoRequestHeader, PollingInfoResponseHeader,
                                         PopMessageRequestHeader, PopMessageResponseHeader)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
@@ -88,16 +91,21 @@ class _Base:
         return response
 
 
+def _fill_born_time(broker: "Broker", request: RemotingCommand) -> None:
+    """Java adds ``bornTime`` (now) when the client sent none or 0."""
+    ext = request.ext_fields if request.ext_fields is not None else {}
+    if ext.get(BORN_TIME) in (None, "0"):
+        ext[BORN_TIME] = str(broker.now_ms())
+        request.ext_fields = ext
+
+
 class PopMessageProcessor(_Base):
     codes = (RequestCode.POP_MESSAGE,)
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
         b = self.broker
         bc = b.broker_config
-        ext = request.ext_fields if request.ext_fields is not None else {}
-        if ext.get(BORN_TIME) in (None, "0"):
-            ext[BORN_TIME] = str(b.now_ms())
-            request.ext_fields = ext
+        _fill_born_time(b, request)
         h = request.decode_header(PopMessageRequestHeader)
         ip = bc.brokerIP1
         if b.now_ms() - h.bornTime - h.pollTime > 500:
@@ -279,3 +287,55 @@ class ChangeInvisibleTimeProcessor(_Base):
         d = self.service.change_invisible_time(h.consumerGroup, h.topic, h.queueId, h.offset, receipt,
                                                h.invisibleTime)
         return d.addCallbacks(answered, failed)
+
+
+class NotificationProcessor(_Base):
+    codes = (RequestCode.NOTIFICATION,)
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+        b = self.broker
+        _fill_born_time(b, request)
+        h = request.decode_header(NotificationRequestHeader)
+        ip = b.broker_config.brokerIP1
+        if not b.broker_config.brokerPermission & PERM_READ:
+            return request.response(ResponseCode.NO_PERMISSION, f"the broker[{ip}] peeking message is forbidden")
+        if not 0 <= h.pollTime <= MAX_POLL_MS:
+            return request.response(ResponseCode.INVALID_PARAMETER,
+                                    f"the broker[{ip}] notification's pollTime must be in [0, {MAX_POLL_MS}]")
+        refused = self._readable(request, channel, h.topic, h.queueId) or self._group(request, h.consumerGroup)
+        if refused is not None:
+            return refused
+        if h.order:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"the broker[{ip}] does not support orderly pop yet")
+        poll_ms = h.pollTime if b.now_ms() - h.bornTime - h.pollTime <= 500 else 0
+
+        def answer(found: tuple[bool, bool]) -> RemotingCommand:
+            has_msg, full = found
+            return request.response(ResponseCode.SUCCESS, None,
+                                    header=NotificationResponseHeader(hasMsg=has_msg, pollingFull=full or None))
+        return self.service.notification(h.consumerGroup, h.topic, h.queueId, poll_ms, channel).addCallback(answer)
+
+    def _readable(self, request: RemotingCommand, channel: Any, topic: str, queue_id: int) -> RemotingCommand | None:
+        refused = self._topic_queue(request, channel, topic, queue_id, ResponseCode.INVALID_PARAMETER,
+                                    allow_all=True)
+        if refused is None:
+            tc = self.broker.topic_config_manager.select(topic)
+            if tc is not None and not tc.perm & PERM_READ:
+                return request.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        return refused
+
+
+class PollingInfoProcessor(NotificationProcessor):
+    codes = (RequestCode.POLLING_INFO,)
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+        b = self.broker
+        h = request.decode_header(PollingInfoRequestHeader)
+        if not b.broker_config.brokerPermission & PERM_READ:
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"the broker[{b.broker_config.brokerIP1}] peeking message is forbidden")
+        refused = self._readable(request, channel, h.topic, h.queueId) or self._group(request, h.consumerGroup)
+        if refused is not None:
+            return refused
+        return request.response(ResponseCode.SUCCESS, None, header=PollingInfoResponseHeader(
+            pollingNum=self.service.polling_num(h.consumerGroup, h.topic, h.queueId)))

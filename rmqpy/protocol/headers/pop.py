@@ -67,3 +67,34 @@ class ChangeInvisibleTimeResponseHeader(CommandHeader):
     popTime: Long = required()
     invisibleTime: Long = required()
     reviveQid: int = required()
+
+
+@header
+class NotificationRequestHeader(CommandHeader):
+    """NOTIFICATION (200054): is there something to pop? Held up to ``pollTime`` when not."""
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required()
+    pollTime: Long = required()
+    bornTime: Long = required()
+    order: bool | None = optional()
+    attemptId: str | None = optional()
+
+
+@header
+class NotificationResponseHeader(CommandHeader):
+    hasMsg: bool = required(False)
+    pollingFull: bool | None = optional()
+
+
+@header
+class PollingInfoRequestHeader(CommandHeader):
+    """POLLING_INFO (200055): how many pops of a group wait on a queue (-1: on the whole topic)."""
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required()
+
+
+@header
+class PollingInfoResponseHeader(CommandHeader):
+    pollingNum: int = required(0)

@@ -167,3 +167,63 @@ def test_unacked_messages_come_back_after_a_crash(tmp_path):
         assert sorted(m.body for m in msgs(pop(b2, ch))) == [b"m0", b"m1"]
     finally:
         b2.shutdown()
+
+
+def _notification(broker, ch, poll=0, group="G", topic="T"):
+    from rmqpy.protocol.headers.pop import NotificationRequestHeader
+    h = NotificationRequestHeader(consumerGroup=group, topic=topic, queueId=-1, pollTime=poll,
+                                  bornTime=broker.now_ms())
+    return RemotingCommand.request(RequestCode.NOTIFICATION, h)
+
+
+def test_notification_and_polling_info(broker):
+    from rmqpy.protocol.headers.pop import (NotificationResponseHeader, PollingInfoRequestHeader,
+                                            PollingInfoResponseHeader)
+    ch = FakeChannel()
+    send(broker, ch, 1)
+    resp = call(broker, ch, _notification(broker, ch))
+    assert resp.code == ResponseCode.SUCCESS and resp.decode_header(NotificationResponseHeader).hasMsg
+    assert msgs(pop(broker, ch))
+    resp = call(broker, ch, _notification(broker, ch))
+    assert not resp.decode_header(NotificationResponseHeader).hasMsg
+    # a held pop and a held notification; one message wakes both, the pop takes it
+    pop_ch, note_ch = FakeChannel(), FakeChannel()
+    pop_out: list = []
+    note_out: list = []
+    pop_ch.sent, note_ch.sent = pop_out, note_out
+    h = PopMessageRequestHeader(consumerGroup="G", topic="T", queueId=-1, maxMsgNums=32, invisibleTime=5000,
+                                pollTime=10000, bornTime=broker.now_ms(), initMode=0)
+    broker.dispatcher.dispatch(note_ch, _notification(broker, note_ch, poll=10000))
+    broker.dispatcher.dispatch(pop_ch, RemotingCommand.request(RequestCode.POP_MESSAGE, h))
+    info = call(broker, ch, RemotingCommand.request(RequestCode.POLLING_INFO, PollingInfoRequestHeader(
+        consumerGroup="G", topic="T", queueId=-1)))
+    assert info.decode_header(PollingInfoResponseHeader).pollingNum == 2
+    send(broker, ch, 1)
+    assert len(note_out) == 1 and note_out[0].decode_header(NotificationResponseHeader).hasMsg
+    assert len(pop_out) == 1 and pop_out[0].code == ResponseCode.SUCCESS
+    info = call(broker, ch, RemotingCommand.request(RequestCode.POLLING_INFO, PollingInfoRequestHeader(
+        consumerGroup="G", topic="T", queueId=-1)))
+    assert info.decode_header(PollingInfoResponseHeader).pollingNum == 0
+
+
+def test_query_assignment_pop_mode(broker):
+    from rmqpy.protocol import fastjson
+    ch = FakeChannel()
+    send(broker, ch, 1)
+
+    def query(model="CLUSTERING"):
+        body = {"topic": "T", "consumerGroup": "G", "clientId": "c1", "strategyName": "AVG", "messageModel": model}
+        resp = call(broker, ch, RemotingCommand.request(RequestCode.QUERY_ASSIGNMENT, None,
+                                                         fastjson.dumps(body).encode()))
+        assert resp.code == ResponseCode.SUCCESS
+        return fastjson.loads(resp.body)
+
+    assert "messageQueueAssignments" not in query()  # no consumer of G here: Java answers null
+    mode = {"topic": "T", "consumerGroup": "G", "mode": "POP", "popShareQueueNum": 0}
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.SET_MESSAGE_REQUEST_MODE, None,
+                                                     fastjson.dumps(mode).encode()))
+    assert resp.code == ResponseCode.SUCCESS
+    got = query("BROADCASTING")["messageQueueAssignments"]
+    assert {a["mode"] for a in got} == {"POP"} and len(got) == 4
+    bad = call(broker, ch, RemotingCommand.request(RequestCode.SET_MESSAGE_REQUEST_MODE, None, b"{\"topic\":1}"))
+    assert bad.code == ResponseCode.SYSTEM_ERROR
