@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rmqpy.protocol.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
     from rmqpy.store.config import MessageStoreConfig
     from rmqpy.store.consume_queue import ConsumeQueue
-    from rmqpy.store.message_store import GetMessageResult, PutMessageResult, QueryMessageResult
+    from rmqpy.store.results import GetMessageResult, PutMessageResult, QueryMessageResult
     from rmqpy.store.stats import StoreStats
 
 #: Called for each message dispatched to a consume queue: (topic, queue_id, logic_offset,

@@ -1,13 +1,21 @@
-"""CommitLog: the append-only record log (facts §6.1, §7.1, §7.6)."""
+"""CommitLog: the append-only record log (facts §6.1, §7.1, §7.6).
+
+The one place records are written: a put's record (:meth:`CommitLog.append_message`), a batch's
+(:meth:`CommitLog.append_batch`), the blank record that ends a full file, and the cleared header
+of a record taken back (:meth:`CommitLog.undo_append`). What goes in a record (delay level,
+queue offset, host flags) and the checks before it is the store's; where the record goes and its
+bytes are this module's. Also the recovery scan and the commit log's flush.
+"""
 
 from __future__ import annotations
 
 import logging
 import struct
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
-from rmqpy.protocol.message import (BLANK_MAGIC_CODE, DispatchInfo, check_record, peek_record_header,
-                                    MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2)
+from rmqpy.protocol.message import (BLANK_MAGIC_CODE, DispatchInfo, check_record, encode_record_at,
+                                    encode_record_into, peek_record_header, MESSAGE_MAGIC_CODE_V1,
+                                    MESSAGE_MAGIC_CODE_V2)
 from rmqpy.store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -16,10 +24,19 @@ END_FILE_MIN_BLANK_LENGTH = 8
 _BLANK = struct.Struct(">iI")
 
 
+#: a record of a batch as :meth:`CommitLog.append_batch` writes it: (flag, body, properties, size)
+BatchRecord = tuple[int, bytes, bytes, int]
+
+
 class CommitLog:
     def __init__(self, store_path: str, file_size: int, *, readonly: bool = False, check_crc: bool = True,
-                 delay_tags_code: Callable[[int, int], int] | None = None):
+                 delay_tags_code: Callable[[int, int], int] | None = None,
+                 roll: Callable[[int], MappedFile | None] | None = None):
+        """``roll(size)`` gives the file a record of ``size`` bytes goes to when the last one has
+        no room (None: none can be made; the put fails); by default :meth:`mapped_file_for`,
+        the store passes its disk-space guard around it."""
         self.queue = MappedFileQueue(store_path, file_size, readonly=readonly)
+        self.roll: Callable[[int], MappedFile | None] = roll if roll is not None else self.mapped_file_for
         self.file_size = file_size
         self.check_crc = check_crc
         self.delay_tags_code = delay_tags_code
@@ -59,6 +76,7 @@ class CommitLog:
         if pos + 8 > mf.readable_position():
             return None
         assert mf.mm is not None  # readable bytes: mapped
+        total: int
         total, magic = _BLANK.unpack_from(mf.mm, pos)
         if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2) or total <= 0:
             return None
@@ -109,6 +127,55 @@ class CommitLog:
                 raise ValueError(f"record of {size} bytes does not fit in a commitlog file of {self.file_size}")
         return mf
 
+    def append_message(self, size: int, topic: bytes, queue_id: int, flag: int, body: bytes, props: bytes,
+                       sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+                       store_host: bytes, reconsume_times: int, prepared_transaction_offset: int,
+                       queue_offset: int) -> int:
+        """Write one record of ``size`` bytes (:func:`record_size`, the host flags of ``sys_flag``
+        already set) at the end of the log; its physical offset, or -1 when no file could take it
+        (Java ``CommitLog.putMessage`` with ``DefaultAppendMessageCallback.doAppend``)."""
+        files = self.queue.files
+        mf = files[-1] if files else None
+        if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
+            # no room left in the last file (or no file yet): roll over
+            mf = self.roll(size)
+            if mf is None:
+                return -1
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        assert mf.mm is not None  # writable: mapped
+        encode_record_at(mf.mm, pos, size, topic, queue_id, flag, body, props, sys_flag, born_timestamp,
+                         born_host, store_timestamp, store_host, reconsume_times, prepared_transaction_offset,
+                         queue_offset, phy)
+        mf.wrote_position = pos + size
+        self.last_store_timestamp = store_timestamp
+        return phy
+
+    def append_batch(self, records: Sequence[BatchRecord], total: int, topic: bytes, queue_id: int,
+                     sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+                     store_host: bytes, reconsume_times: int, queue_offset: int) -> int:
+        """Write a batch's records (``total`` bytes, consecutive queue offsets from
+        ``queue_offset``) into one file; the first record's physical offset, or -1 when no file
+        could take them (Java ``CommitLog.putMessages``)."""
+        mf = self.roll(total)
+        if mf is None:
+            return -1
+        assert mf.mm is not None  # writable: mapped
+        pos = mf.wrote_position
+        first = mf.file_from_offset + pos
+        qoff = queue_offset
+        for flag, body, props, size in records:
+            encode_record_into(mf.mm, pos, topic_bytes=topic, queue_id=queue_id, flag=flag, body=body,
+                               props_bytes=props, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                               born_host=born_host, store_timestamp=store_timestamp, store_host=store_host,
+                               reconsume_times=reconsume_times, prepared_transaction_offset=0,
+                               queue_offset=qoff, physical_offset=mf.file_from_offset + pos)
+            pos += size
+            mf.wrote_position = pos
+            qoff += 1
+        self.last_store_timestamp = store_timestamp
+        return first
+
     def append_data(self, start: int, data: bytes) -> bool:
         """Append replicated bytes verbatim at ``start``, which must be the current end (a
         slave's HA append, Java ``CommitLog.appendData``); False when it is not, or when the
@@ -117,6 +184,23 @@ class CommitLog:
         if mf is None or mf.file_from_offset + mf.wrote_position != start:
             return False
         return mf.append(data)
+
+    def undo_append(self, offset: int) -> None:
+        """Take back the record(s) written from ``offset`` on (the last ones of the log): the
+        header is cleared so that recovery ends there, and the write position goes back."""
+        mf = self.queue.find_mapped_file_by_offset(offset)
+        assert mf is not None and mf.mm is not None  # just written: mapped
+        pos = offset - mf.file_from_offset
+        mf.mm[pos:pos + 8] = bytes(8)
+        mf.wrote_position = pos
+        mf.flushed_position = min(mf.flushed_position, pos)  # the next record there must be flushed anew
+
+    # ------------------------------------------------------------------ flush
+    def flush_blocking(self) -> None:
+        """fsync every file with unflushed bytes (blocking: run it in a thread)."""
+        for mf in list(self.queue.files):
+            if mf.wrote_position > mf.flushed_position and mf.fd is not None:
+                mf.flush_sync()
 
     # ------------------------------------------------------------------ recovery
     def _scan_from(self, index: int, on_record: Callable[[DispatchInfo], None] | None) -> int:

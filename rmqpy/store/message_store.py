@@ -1,149 +1,63 @@
 """MessageStore: RocketMQ ``DefaultMessageStore`` on Twisted (facts §6, §7).
 
-Appends happen on the reactor thread (mmap writes); fsync of the commit log,
-consume queues, index files and checkpoint runs in a small thread pool when a
-real reactor is used.  With a ``twisted.internet.task.Clock`` (tests) blocking
-work runs inline.  Records are dispatched into the consume queues and the index
-synchronously right after the append, and arrive listeners are called then.
+The store composes its parts as Java's does: :class:`~rmqpy.store.commitlog.CommitLog` writes
+every record (and recovers the log), :class:`~rmqpy.store.dispatch.CommitLogDispatcher` puts a
+written record into its consume queue and the index and tells the arrive listeners (Java's
+``ReputMessageService``), :class:`~rmqpy.store.flush.FlushService` flushes (group commit,
+periodic flush, checkpoint), :class:`~rmqpy.store.cleanup.CleanService` deletes expired files
+and unused topics, and the :class:`~rmqpy.store.space_guard.DiskSpaceGuard` mixin refuses puts
+on a full disk. This class keeps what Java's ``DefaultMessageStore`` keeps: the lifecycle
+(load, recover, start, shutdown), the checks of a put before it is written, reads, and queries.
+
+Appends happen on the reactor thread (mmap writes); fsync runs in a small thread pool when a
+real reactor is used, inline with a ``twisted.internet.task.Clock`` (tests). Records are
+dispatched synchronously right after the append, so a pull sees a put as soon as it is answered.
 """
 
 from __future__ import annotations
 
-import enum
 import fcntl
 import logging
 import os
-import shutil
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, overload
+from typing import Any, Callable, Iterable, Literal, overload
 
 from twisted.internet import defer
 
 from rmqpy.protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_WAIT_STORE_MSG_OK,
     SCHEDULE_TOPIC, DispatchInfo, MessageExt, MessageExtBatch, MessageExtBrokerInner, create_offset_msg_id,
-    decode_batch_body, decode_record, encode_record_at, encode_record_into, host_bytes, java_string_hash,
+    decode_batch_body, decode_record, host_bytes, java_string_hash,
     string_to_properties, RecordError, MAX_TOPIC_LENGTH_V1, MAX_PROPERTIES_LENGTH, record_size, record_fields_error,
-    PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY,
+    PROPERTY_TAGS,
 )
 from rmqpy.protocol import sysflag as SF
 from rmqpy.remoting.ratelimit import clip, limiter_for
 from rmqpy.store.checkpoint import StoreCheckpoint
-from rmqpy.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
+from rmqpy.store.cleanup import CleanService
+from rmqpy.store.commitlog import BatchRecord, CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from rmqpy.store.consume_queue import ConsumeQueue, INT_MAX
+from rmqpy.store.api import ArriveListener
+from rmqpy.store.dispatch import CommitLogDispatcher
+from rmqpy.store.flush import BlockingRunner, FlushService
 from rmqpy.store.index import IndexService
-from rmqpy.store.mapped_file import MappedFile, StoreError
-from rmqpy.store.paths import StorePathError, topic_path
+from rmqpy.store.mapped_file import StoreError
+from rmqpy.store.paths import StorePathError
+from rmqpy.store.results import (AppendMessageResult, AppendMessageStatus, GetMessageResult, GetMessageStatus,
+                                 PutMessageResult, PutMessageStatus, QueryMessageResult, put_status_name)
 from rmqpy.store.space import disk_used_ratio
-from rmqpy.store.space_guard import DISK_SPACE_CLEAN_FORCIBLY_RATIO, DiskSpaceGuard
+from rmqpy.store.space_guard import DiskSpaceGuard
 from rmqpy.store.stats import StoreStats
 
-if TYPE_CHECKING:
-    from twisted.python.threadpool import ThreadPool
+__all__ = ["AppendMessageResult", "AppendMessageStatus", "GetMessageResult", "GetMessageStatus", "MessageStore",
+           "PutMessageResult", "PutMessageStatus", "QueryMessageResult", "TOTAL_PHYSICAL_MEMORY_SIZE",
+           "put_status_name"]
 
 log = logging.getLogger(__name__)
 _perf_counter = time.perf_counter
 _BORNHOST_V6_FLAG = SF.BORNHOST_V6_FLAG
 _STOREHOST_V6_FLAG = SF.STOREHOSTADDRESS_V6_FLAG
-
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-DELETE_FILES_BATCH_MAX = 10
-
-
-class PutMessageStatus(enum.Enum):
-    PUT_OK = 0
-    FLUSH_DISK_TIMEOUT = 1
-    FLUSH_SLAVE_TIMEOUT = 2
-    SLAVE_NOT_AVAILABLE = 3
-    SERVICE_NOT_AVAILABLE = 4
-    CREATE_MAPEDFILE_FAILED = 5
-    MESSAGE_ILLEGAL = 6
-    PROPERTIES_SIZE_EXCEEDED = 7
-    OS_PAGECACHE_BUSY = 8
-    UNKNOWN_ERROR = 9
-
-
-class AppendMessageStatus(enum.Enum):
-    PUT_OK = 0
-    END_OF_FILE = 1
-    MESSAGE_SIZE_EXCEEDED = 2
-    PROPERTIES_SIZE_EXCEEDED = 3
-    UNKNOWN_ERROR = 4
-
-
-class GetMessageStatus(enum.Enum):
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
-
-
-@dataclass(slots=True)
-class AppendMessageResult:
-    status: AppendMessageStatus
-    wrote_offset: int = 0
-    wrote_bytes: int = 0
-    msg_id: str = ""
-    store_timestamp: int = 0
-    logics_offset: int = 0
-    page_cache_rt: int = 0
-    msg_num: int = 1
-
-
-@dataclass(slots=True)
-class PutMessageResult:
-    put_message_status: PutMessageStatus
-    append_message_result: AppendMessageResult | None = None
-
-    def is_ok(self) -> bool:
-        return (self.append_message_result is not None
-                and self.append_message_result.status == AppendMessageStatus.PUT_OK
-                and self.put_message_status == PutMessageStatus.PUT_OK)
-
-
-def put_status_name(result: object) -> str | None:
-    """The name of a put's status; None when ``result`` is not a :class:`PutMessageResult`
-    (a put's Deferred can also fire with a Failure)."""
-    return result.put_message_status.name if isinstance(result, PutMessageResult) else None
-
-
-@dataclass
-class GetMessageResult:
-    status: GetMessageStatus = GetMessageStatus.NO_MESSAGE_IN_QUEUE
-    next_begin_offset: int = 0
-    min_offset: int = 0
-    max_offset: int = 0
-    message_list: list = field(default_factory=list)  # raw records as stored (bytes)
-    message_queue_offsets: list = field(default_factory=list)
-    buffer_total_size: int = 0
-    suggest_pulling_from_slave: bool = False
-
-    @property
-    def message_count(self) -> int:
-        return len(self.message_list)
-
-    @property
-    def body(self) -> bytes:
-        return b"".join(self.message_list)
-
-
-@dataclass
-class QueryMessageResult:
-    message_list: list = field(default_factory=list)
-    index_last_update_timestamp: int = 0
-    index_last_update_phyoffset: int = 0
-    buffer_total_size: int = 0
-
-    @property
-    def body(self) -> bytes:
-        return b"".join(self.message_list)
 
 
 def _total_physical_memory() -> int:
@@ -165,9 +79,8 @@ _TRANSACTION_MASK = SF.TRANSACTION_MASK
 _TRANSACTION_NOT_TYPE = SF.TRANSACTION_NOT_TYPE
 _TRANSACTION_COMMIT_TYPE = SF.TRANSACTION_COMMIT_TYPE
 
-
 class MessageStore(DiskSpaceGuard):
-    def __init__(self, config: MessageStoreConfig, store_host: tuple[str, int], reactor=None):
+    def __init__(self, config: MessageStoreConfig, store_host: tuple[str, int], reactor: Any = None):
         if reactor is None:
             from twisted.internet import reactor as _r
             reactor = _r
@@ -181,14 +94,25 @@ class MessageStore(DiskSpaceGuard):
         self.max_delay_level = max(self._delay_levels) if self._delay_levels else 0
         ro = config.readOnly
         self.commit_log = CommitLog(config.commitlog_dir, config.mappedFileSizeCommitLog, readonly=ro,
-                                    check_crc=config.checkCRCOnRecover, delay_tags_code=self.compute_deliver_timestamp)
-        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+                                    check_crc=config.checkCRCOnRecover, delay_tags_code=self.compute_deliver_timestamp,
+                                    roll=self._roll_commit_log)
+        #: the next queue offset of each (topic, queue id) (Java ``CommitLog.topicQueueTable``)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.index_service = IndexService(config.index_dir, config.maxHashSlotNum, config.maxIndexNum, readonly=ro,
                                           now=self.now, max_msgs_num_batch=config.maxMsgsNumBatch)
-        self.checkpoint: StoreCheckpoint | None = None
+        self.dispatcher = CommitLogDispatcher(config, self.index_service, self._alloc_error)
+        self.consume_queue_table = self.dispatcher.consume_queue_table  # the same dict
+        self.arrive_listeners = self.dispatcher.arrive_listeners  # the same list
+        self.blocking = BlockingRunner(reactor)
         self.stats = StoreStats(self.now)
-        self.arrive_listeners: list[Callable] = []
+        self.flush_service = FlushService(config, reactor, self.commit_log, self.dispatcher, self.blocking,
+                                          self.stats, lambda: not self.shutdown_flag)
+        # bound once: the put path calls them per message
+        self._append_message = self.commit_log.append_message
+        self._dispatch_put = self.dispatcher.dispatch_put
+        self.clean_service = CleanService(config, self.commit_log, self.dispatcher, self.topic_queue_table,
+                                          self.blocking, self._mark_ratio, self.now)
+        self.checkpoint: StoreCheckpoint | None = None
         self.last_exit_ok = True
         self.shutdown_flag = True
         self.disk_full = False  # puts refused: _ratio_full or _alloc_failed
@@ -198,14 +122,7 @@ class MessageStore(DiskSpaceGuard):
         self._space_recheck_at = 0.0
         self._tails_pending = False  # the files written next are not reserved yet
         self._lock_fd: int | None = None
-        self._timers: list = []
-        self._threadpool: ThreadPool | None = None
-        self._flushing = False
-        self._flush_failures = 0  # commit log flushes failed in a row (logged once, then rate-limited)
-        self._flush_waiters: list = []
-        self._cq_flushing = False
-        self._last_logics_ts = 0
-        self._last_flush_thorough = 0
+        self._timers: list[list[Any]] = []
         self._loaded = False
         #: SYNC_MASTER: given a put's end offset, PUT_OK, SLAVE_NOT_AVAILABLE or a Deferred of
         #: PUT_OK / FLUSH_SLAVE_TIMEOUT (set by rmqpy.store.ha.HAService.attach)
@@ -222,7 +139,6 @@ class MessageStore(DiskSpaceGuard):
         if level <= 0:
             return store_timestamp  # Java leaves the TAGS hash; callers check level>0 first
         return store_timestamp + self._delay_levels.get(level, 1000)
-
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> bool:
         cfg = self.config
@@ -232,12 +148,12 @@ class MessageStore(DiskSpaceGuard):
         self.last_exit_ok = not os.path.exists(cfg.abort_path)
         log.info("message store load: last exit %s", "OK" if self.last_exit_ok else "ABNORMAL")
         self.commit_log.load()
-        self._load_consume_queues()
-        self.checkpoint = StoreCheckpoint(cfg.checkpoint_path, readonly=cfg.readOnly)
+        self.dispatcher.load()
+        self.checkpoint = self.flush_service.checkpoint = StoreCheckpoint(cfg.checkpoint_path, readonly=cfg.readOnly)
         if cfg.messageIndexEnable:
             self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
         self._recover()
-        self._reput_from_consume_queues()
+        self.dispatcher.reput(self.commit_log, self.topic_queue_table)
         self._reput_from = self.commit_log.get_max_offset()
         if not cfg.readOnly:
             self._reserve_tails_or_mark()
@@ -263,31 +179,6 @@ class MessageStore(DiskSpaceGuard):
             finally:
                 os.close(self._lock_fd)
                 self._lock_fd = None
-
-    def _load_consume_queues(self) -> None:
-        root = self.config.consume_queue_dir
-        if not os.path.isdir(root):
-            return
-        for topic in sorted(os.listdir(root)):
-            tdir = os.path.join(root, topic)
-            if not os.path.isdir(tdir):
-                log.warning("ignoring foreign file %s in consumequeue", tdir)
-                continue
-            for q in sorted(os.listdir(tdir)):
-                try:
-                    qid = int(q)
-                except ValueError:
-                    log.warning("ignoring foreign entry %s", os.path.join(tdir, q))
-                    continue
-                try:
-                    cq = ConsumeQueue(topic, qid, root, self.config.mappedFileSizeConsumeQueue,
-                                      readonly=self.config.readOnly)
-                except StorePathError as e:
-                    log.warning("ignoring consume queue: %s", e)
-                    continue
-                cq.load()
-                self.consume_queue_table.setdefault(topic, {})[qid] = cq
-
     def _recover(self) -> None:
         max_cq_phy = -1
         for qs in self.consume_queue_table.values():
@@ -334,7 +225,7 @@ class MessageStore(DiskSpaceGuard):
         self._recover_topic_queue_table()
 
     def _dispatch_recover(self, d: DispatchInfo) -> None:
-        self._dispatch(d, notify=False)
+        self.dispatcher.dispatch(d, notify=False)
 
     def _recover_topic_queue_table(self) -> None:
         min_phy = self.commit_log.get_min_offset()
@@ -343,30 +234,6 @@ class MessageStore(DiskSpaceGuard):
             for qid, cq in qs.items():
                 self.topic_queue_table[(topic, qid)] = cq.get_max_offset_in_queue()
                 cq.correct_min_offset(min_phy)
-
-    def _reput_from_consume_queues(self) -> None:
-        if self.config.readOnly:
-            return
-        start = self.commit_log.get_min_offset()
-        for qs in self.consume_queue_table.values():
-            for cq in qs.values():
-                start = max(start, cq.get_max_physic_offset())
-        end = self.commit_log.get_max_offset()
-        n = 0
-        for off, d in self.commit_log.iter_records(start, end, check_crc=False):
-            if not d.success:
-                log.warning("reput stopped at %d: %s", off, d.reason)
-                break
-            self._dispatch(d, notify=False)
-            n += 1
-            key = (d.topic, d.queue_id)
-            tran = d.sys_flag & SF.TRANSACTION_MASK
-            if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
-                if self.topic_queue_table.get(key, 0) < d.queue_offset + 1:
-                    self.topic_queue_table[key] = d.queue_offset + 1
-        if n:
-            log.info("re-dispatched %d records from commit log offset %d", n, start)
-
     def start(self) -> None:
         if not self._loaded:
             raise StoreError("MessageStore.start() before load()")
@@ -376,23 +243,20 @@ class MessageStore(DiskSpaceGuard):
         with open(cfg.abort_path, "wb"):
             pass
         self.stats.start()
-        if hasattr(self.reactor, "callFromThread") and hasattr(self.reactor, "getThreadPool"):
-            from twisted.python.threadpool import ThreadPool
-            self._threadpool = ThreadPool(1, 2, name="rmqpy-store-flush")
-            self._threadpool.start()
-        self._schedule(cfg.flushIntervalCommitLog, self._commitlog_flush_tick)
-        self._schedule(cfg.flushIntervalConsumeQueue, self._cq_flush_tick)
+        self.blocking.start()
+        self._schedule(cfg.flushIntervalCommitLog, self.flush_service.commitlog_tick)
+        self._schedule(cfg.flushIntervalConsumeQueue, self.flush_service.consume_queue_tick)
         self._schedule(cfg.cleanResourceInterval, self._clean_tick)
         self._schedule(1000, self._stats_tick)
 
-    def _schedule(self, interval_ms: int, fn) -> None:
-        def run():
+    def _schedule(self, interval_ms: int, fn: Callable[[], object]) -> None:
+        def run() -> None:
             if self.shutdown_flag:
                 return
             try:
                 fn()
             except Exception:  # noqa: BLE001
-                log.exception("store timer %s failed", getattr(fn, "__name__", fn))
+                log.exception("store timer %s failed", fn.__qualname__)
             slot[0] = self.reactor.callLater(interval_ms / 1000.0, run)
         slot = [self.reactor.callLater(interval_ms / 1000.0, run)]
         self._timers.append(slot)
@@ -407,28 +271,12 @@ class MessageStore(DiskSpaceGuard):
                 c.cancel()
         self._timers.clear()
         if not self.config.readOnly:
-            self._flush_commitlog_blocking()
-            self._fire_flush_waiters(self.commit_log.get_max_offset())
-            self._flush_logics_blocking()
-            if self.checkpoint is not None:
-                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
-                                                           self.commit_log.last_store_timestamp)
-                if self._last_logics_ts:
-                    self.checkpoint.logics_msg_timestamp = self._last_logics_ts
-                    if self.config.messageIndexEnable:
-                        self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,
-                                                                  self._last_logics_ts)
-                self.checkpoint.confirm_phy_offset = self.commit_log.get_max_offset()
-                self.checkpoint.flush()
+            self.flush_service.flush_at_shutdown()
             log.info("shutdown: commit log flushed to offset %d, consume queues%s and checkpoint flushed",
                      self.commit_log.get_max_offset(), " and index" if self.config.messageIndexEnable else "")
-        if self._threadpool is not None:
-            self._threadpool.stop()
-            self._threadpool = None
+        self.blocking.stop()
         self.commit_log.close()
-        for qs in self.consume_queue_table.values():
-            for cq in qs.values():
-                cq.close()
+        self.dispatcher.close()
         self.index_service.close()
         if self.checkpoint is not None:
             self.checkpoint.close()
@@ -440,13 +288,6 @@ class MessageStore(DiskSpaceGuard):
             self._unlock()
         self._loaded = False
 
-    # ------------------------------------------------------------------ threads
-    def _in_thread(self, fn, *args):
-        if self._threadpool is not None:
-            from twisted.internet.threads import deferToThreadPool
-            return deferToThreadPool(self.reactor, self._threadpool, fn, *args)
-        return defer.maybeDeferred(fn, *args)
-
     # ------------------------------------------------------------------ consume queues
     @overload
     def find_consume_queue(self, topic: str, queue_id: int, create: Literal[True] = ...) -> ConsumeQueue: ...
@@ -454,45 +295,9 @@ class MessageStore(DiskSpaceGuard):
     def find_consume_queue(self, topic: str, queue_id: int, create: bool) -> ConsumeQueue | None: ...
 
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
-        qs = self.consume_queue_table.get(topic)
-        if qs is None and not create:
-            return None
-        cq = qs.get(queue_id) if qs is not None else None
-        if cq is None and create:
-            # StorePathError for a topic/queue with no directory under the root: raised before the
-            # table gains an entry for it
-            cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir, self.config.mappedFileSizeConsumeQueue,
-                              readonly=self.config.readOnly)
-            self.consume_queue_table.setdefault(topic, {})[queue_id] = cq
-        return cq
+        return self.dispatcher.find_consume_queue(topic, queue_id, create)
 
-    def _dispatch(self, d: DispatchInfo, notify: bool = True) -> None:
-        cfg = self.config
-        if cfg.readOnly:
-            return
-        tran = d.sys_flag & SF.TRANSACTION_MASK
-        normal = tran == SF.TRANSACTION_NOT_TYPE or tran == SF.TRANSACTION_COMMIT_TYPE
-        if normal:
-            qs = self.consume_queue_table.get(d.topic)
-            cq = qs.get(d.queue_id) if qs is not None else None
-            if cq is None:
-                try:
-                    cq = self.find_consume_queue(d.topic, d.queue_id)
-                except StorePathError as e:  # a record from before names were checked
-                    log.warning("record at %d not dispatched: %s", d.commit_log_offset, e)
-                    return
-            cq.put(d.commit_log_offset, d.size, d.tags_code, d.queue_offset)
-            self._last_logics_ts = d.store_timestamp
-        if cfg.messageIndexEnable:
-            self.index_service.build_index(d)
-        if notify and normal and self.arrive_listeners:
-            for cb in self.arrive_listeners:
-                try:
-                    cb(d.topic, d.queue_id, d.queue_offset + 1, d.tags_code, d.store_timestamp, d.properties)
-                except Exception:  # noqa: BLE001
-                    log.exception("arrive listener failed")
-
-    def add_arrive_listener(self, callback: Callable) -> None:
+    def add_arrive_listener(self, callback: ArriveListener) -> None:
         self.arrive_listeners.append(callback)
 
     # ------------------------------------------------------------------ put
@@ -587,37 +392,30 @@ class MessageStore(DiskSpaceGuard):
         sys_flag = (sys_flag | _STOREHOST_V6_FLAG) if sh_len == 20 else (sys_flag & ~_STOREHOST_V6_FLAG)
         body = msg.body or b""
         blen = len(body)
-        refused = self._refuse_before_write(topic, queue_id, normal, msg.flag, sys_flag, msg.born_timestamp,
-                                            msg.reconsume_times, msg.prepared_transaction_offset)
-        if refused is not None:
-            return refused
+        qs = self.consume_queue_table.get(topic)
+        if (normal and (qs is None or queue_id not in qs)) or record_fields_error(
+                queue_id, msg.flag, sys_flag, msg.born_timestamp, msg.reconsume_times,
+                msg.prepared_transaction_offset) is not None:
+            # a new consume queue, or a field out of range: _refuse_before_write decides
+            refused = self._refuse_before_write(topic, queue_id, normal, msg.flag, sys_flag, msg.born_timestamp,
+                                                msg.reconsume_times, msg.prepared_transaction_offset)
+            if refused is not None:
+                return refused
         # record_size(sys_flag, blen, len(topic_b), plen): the hosts are 8 or 20 bytes as their flags say
         size = 75 + born_len + sh_len + blen + len(topic_b) + plen
         if blen > cfg.maxMessageSize or size + 8 > cfg.mappedFileSizeCommitLog:
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
         key = (topic, queue_id)
         qoff = self.topic_queue_table.get(key, 0) if normal else 0
-        files = self.commit_log.queue.files
-        mf = files[-1] if files else None
-        if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
-            # no room left in the last file (or no file yet): mapped_file_for rolls over
-            mf = self._roll_commit_log(size)
-            if mf is None:
-                return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
-                                    else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         now = self.now()
-        pos = mf.wrote_position
-        phy = mf.file_from_offset + pos
-        pto = msg.prepared_transaction_offset
-        assert mf.mm is not None  # writable: mapped
-        encode_record_at(mf.mm, pos, size, topic_b, queue_id, msg.flag, body, props_b, sys_flag,
-                         msg.born_timestamp, born, now, sh, msg.reconsume_times, pto, qoff, phy)
-        mf.wrote_position = pos + size
-        self.commit_log.last_store_timestamp = now
+        phy = self._append_message(size, topic_b, queue_id, msg.flag, body, props_b, sys_flag, msg.born_timestamp,
+                                   born, now, sh, msg.reconsume_times, msg.prepared_transaction_offset, qoff)
+        if phy < 0:
+            return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+                                else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         msg.store_timestamp = now
         if normal:
             self.topic_queue_table[key] = qoff + 1
-        # dispatch
         tags = props.get(PROPERTY_TAGS)
         tags_code = java_string_hash(tags) if tags else 0
         if topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in props:
@@ -627,31 +425,12 @@ class MessageStore(DiskSpaceGuard):
                     tags_code = self.compute_deliver_timestamp(lv, now)
             except ValueError:
                 pass
-        # _dispatch(DispatchInfo(...)) of the new record, inline (the store is not read-only here)
-        if normal:
-            qs = self.consume_queue_table.get(topic)
-            cq = qs.get(queue_id) if qs is not None else None
-            if cq is None:
-                cq = self.find_consume_queue(topic, queue_id)
-            try:
-                cq.put(phy, size, tags_code, qoff)
-            except OSError as e:  # its next file could not be reserved: take the record back
-                self._undo_append(mf, pos, [(key, qoff)], cq.store_path, e)
-                return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
-                                    else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
-            self._last_logics_ts = now
-        if cfg.messageIndexEnable:
-            try:
-                self.index_service.build_index_keys(topic, phy, now, props.get(PROPERTY_UNIQ_KEY),
-                                                    props.get(PROPERTY_KEYS), sys_flag)
-            except OSError as e:  # the record is stored; only its key lookup is lost
-                self._alloc_error("index file", self.config.index_dir, self.index_service.file_size(), e)
-        if normal and self.arrive_listeners:
-            for cb in self.arrive_listeners:
-                try:
-                    cb(topic, queue_id, qoff + 1, tags_code, now, props)
-                except Exception:  # noqa: BLE001
-                    log.exception("arrive listener failed")
+        try:
+            self._dispatch_put(topic, queue_id, phy, size, tags_code, qoff, now, props, sys_flag, normal)
+        except OSError as e:  # its consume queue's next file could not be reserved: take the record back
+            self._undo_append(phy, [(key, qoff)], self.find_consume_queue(topic, queue_id).store_path, e)
+            return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+                                else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         elapsed = _perf_counter() - t0
         result = AppendMessageResult(_APPEND_PUT_OK, phy, size, self._msg_id_prefix + "%016X" % phy, now,
                                      qoff, int(elapsed * 1000), 1)
@@ -684,7 +463,7 @@ class MessageStore(DiskSpaceGuard):
         sys_flag = batch.sys_flag
         sys_flag = (sys_flag | SF.BORNHOST_V6_FLAG) if len(born) == 20 else (sys_flag & ~SF.BORNHOST_V6_FLAG)
         sys_flag = (sys_flag | SF.STOREHOSTADDRESS_V6_FLAG) if len(sh) == 20 else (sys_flag & ~SF.STOREHOSTADDRESS_V6_FLAG)
-        encoded = []
+        encoded: list[BatchRecord] = []
         total = 0
         for it in items:
             pb = it.properties_string.encode("utf-8")
@@ -697,51 +476,43 @@ class MessageStore(DiskSpaceGuard):
             size = record_size(sys_flag, len(it.body), len(topic_b), len(pb))
             if len(it.body) > self.config.maxMessageSize:
                 return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-            encoded.append((it, pb, size))
+            encoded.append((it.flag, it.body, pb, size))
             total += size
         if total + 8 > self.config.mappedFileSizeCommitLog:
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-        for it, _pb, _size in encoded:
-            refused = self._refuse_before_write(batch.topic, batch.queue_id, True, it.flag, sys_flag,
+        for flag, _body, _pb, _size in encoded:
+            refused = self._refuse_before_write(batch.topic, batch.queue_id, True, flag, sys_flag,
                                                 batch.born_timestamp, batch.reconsume_times, 0)
             if refused is not None:
                 return defer.succeed(refused)
-        mf = self._roll_commit_log(total)
-        if mf is None:
-            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
-                              else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         key = (batch.topic, batch.queue_id)
         qoff0 = qoff = self.topic_queue_table.get(key, 0)
         now = self.now()
-        pos = mf.wrote_position
-        first_phy = mf.file_from_offset + pos
+        first_phy = self.commit_log.append_batch(encoded, total, topic_b, batch.queue_id, sys_flag,
+                                                 batch.born_timestamp, born, now, sh, batch.reconsume_times, qoff0)
+        if first_phy < 0:
+            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+                              else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         ids = []
         dispatches = []
-        for it, pb, size in encoded:
-            phy = mf.file_from_offset + pos
-            encode_record_into(mf.mm, pos, topic_bytes=topic_b, queue_id=batch.queue_id, flag=it.flag, body=it.body,
-                               props_bytes=pb, sys_flag=sys_flag, born_timestamp=batch.born_timestamp,
-                               born_host=born, store_timestamp=now, store_host=sh,
-                               reconsume_times=batch.reconsume_times, prepared_transaction_offset=0,
-                               queue_offset=qoff, physical_offset=phy)
-            pos += size
-            mf.wrote_position = pos
+        phy = first_phy
+        for _flag, _body, pb, size in encoded:
             props = string_to_properties(pb)
             tags = props.get("TAGS")
             dispatches.append(DispatchInfo(size, True, batch.topic, batch.queue_id, phy,
                                            java_string_hash(tags) if tags else 0, now, qoff,
                                            props.get("KEYS") or "", props.get("UNIQ_KEY"), sys_flag, 0, props))
             ids.append(create_offset_msg_id(sh, phy))
+            phy += size
             qoff += 1
         self.topic_queue_table[key] = qoff
-        self.commit_log.last_store_timestamp = now
         try:
             for d in dispatches:
-                self._dispatch(d)
+                self.dispatcher.dispatch(d)
         except OSError as e:  # a consume queue or index file could not be reserved: take the batch back
             cq = self.find_consume_queue(batch.topic, batch.queue_id)
             cq.truncate_dirty_logic_files(first_phy)
-            self._undo_append(mf, first_phy - mf.file_from_offset, [(key, qoff0)], cq.store_path, e)
+            self._undo_append(first_phy, [(key, qoff0)], cq.store_path, e)
             return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
                               else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, first_phy, total, ",".join(ids), now, qoff0,
@@ -750,42 +521,25 @@ class MessageStore(DiskSpaceGuard):
         wait = None
         if batch_props_b:
             wait = string_to_properties(batch.properties_string).get(PROPERTY_WAIT_STORE_MSG_OK)
-        return self._handle_flush(result, wait)
-
-    # ------------------------------------------------------------------ flush
-    def _handle_flush(self, result: AppendMessageResult, wait_prop: str | None) -> defer.Deferred:
-        r = self._flush_result(result, wait_prop)
+        r = self._flush_result(result, wait)
         return r if isinstance(r, defer.Deferred) else defer.succeed(r)
 
     def _flush_result(self, result: AppendMessageResult, wait_prop: str | None
-                      ) -> PutMessageResult | defer.Deferred:
-        """The PutMessageResult now (ASYNC_FLUSH, or WAIT=false), else a Deferred of it that
-        fires when the commit log is flushed past the record (or FLUSH_DISK_TIMEOUT)."""
-        ok = PutMessageResult(PutMessageStatus.PUT_OK, result)
-        wait = wait_prop is None or wait_prop.lower() == "true"
-        end = result.wrote_offset + result.wrote_bytes
-        flushed: PutMessageResult | defer.Deferred = ok
-        if self.config.sync_flush:
-            if not wait:
-                self._kick_flush()
-            else:
-                d: defer.Deferred[PutMessageResult] = defer.Deferred()
-                waiter = [end, d, None, ok]
-                self._flush_waiters.append(waiter)
-                waiter[2] = self.reactor.callLater(self.config.syncFlushTimeout / 1000.0, self._flush_timeout, waiter)
-                self._kick_flush()
-                flushed = d
-        if not wait or self.replica_wait is None:
+                      ) -> PutMessageResult | defer.Deferred[PutMessageResult]:
+        """The put's answer once the flush and, on a SYNC_MASTER, the slave say so (Java
+        ``handleDiskFlush`` + ``handleHA``): at once, or a Deferred; a replica failure takes
+        precedence over the flush's answer."""
+        flushed = self.flush_service.flush_result(result, wait_prop)
+        replica_wait = self.replica_wait
+        if replica_wait is None or (wait_prop is not None and wait_prop.lower() != "true"):
             return flushed
-        # SYNC_MASTER (Java submitReplicaRequest): the flush's and the slave's answers combined,
-        # a replica failure taking precedence
-        replicated = self.replica_wait(end)
+        replicated = replica_wait(result.wrote_offset + result.wrote_bytes)
         if not isinstance(replicated, defer.Deferred) and not isinstance(flushed, defer.Deferred):
             if replicated is not PutMessageStatus.PUT_OK:
-                ok.put_message_status = replicated
-            return ok
+                flushed.put_message_status = replicated
+            return flushed
 
-        def combine(results: list) -> PutMessageResult:
+        def combine(results: list[Any]) -> PutMessageResult:
             flush_result, replica_status = results
             if replica_status is not PutMessageStatus.PUT_OK:
                 flush_result.put_message_status = replica_status
@@ -793,125 +547,14 @@ class MessageStore(DiskSpaceGuard):
         return defer.gatherResults([defer.maybeDeferred(lambda: flushed), defer.maybeDeferred(lambda: replicated)]
                                    ).addCallback(combine)
 
-    def _flush_timeout(self, waiter) -> None:
-        if waiter in self._flush_waiters:
-            self._flush_waiters.remove(waiter)
-            waiter[3].put_message_status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            waiter[1].callback(waiter[3])
-
-    def _kick_flush(self) -> None:
-        if self._flushing:
-            return
-        self._flushing = True
-        target = self.commit_log.get_max_offset()
-        ts = self.commit_log.last_store_timestamp
-        t0 = time.perf_counter()
-        dd = self._in_thread(self._flush_commitlog_blocking)
-        dd.addCallbacks(lambda _: self._flush_done(target, ts, time.perf_counter() - t0), self._flush_failed)
-
-    def _flush_commitlog_blocking(self) -> None:
-        for mf in list(self.commit_log.queue.files):
-            if mf.wrote_position > mf.flushed_position and mf.fd is not None:
-                mf.flush_sync()
-
-    def _flush_done(self, target: int, ts: int, seconds: float = 0.0) -> None:
-        self._flushing = False
-        self.stats.flush_done(seconds)
-        if self._flush_failures:
-            log.info("commit log flush succeeded again after %d failed attempts", self._flush_failures)
-            self._flush_failures = 0
-        self.commit_log.queue.flushed_where = max(self.commit_log.queue.flushed_where, target)
-        if self.checkpoint is not None and ts:
-            self.checkpoint.physic_msg_timestamp = ts
-        self._fire_flush_waiters(target)
-        if self._flush_waiters and not self.shutdown_flag:
-            self._kick_flush()
-
-    def _flush_failed(self, f) -> None:
-        self._flushing = False
-        self._flush_failures += 1
-        if self._flush_failures == 1 or limiter_for(self.reactor).allow("store-flush-failed"):
-            log.error("commit log flush failed (%d in a row): %s", self._flush_failures, f.getErrorMessage())
-        waiters, self._flush_waiters = self._flush_waiters, []
-        for w in waiters:
-            if w[2] is not None and w[2].active():
-                w[2].cancel()
-            w[3].put_message_status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            w[1].callback(w[3])
-
-    def _fire_flush_waiters(self, flushed: int) -> None:
-        keep: list[list[Any]] = []
-        fire: list[list[Any]] = []
-        for w in self._flush_waiters:
-            (fire if w[0] <= flushed else keep).append(w)
-        self._flush_waiters = keep
-        for w in fire:
-            if w[2] is not None and w[2].active():
-                w[2].cancel()
-            w[1].callback(w[3])
-
-    def _commitlog_flush_tick(self) -> None:
-        if self._flushing:
-            return
-        dirty = self.commit_log.get_max_offset() - self.commit_log.queue.flushed_where
-        now = self.now()
-        thorough = now - self._last_flush_thorough >= self.config.flushCommitLogThoroughInterval
-        if dirty > 0 and (self.config.sync_flush or thorough
-                          or dirty >= self.config.flushCommitLogLeastPages * 4096):
-            if thorough:
-                self._last_flush_thorough = now
-            self._kick_flush()
-
-    def _flush_logics_blocking(self) -> int:
-        for qs in list(self.consume_queue_table.values()):
-            for cq in list(qs.values()):
-                cq.flush_sync()
-        return self.index_service.flush_sync() if self.config.messageIndexEnable else 0
-
-    def _cq_flush_tick(self) -> None:
-        if self._cq_flushing:
-            return
-        self._cq_flushing = True
-        logics_ts = self._last_logics_ts
-
-        def done(index_ts):
-            self._cq_flushing = False
-            cp = self.checkpoint
-            if cp is None or self.shutdown_flag:
-                return
-            if logics_ts:
-                cp.logics_msg_timestamp = logics_ts
-            if index_ts:
-                cp.index_msg_timestamp = index_ts
-            cp.confirm_phy_offset = self.commit_log.queue.flushed_where
-            return self._in_thread(cp.flush)
-
-        def failed(f):
-            self._cq_flushing = False
-            if limiter_for(self.reactor).allow("store-cq-flush-failed"):
-                log.error("consume queue flush failed: %s", f.getErrorMessage())
-
-        self._in_thread(self._flush_logics_blocking).addCallbacks(done, failed)
-
-    def flush(self) -> defer.Deferred:
+    # ------------------------------------------------------------------ flush
+    def flush(self) -> defer.Deferred[None]:
         """Flush everything now (commit log, consume queues, index, checkpoint)."""
-        def all_():
-            self._flush_commitlog_blocking()
-            self._flush_logics_blocking()
-        target = self.commit_log.get_max_offset()
-        ts = self.commit_log.last_store_timestamp
-        lts = self._last_logics_ts
+        return self.flush_service.flush_all()
 
-        def done(_):
-            self.commit_log.queue.flushed_where = max(self.commit_log.queue.flushed_where, target)
-            self._fire_flush_waiters(target)
-            if self.checkpoint is not None:
-                self.checkpoint.physic_msg_timestamp = ts or self.checkpoint.physic_msg_timestamp
-                self.checkpoint.logics_msg_timestamp = lts or self.checkpoint.logics_msg_timestamp
-                self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp, lts)
-                self.checkpoint.confirm_phy_offset = target
-                self.checkpoint.flush()
-        return self._in_thread(all_).addCallback(done)
+    def flush_commitlog_now(self) -> None:
+        """fsync the commit log, inline."""
+        self.commit_log.flush_blocking()
 
     # ------------------------------------------------------------------ get
     def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
@@ -1169,25 +812,9 @@ class MessageStore(DiskSpaceGuard):
             return False
         if not self.commit_log.append_data(start, data):
             return False
-        self._reput_replicated()
+        self._reput_from = self.dispatcher.reput_replicated(self.commit_log, self.topic_queue_table,
+                                                            self._reput_from)
         return True
-
-    def _reput_replicated(self) -> None:
-        end = self.commit_log.get_max_offset()
-        self._reput_from = max(self._reput_from, self.commit_log.get_min_offset())
-        stop = end
-        for off, d in self.commit_log.iter_records(self._reput_from, end, check_crc=False):
-            if not d.success:  # a record the next block completes
-                stop = off
-                break
-            self._dispatch(d)
-            self.commit_log.last_store_timestamp = d.store_timestamp
-            tran = d.sys_flag & SF.TRANSACTION_MASK
-            if tran in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE):
-                key = (d.topic, d.queue_id)
-                if self.topic_queue_table.get(key, 0) < d.queue_offset + 1:
-                    self.topic_queue_table[key] = d.queue_offset + 1
-        self._reput_from = stop
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
         res = QueryMessageResult()
@@ -1215,106 +842,26 @@ class MessageStore(DiskSpaceGuard):
 
     def flush_behind_bytes(self) -> int:
         return max(0, self.commit_log.get_max_offset() - self.commit_log.queue.flushed_where)
-
     # ------------------------------------------------------------------ topics
-    def delete_topics(self, names) -> int:
-        n = 0
-        for t in list(names):
-            qs = self.consume_queue_table.pop(t, None)
-            if qs is None:
-                continue
-            for qid, cq in qs.items():
-                cq.destroy()
-                self.topic_queue_table.pop((t, qid), None)
-            try:
-                shutil.rmtree(topic_path(self.config.consume_queue_dir, t))
-            except (FileNotFoundError, StorePathError):
-                pass
-            n += 1
-        return n
+    def delete_topics(self, names: Iterable[str]) -> int:
+        return self.clean_service.delete_topics(names)
 
-    def clean_unused_topic(self, topics) -> int:
-        keep = set(topics)
-        victims = [t for t in self.consume_queue_table
-                   if t not in keep and t not in (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC) and not t.startswith("%LMQ%")]
-        return self.delete_topics(victims)
+    def clean_unused_topic(self, topics: Iterable[str]) -> int:
+        return self.clean_service.clean_unused_topic(topics)
 
     def clean_expired_consumer_queue(self) -> None:
-        min_phy = self.commit_log.get_min_offset()
-        for t in list(self.consume_queue_table):
-            if t == SCHEDULE_TOPIC:
-                continue
-            qs = self.consume_queue_table[t]
-            for qid in list(qs):
-                cq = qs[qid]
-                if cq.get_max_physic_offset() != -1 and cq.get_max_physic_offset() < min_phy:
-                    cq.destroy()
-                    del qs[qid]
-                    self.topic_queue_table.pop((t, qid), None)
-            if not qs:
-                del self.consume_queue_table[t]
+        self.clean_service.clean_expired_consumer_queue()
 
     def topic_queue_offsets(self) -> dict[tuple[str, int], int]:
         return dict(self.topic_queue_table)
 
     # ------------------------------------------------------------------ retention
-    def _is_time_to_delete(self) -> bool:
-        hours = [h.strip() for h in self.config.deleteWhen.split(";") if h.strip()]
-        cur = time.localtime(self.now() / 1000).tm_hour
-        return any(int(h) == cur for h in hours if h.isdigit())
-
     def _clean_tick(self) -> None:
-        self.delete_expired_files()
+        self.clean_service.delete_expired_files()
 
-    def delete_expired_files(self, *, force_time: bool = False) -> defer.Deferred:
+    def delete_expired_files(self, *, force_time: bool = False) -> defer.Deferred[int]:
         """One retention pass (CleanCommitLogService + CleanConsumeQueueService)."""
-        cfg = self.config
-        ratio = disk_used_ratio(cfg.commitlog_dir if os.path.isdir(cfg.commitlog_dir) else cfg.storePathRootDir)
-        self._mark_ratio(ratio)
-        # Java's getDiskMaxUsedSpaceRatio clamps the setting to 10..95
-        space_full = ratio < 0 or ratio > min(95, max(10, cfg.diskMaxUsedSpaceRatio)) / 100.0
-        clean_now = ratio > DISK_SPACE_CLEAN_FORCIBLY_RATIO and cfg.cleanFileForciblyEnable
-        if not (force_time or self._is_time_to_delete() or space_full):
-            return defer.succeed(0)
-        reserved_ms = cfg.fileReservedTime * 3600 * 1000
-        now_wall = time.time() * 1000
-        files = self.commit_log.queue.files
-        victims: list[MappedFile] = []
-        for mf in files[:-1]:
-            if len(victims) >= DELETE_FILES_BATCH_MAX:
-                break
-            try:
-                mtime = os.stat(mf.path).st_mtime * 1000
-            except OSError:
-                mtime = 0
-            if now_wall >= mtime + reserved_ms or clean_now:  # Java deleteExpiredFileByTime
-                if mf.wrote_position > mf.flushed_position:
-                    break  # never delete unflushed data
-                victims.append(mf)
-            else:
-                break
-        if not victims:
-            return defer.succeed(0)
-        self.commit_log.queue.files = files[len(victims):]
-        paths = [mf.path for mf in victims]
-        for mf in victims:
-            mf.close()
-        min_phy = self.commit_log.get_min_offset()
-        for qs in self.consume_queue_table.values():
-            for cq in qs.values():
-                cq.delete_expired_files(min_phy)
-        if cfg.messageIndexEnable:
-            self.index_service.delete_expired(min_phy)
-        log.info("retention: deleting %d commit log files, min offset now %d", len(paths), min_phy)
-
-        def unlink_all():
-            for p in paths:
-                try:
-                    os.unlink(p)
-                except FileNotFoundError:
-                    pass
-            return len(paths)
-        return self._in_thread(unlink_all)
+        return self.clean_service.delete_expired_files(force_time=force_time)
 
     # ------------------------------------------------------------------ stats
     def _stats_tick(self) -> None:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from rmqpy.store.config import MessageStoreConfig
     from rmqpy.store.consume_queue import ConsumeQueue
     from rmqpy.store.index import IndexService
+    from rmqpy.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class DiskSpaceGuard:
         self._space_recheck_at = self.reactor.seconds() + SPACE_RECHECK_INTERVAL
         self._update_disk_full()
 
-    def _roll_commit_log(self, size: int):
+    def _roll_commit_log(self, size: int) -> MappedFile | None:
         """``commit_log.mapped_file_for(size)`` when the free space holds the next file, else
         None (disk full marked, or CREATE_MAPEDFILE_FAILED for another error)."""
         need = self.config.mappedFileSizeCommitLog
@@ -107,12 +108,11 @@ class DiskSpaceGuard:
             self._alloc_error("commit log file", path, need, e)
             return None
 
-    def _undo_append(self, mf, pos: int, queue_offsets, cq_path: str, e: OSError) -> None:
-        """Take back the record(s) just written at ``pos`` of ``mf``: the header is cleared so
-        that recovery ends there, the write position and queue offsets go back."""
-        mf.mm[pos:pos + 8] = bytes(8)
-        mf.wrote_position = pos
-        mf.flushed_position = min(mf.flushed_position, pos)  # the next record there must be flushed anew
+    def _undo_append(self, offset: int, queue_offsets: list[tuple[tuple[str, int], int]], cq_path: str,
+                     e: OSError) -> None:
+        """Take back the record(s) just written from ``offset`` (their consume queue file could not
+        be reserved): the commit log ends there again, the queue offsets go back."""
+        self.commit_log.undo_append(offset)
         for key, qoff in queue_offsets:
             self.topic_queue_table[key] = qoff
         self._alloc_error("consume queue file", cq_path, self.config.mappedFileSizeConsumeQueue, e)

@@ -1,6 +1,6 @@
 """What a producer sees when the broker's disk is full: Java's SERVICE_NOT_AVAILABLE reply."""
 from rmqpy.protocol.codes import ResponseCode
-from rmqpy.store import message_store as ms_mod, space, space_guard
+from rmqpy.store import cleanup, space, space_guard
 
 from .helpers import FakeChannel, call, make_broker, pull_request, send_request
 
@@ -11,7 +11,7 @@ def test_full_disk_send_gets_javas_code_and_remark_and_pulls_go_on(tmp_path, mon
         ch = FakeChannel()
         assert call(broker, ch, send_request("TDF", b"before")).code == ResponseCode.SUCCESS
         ratio = [0.93]
-        monkeypatch.setattr(ms_mod, "disk_used_ratio", lambda p: ratio[0])
+        monkeypatch.setattr(cleanup, "disk_used_ratio", lambda p: ratio[0])
         monkeypatch.setattr(space_guard, "disk_used_ratio", lambda p: ratio[0])
         monkeypatch.setattr(space, "disk_used_ratio", lambda p: ratio[0] if "/index" not in p else -1.0)
         broker.message_store.delete_expired_files()  # the clean-resource pass marks the disk full

@@ -117,7 +117,7 @@ def test_sync_flush_send_is_answered_only_after_the_flush(tmp_path, monkeypatch)
             d = defer.Deferred()
             pending.append((fn, a, d))
             return d
-        monkeypatch.setattr(store, "_in_thread", fake_in_thread)
+        monkeypatch.setattr(store.blocking, "run", fake_in_thread)
         channel.sent = []
         broker.dispatcher.dispatch(channel, send_request("SyncTopic", body=b"durable"))
         assert channel.sent == [] and len(pending) == 1  # nothing acknowledged before the fsync

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rmqpy.store import message_store as ms_mod, space, space_guard
+from rmqpy.store import cleanup, space, space_guard
 from rmqpy.store.mapped_file import MappedFile
 from rmqpy.store.message_store import GetMessageStatus, PutMessageStatus
 
@@ -180,7 +180,7 @@ def test_sparse_tail_reserved_at_load(harness, alloc):
 def test_ratio_marks_full_with_java_hysteresis(harness, monkeypatch):
     s = harness.open()
     ratio = [0.91]
-    monkeypatch.setattr(ms_mod, "disk_used_ratio", lambda p: ratio[0])
+    monkeypatch.setattr(cleanup, "disk_used_ratio", lambda p: ratio[0])
     monkeypatch.setattr(space_guard, "disk_used_ratio", lambda p: ratio[0])
     s.delete_expired_files()
     assert harness.put(msg()).put_message_status == PutMessageStatus.SERVICE_NOT_AVAILABLE
@@ -199,11 +199,11 @@ def test_space_pressure_never_deletes_unexpired_files_unless_forced(harness, mon
     for _ in range(3):
         fill_commit_log_file(harness)
         harness.put(msg(body=b"r" * 1000))
-    s.flush_commitlog_now() if hasattr(s, "flush_commitlog_now") else s._flush_commitlog_blocking()
+    s.flush_commitlog_now()
     for mf in s.commit_log.queue.files:
         mf.flushed_position = mf.wrote_position
     n = len(s.commit_log.queue.files)
-    monkeypatch.setattr(ms_mod, "disk_used_ratio", lambda p: 0.89)
+    monkeypatch.setattr(cleanup, "disk_used_ratio", lambda p: 0.89)
     out = []
     s.delete_expired_files().addCallback(out.append)
     assert out == [0] and len(s.commit_log.queue.files) == n

@@ -89,9 +89,9 @@ def test_torn_tail_truncation_is_logged(harness, twisted_events):
 def test_flush_failure_logged_once_then_recovery(harness, twisted_events):
     s = harness.open()
     for _ in range(3):
-        s._flushing = True
-        s._flush_failed(Failure(OSError(5, "Input/output error")))
-    s._flush_done(s.commit_log.get_max_offset(), 0)
+        s.flush_service.flushing = True
+        s.flush_service.flush_failed(Failure(OSError(5, "Input/output error")))
+    s.flush_service.flush_done(s.commit_log.get_max_offset(), 0)
     lines = _lines(twisted_events)
     errors = [t for lvl, t in lines if lvl == LogLevel.error and "flush failed" in t]
     assert errors[0] == "commit log flush failed (1 in a row): [Errno 5] Input/output error"

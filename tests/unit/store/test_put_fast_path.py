@@ -31,7 +31,7 @@ def test_put_message_now_waits_for_the_flush_in_sync_flush(harness, monkeypatch)
         d = defer.Deferred()
         pending.append((fn, a, d))
         return d
-    monkeypatch.setattr(s, "_in_thread", fake_in_thread)
+    monkeypatch.setattr(s.blocking, "run", fake_in_thread)
     d = s.put_message_now(msg())
     assert isinstance(d, defer.Deferred) and len(pending) == 1
     out = []

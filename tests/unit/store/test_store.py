@@ -314,7 +314,7 @@ def test_sync_flush_group_commit(harness, monkeypatch):
         d = defer.Deferred()
         pending.append((fn, a, d))
         return d
-    monkeypatch.setattr(s, "_in_thread", fake_in_thread)
+    monkeypatch.setattr(s.blocking, "run", fake_in_thread)
     results = []
     for _i in range(10):
         s.put_message(msg()).addCallback(results.append)
@@ -332,7 +332,7 @@ def test_sync_flush_group_commit(harness, monkeypatch):
 
 def test_sync_flush_timeout(harness, monkeypatch):
     s = harness.open(flushDiskType="SYNC_FLUSH", syncFlushTimeout=100)
-    monkeypatch.setattr(s, "_in_thread", lambda fn, *a: defer.Deferred())
+    monkeypatch.setattr(s.blocking, "run", lambda fn, *a: defer.Deferred())
     results = []
     s.put_message(msg()).addCallback(results.append)
     harness.clock.advance(0.2)
