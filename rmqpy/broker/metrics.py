@@ -84,8 +84,11 @@ def message_type(properties: str | None) -> str:
     return "normal"
 
 
+_RETRY_OR_DLQ = ("%RETRY%", "%DLQ%")
+
+
 def is_retry_or_dlq(topic: str) -> bool:
-    return topic.startswith("%RETRY%") or topic.startswith("%DLQ%")
+    return topic.startswith(_RETRY_OR_DLQ)
 
 
 class _In:
@@ -112,19 +115,24 @@ class BrokerMetricsHook:
         self.finish_latency: dict[str, Histogram] = {}
 
     def send_message_after(self, response: Any, request: RemotingCommand, topic: str) -> Any:
-        if not isinstance(response, RemotingCommand) or response.code not in _SEND_OK or not topic \
-                or is_retry_or_dlq(topic):
+        if type(response) is not RemotingCommand or response.code not in _SEND_OK or not topic \
+                or topic.startswith(_RETRY_OR_DLQ):
             return response
         ext = request.ext_fields or {}
-        props = ext.get("i") if "i" in ext else ext.get("properties")
-        nums = 1
+        props = ext.get("i") or ext.get("properties")
+        body = request.body
         if request.code == _SEND_BATCH_MESSAGE:
             msg_id = (response.ext_fields or {}).get("msgId") or ""
             nums = msg_id.count(",") + 1 if msg_id else 1
-            wrote = len(request.body or b"") + nums * (_RECORD_FIXED + len(topic))
+            wrote = (len(body) if body else 0) + nums * (_RECORD_FIXED + len(topic))
         else:
-            wrote = _RECORD_FIXED + len(request.body or b"") + len(topic) + len(props or "")
-        key = (topic, message_type(props))
+            nums = 1
+            wrote = _RECORD_FIXED + (len(body) if body else 0) + len(topic) + (len(props) if props else 0)
+        if props and ("TRAN_MSG" in props or "__SHARDINGKEY" in props or "DELAY" in props or "TIMER_" in props
+                      or "__STARTDELIVERTIME" in props):
+            key = (topic, message_type(props))
+        else:
+            key = (topic, "normal")  # the usual message: no parse of its properties
         series = self.messages_in.get(key)
         if series is None:
             if len(self.messages_in) >= MAX_SERIES:
