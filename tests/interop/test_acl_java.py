@@ -43,6 +43,7 @@ def acl_yaml(client_ip: str, global_white: list[str]) -> str:
               - topicPub=PUB|SUB
               - topicDeny=DENY
               - topicSub=SUB
+              - topicPush=PUB|SUB
             groupPerms:
               - groupDeny=DENY
           - accessKey: {ADMIN}
@@ -143,6 +144,22 @@ def mqadmin(host, version: str, home: Path, args: list[str]) -> str:
                        kind="harness", home=home)
     proc = host.run(cmd, timeout=90, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
     return proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_push_consume_with_credentials(rmqpy_acl, client_host, version):
+    """A signed producer and a signed push consumer (heartbeats, rebalance, pulls, offset commits, each
+    checked by the ACL) move messages through rmqpy (denied pulls: the matrix above)."""
+    creds = ["--access-key", USER, "--secret-key", USER_SK]
+    topic, run = "topicPush", f"push{version.replace('.', '')}"
+    sent = clients.harness(client_host, version, ["produce", "-n", rmqpy_acl.ns_addr, "-t", topic, "-c", "3",
+                                                  "--body", run + "-{i}", *creds])
+    assert len(sent.of("sent")) == 3, sent
+    got = clients.harness(client_host, version, ["consume-push", "-n", rmqpy_acl.ns_addr, "-t", topic,
+                                                 "-g", f"group{run}", "-c", "3", "--from", "first",
+                                                 "--timeout-ms", "30000", *creds], check=False)
+    bodies = {e.get("body") for e in got.of("received")}
+    assert {f"{run}-{i}" for i in range(3)} <= bodies, got
 
 
 def tools_home(tmp: Path, ak: str, sk: str) -> Path:
