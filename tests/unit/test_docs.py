@@ -18,3 +18,20 @@ def test_compatibility_report_keeps_the_hand_written_notes() -> None:
     notes = kept_notes(committed)
     assert notes.startswith("\n" + NOTES_MARKER) and committed.endswith(notes.lstrip("\n"))
     assert kept_notes("| table |\n") == ""
+
+
+def test_configuration_reference_is_up_to_date() -> None:
+    from rmqpy.tools import config_table
+    committed = (ROOT / "docs" / "configuration.md").read_text()
+    assert committed == config_table.render(), "run: python -m rmqpy.tools.config_table > docs/configuration.md"
+
+
+def test_configuration_reference_tells_used_accepted_and_java_only_keys_apart() -> None:
+    from rmqpy.tools import config_table
+    text = config_table.render()
+    assert "| `listenPort` | `10911` | `10911` | used (NettyServerConfig) |" in text      # broker
+    assert "| `listenPort` | `9876` | `9876` | used (NettyServerConfig) |" in text       # name server
+    assert "| `storePathRootDir` | `~/store` | `~/store` | used (MessageStoreConfig) |" in text
+    assert "| `serverWorkerThreads` | `8` | `8` | accepted (NettyServerConfig) |" in text
+    assert "| `enablePopBufferMerge` |" in text and "| Java only |" in text
+    assert not config_table.is_used("noSuchKeyAnywhere")
