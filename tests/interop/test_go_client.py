@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import clients, goharness, isolation, servers
+from tests.interop import clients, goharness, isolation, jvm, servers
 from tests.interop.waiting import wait_until
 
 pytestmark = [
@@ -336,6 +336,26 @@ class _GoMember:
         return f"{self.name}: {self.out.read_text()[-1500:]}\n{self.out.with_suffix('.err').read_text()[-1500:]}"
 
 
+@pytest.fixture(scope="module")
+def java_cluster(client_host, go_built, java_built):
+    """The real Java 4.9.7 name server and broker (the Go client's generation), as the reference."""
+    workdir = Path(tempfile.mkdtemp(prefix="rmqpy-go-javabroker-"))
+    c = None
+    try:
+        c = jvm.JavaCluster(JAVA_VERSION, workdir, client_host.host_ip, {"brokerName": "broker-java"})
+        yield c.ns_addr, None
+    finally:
+        if c is not None:
+            c.close(clean=False)  # the store is thrown away
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(params=["rmqpy", "javabroker-4.9.7"])
+def group_cluster(request):
+    """(namesrv_addr, rmqpy broker or None) of rmqpy's servers or, as the reference, Java's."""
+    return request.getfixturevalue("cluster" if request.param == "rmqpy" else "java_cluster")
+
+
 def _new_topic(host, ns: str, topic: str, queues: int) -> None:
     """A topic whose queues never had a message (mqadmin updateTopic)."""
     out = clients.mqadmin(host, JAVA_VERSION, ["updateTopic", "-c", "DefaultCluster", "-t", topic,
@@ -343,12 +363,12 @@ def _new_topic(host, ns: str, topic: str, queues: int) -> None:
     assert "success" in out, out
 
 
-def test_go_new_group_receives_what_is_sent_while_it_starts(client_host, cluster, tmp_path):
+def test_go_new_group_receives_what_is_sent_while_it_starts(client_host, group_cluster, tmp_path):
     """A Go push consumer of a new group (CONSUME_FROM_LAST_OFFSET) on a topic whose queues never had a
     message; 8 messages are sent while it starts. It gets all 8, once each: rmqpy answers its
     QUERY_CONSUMER_OFFSET with 0 for a queue without messages, or whose message 0 is still in memory, so
     the client never starts at a max offset read after messages arrived."""
-    ns, _ = cluster
+    ns, _ = cluster = group_cluster
     topic, pgroup, cgroup = _names("newgrp")
     _new_topic(client_host, ns, topic, 4)
     m = _GoMember(client_host, ns, topic, cgroup, tmp_path, "new", "-from-last")
@@ -363,7 +383,12 @@ def test_go_new_group_receives_what_is_sent_while_it_starts(client_host, cluster
         m.kill()
 
 
-def test_go_group_grows_while_messages_flow_exactly_once(client_host, cluster, tmp_path):
+GO_JAVA_HANDOVER = ("the Java broker answers the new owner's QUERY_CONSUMER_OFFSET before the old owner's commit "
+                    "(see test_broker_groups_java.JAVA_HANDOVER): what the old owner consumed since its last commit "
+                    "may come again")
+
+
+def test_go_group_grows_while_messages_flow_exactly_once(client_host, group_cluster, tmp_path, request):
     """A Go group grows from 1 to 3 members while a Go producer sends: the broker notifies the members,
     they split the queues, and every message is consumed once, except the one in the listener when its
     queue changed hands (the Go client, as Java's, does not advance a dropped queue's offset: at most 1 per
@@ -374,7 +399,9 @@ def test_go_group_grows_while_messages_flow_exactly_once(client_host, cluster, t
     them (``remoteBrokerOffsetStore.persist([mq])`` drops the other queues' offsets from its table), and
     the broker can only wait HANDOVER_MAX_MS and answer the other's last commit (docs/compatibility.md)."""
     import threading
-    ns, broker = cluster
+    ns, broker = group_cluster
+    if broker is None and "java" in request.node.callspec.id:  # a race in Java: it passes sometimes
+        request.applymarker(pytest.mark.xfail(strict=False, reason=GO_JAVA_HANDOVER))
     topic, pgroup, cgroup = _names("grow")
     _new_topic(client_host, ns, topic, 3)
     sent = {e["body"] for e in _go_produce(client_host, ns, topic, pgroup, 3, body="warm")}
