@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
+from rmqpy.broker.pop.order import ConsumerOrderInfoManager
 from rmqpy.broker.pop.polling import HeldPop, PopLongPollingService
-from rmqpy.broker.pop.receipt import (ACK_TAG, BATCH_ACK_TAG, CK_TAG, PROPERTY_POP_CK, RETRY_GROUP_TOPIC_PREFIX,
-                                      Receipt, build_receipt, offset_info_item, pop_retry_topic, revive_topic)
+from rmqpy.broker.pop.receipt import (ACK_TAG, BATCH_ACK_TAG, CK_TAG, POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK,
+                                      RETRY_GROUP_TOPIC_PREFIX, Receipt, build_receipt, offset_info_item,
+                                      pop_retry_topic, revive_topic)
 from rmqpy.broker.pop.records import AckMsg, PopCheckPoint
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, TopicConfig
 from rmqpy.protocol.message import (MessageExtBrokerInner, decode_record, encode_record, properties_to_string,
@@ -60,6 +62,7 @@ class PopResult:
     rest_num: int = 0
     start_offset_info: list[str] = field(default_factory=list)
     msg_offset_info: list[str] = field(default_factory=list)
+    order_count_info: list[str] | None = None  # orderly pops only
     polling_full: bool = False
 
     @property
@@ -80,6 +83,8 @@ class PopRequest:
     message_filter: Any = None
     channel: Any = None
     client: str = ""
+    order: bool = False
+    attempt_id: str | None = None
 
 
 class PopError(Exception):
@@ -102,6 +107,7 @@ class PopService:
         self.polling = polling or PopLongPollingService(broker.reactor, bc.maxPopPollingSize, bc.popPollingSize)
         self.random = random.Random()
         self._ck_counter = itertools.count()
+        self.order_info = ConsumerOrderInfoManager()
 
     # ------------------------------------------------------------------ topics
     def ensure_revive_topic(self) -> None:
@@ -161,11 +167,13 @@ class PopService:
         b = self.broker
         bc = b.broker_config
         pop_time = b.now_ms()
-        revive_qid = next(self._ck_counter) % self.revive_queue_num
+        revive_qid = POP_ORDER_REVIVE_QUEUE if req.order else next(self._ck_counter) % self.revive_queue_num
         result = PopResult(pop_time=pop_time, invisible_time=req.invisible_time, revive_qid=revive_qid)
+        if req.order:
+            result.order_count_info = []
         pending: list[defer.Deferred] = []
         rand_q = self.random.randrange(100)
-        retry_first = rand_q < bc.popFromRetryProbability
+        retry_first = rand_q < bc.popFromRetryProbability and not req.order
         retry = self.retry_topic_of(req.topic, req.group)
         if retry_first:
             self._pop_topic(req, retry, rand_q, result, pending)
@@ -175,7 +183,7 @@ class PopService:
                 self._pop_topic(req, req.topic, rand_q, result, pending)
             else:
                 self._pop_queue(req, req.topic, req.queue_id, result, pending)
-        if not retry_first and len(result.records) < req.max_nums:
+        if not retry_first and not req.order and len(result.records) < req.max_nums:
             self._pop_topic(req, retry, rand_q, result, pending)
         return result, pending
 
@@ -212,6 +220,8 @@ class PopService:
         b = self.broker
         store = b.message_store
         want = req.max_nums - len(result.records)
+        if req.order and self.order_info.check_block(req.attempt_id, topic, req.group, queue_id, result.pop_time):
+            return  # messages of this queue are in flight: FIFO waits for them
         offset = self.pop_offset(req.group, topic, queue_id, req.init_mode, True)
         if want <= 0:
             result.rest_num += max(store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
@@ -229,7 +239,14 @@ class PopService:
             result.rest_num += max(store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
             return
         status = got.status.name
-        if status == "FOUND" and got.message_list:
+        if status == "FOUND" and got.message_list and result.order_count_info is not None:
+            self.order_info.update(req.attempt_id, topic, req.group, queue_id, result.pop_time, req.invisible_time,
+                                   list(got.message_queue_offsets), result.order_count_info)
+            result.start_offset_info.append(offset_info_item(topic, queue_id, str(offset)))
+            result.msg_offset_info.append(offset_info_item(
+                topic, queue_id, ",".join(str(o) for o in got.message_queue_offsets)))
+            result.records.extend(bytes(r) for r in got.message_list)
+        elif status == "FOUND" and got.message_list:
             ck = PopCheckPoint(start_offset=offset, pop_time=result.pop_time, invisible_time=req.invisible_time,
                                bit_map=0, num=len(got.message_list), queue_id=queue_id, topic=topic, cid=req.group,
                                diffs=[qo - offset for qo in got.message_queue_offsets],
@@ -333,6 +350,33 @@ class PopService:
         if waiting is None:
             return defer.succeed(True)
         return waiting
+
+    def ack_orderly(self, group: str, topic: str, queue_id: int, offset: int, receipt: Receipt,
+                    client: str = "") -> str | None:
+        """Ack a message of an orderly pop: the consumer offset moves to the batch's first un-acked message.
+        None when done, else the remark of a MESSAGE_ILLEGAL answer."""
+        com = self.broker.consumer_offset_manager
+        old = com.query_offset(group, topic, queue_id)
+        if offset < old:
+            return None
+        next_offset = self.order_info.commit_and_next(topic, group, queue_id, offset, receipt.pop_time)
+        if next_offset > -1:
+            com.commit_offset(client or "PopAck", group, topic, queue_id, next_offset)
+            if not self.order_info.check_block(None, topic, group, queue_id, self.broker.now_ms()):
+                self.polling.notify(topic)
+            return None
+        if next_offset == -1:
+            return f"offset is illegal, key:{topic}@{group}@{queue_id}, old:{old}, commit:{offset}, next:{next_offset}"
+        return None
+
+    def change_invisible_time_orderly(self, group: str, topic: str, queue_id: int, offset: int, receipt: Receipt,
+                                      invisible_time: int) -> tuple[int, int, int]:
+        """(popTime, invisibleTime, reviveQid) of the receipt after moving the message's visibility."""
+        if offset < self.broker.consumer_offset_manager.query_offset(group, topic, queue_id):
+            return (0, 0, 0)
+        next_visible = self.broker.now_ms() + invisible_time
+        self.order_info.update_next_visible_time(topic, group, queue_id, offset, receipt.pop_time, next_visible)
+        return (receipt.pop_time, next_visible - receipt.pop_time, receipt.revive_qid)
 
     # ------------------------------------------------------------------ change invisible time
     def change_invisible_time(self, group: str, topic: str, queue_id: int, offset: int, receipt: Receipt,

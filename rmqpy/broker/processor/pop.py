@@ -84,7 +84,9 @@ class _Base:
         header = PopMessageResponseHeader(popTime=result.pop_time, invisibleTime=result.invisible_time,
                                           reviveQid=result.revive_qid, restNum=result.rest_num,
                                           startOffsetInfo=";".join(result.start_offset_info),
-                                          msgOffsetInfo=";".join(result.msg_offset_info))
+                                          msgOffsetInfo=";".join(result.msg_offset_info),
+                                          orderCountInfo=";".join(result.order_count_info)
+                                          if result.order_count_info else None)
         response = request.response(code, remark, header=header)
         if result.found:
             response.body = b"".join(result.records)
@@ -125,8 +127,8 @@ class PopMessageProcessor(_Base):
         if not 0 <= h.pollTime <= MAX_POLL_MS:
             return request.response(ResponseCode.INVALID_PARAMETER,
                                     f"the broker[{ip}] pop message's pollTime must be in [0, {MAX_POLL_MS}]")
-        if h.order:
-            return request.response(ResponseCode.SYSTEM_ERROR, f"the broker[{ip}] does not support orderly pop yet")
+        if h.attemptId is not None and len(h.attemptId) > 255:
+            return request.response(ResponseCode.INVALID_PARAMETER, f"the broker[{ip}] pop message's attemptId is too long")
         refused = self._topic_queue(request, channel, h.topic, h.queueId, ResponseCode.INVALID_PARAMETER,
                                     allow_all=True)
         if refused is not None:
@@ -153,7 +155,8 @@ class PopMessageProcessor(_Base):
             message_filter = ExpressionMessageFilter(sub, filter_data)
         req = PopRequest(group=h.consumerGroup, topic=h.topic, queue_id=h.queueId, max_nums=h.maxMsgNums,
                          invisible_time=h.invisibleTime, poll_ms=h.pollTime, init_mode=h.initMode,
-                         message_filter=message_filter, channel=channel, client=channel.remote_address)
+                         message_filter=message_filter, channel=channel, client=channel.remote_address,
+                         order=bool(h.order), attempt_id=h.attemptId)
         return self.service.pop(req).addCallback(lambda result: self._pop_response(request, result))
 
 
@@ -193,7 +196,12 @@ class AckMessageProcessor(_Base):
             return request.response(ResponseCode.NO_MESSAGE, bad)
         receipt = parse_receipt(h.extraInfo, self.service.revive_queue_num)
         if receipt.is_order:
-            return request.response(ResponseCode.MESSAGE_ILLEGAL, "orderly pop is not supported")
+            illegal = self.service.ack_orderly(h.consumerGroup, h.topic, h.queueId, h.offset, receipt,
+                                               channel.remote_address)
+            if illegal is not None:
+                self.log.warn("{text}", text=illegal)
+                return request.response(ResponseCode.MESSAGE_ILLEGAL, illegal)
+            return request.response(ResponseCode.SUCCESS, None)
         return self.service.ack(h.consumerGroup, h.topic, h.queueId, h.offset, receipt).addCallback(
             lambda _: request.response(ResponseCode.SUCCESS, None))
 
@@ -272,9 +280,6 @@ class ChangeInvisibleTimeProcessor(_Base):
             return request.response(ResponseCode.INVALID_PARAMETER,
                                     f"invisibleTime must be in [0, {max_invisible}]")
         receipt = parse_receipt(h.extraInfo, self.service.revive_queue_num)
-        if receipt.is_order:
-            return request.response(ResponseCode.MESSAGE_ILLEGAL, "orderly pop is not supported")
-
         def answered(new: tuple[int, int, int]) -> RemotingCommand:
             pop_time, invisible, rqid = new
             return request.response(ResponseCode.SUCCESS, None, header=ChangeInvisibleTimeResponseHeader(
@@ -284,6 +289,9 @@ class ChangeInvisibleTimeProcessor(_Base):
             f.trap(PopError)
             return request.response(ResponseCode.SYSTEM_ERROR, f.value.remark)
 
+        if receipt.is_order:
+            return answered(self.service.change_invisible_time_orderly(h.consumerGroup, h.topic, h.queueId, h.offset,
+                                                                       receipt, h.invisibleTime))
         d = self.service.change_invisible_time(h.consumerGroup, h.topic, h.queueId, h.offset, receipt,
                                                h.invisibleTime)
         return d.addCallbacks(answered, failed)

@@ -129,7 +129,7 @@ def test_long_polling_pop_times_out(broker):
 
 @pytest.mark.parametrize("extra", ["", "x", "1 2 3", "0 1 2 3 0 b 0 0 9 9", "0 1 2 3 0 b 0 0 x", "0 1 2 77 0 b 0 0", "0 1 2 3 9 b 0 0",
                                    "-1 1 2 3 0 b 0 0", "0 1 2 3 0 b -5 0", "0 1 2 3 0 b 0 99999999999999999999999",
-                                   "0 1 2 999 0 b 0 0"])
+                                   ])
 def test_forged_receipts_get_an_error_not_a_traceback(broker, extra):
     ch = FakeChannel()
     send(broker, ch, 1)
@@ -227,3 +227,34 @@ def test_query_assignment_pop_mode(broker):
     assert {a["mode"] for a in got} == {"POP"} and len(got) == 4
     bad = call(broker, ch, RemotingCommand.request(RequestCode.SET_MESSAGE_REQUEST_MODE, None, b"{\"topic\":1}"))
     assert bad.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_orderly_pop_blocks_the_queue_until_acked_or_invisible(broker):
+    ch = FakeChannel()
+    for i in range(3):
+        assert call(broker, ch, send_request("T", f"o{i}".encode(), queue_id=1)).code == ResponseCode.SUCCESS
+
+    def opop():
+        h = PopMessageRequestHeader(consumerGroup="G", topic="T", queueId=1, maxMsgNums=32, invisibleTime=5000,
+                                    pollTime=0, bornTime=broker.now_ms(), initMode=0, order=True)
+        return call(broker, ch, RemotingCommand.request(RequestCode.POP_MESSAGE, h))
+
+    first = opop()
+    got = msgs(first)
+    assert [m.body for m in got] == [b"o0", b"o1", b"o2"]
+    h = first.decode_header(PopMessageResponseHeader)
+    assert h.reviveQid == 999 and h.orderCountInfo == "0 1 0"
+    assert opop().code == ResponseCode.POLLING_TIMEOUT  # in flight: the queue is blocked
+    for m in got[:2]:
+        extra = " ".join(str(v) for v in (0, h.popTime, h.invisibleTime, 999, 0, "broker-a", 1, m.queue_offset))
+        assert ack(broker, ch, "T", m, extra).code == ResponseCode.SUCCESS
+    assert broker.consumer_offset_manager.query_offset("G", "T", 1) == 2
+    assert opop().code == ResponseCode.POLLING_TIMEOUT  # o2 still in flight
+    broker.clock.advance(5.1)
+    again = opop()
+    assert [m.body for m in msgs(again)] == [b"o2"]
+    assert again.decode_header(PopMessageResponseHeader).orderCountInfo == "0 qo1%2 1;0 1 1"
+    h2 = again.decode_header(PopMessageResponseHeader)
+    extra = " ".join(str(v) for v in (2, h2.popTime, h2.invisibleTime, 999, 0, "broker-a", 1, 2))
+    assert ack(broker, ch, "T", msgs(again)[0], extra).code == ResponseCode.SUCCESS
+    assert broker.consumer_offset_manager.query_offset("G", "T", 1) == 3
