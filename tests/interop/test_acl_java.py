@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.interop import clients, jvm, servers
+from tests.interop import clients, goharness, jvm, servers
 from tests.interop.conftest import VERSIONS
 from tests.interop.waiting import wait_until
 
@@ -267,3 +267,28 @@ def test_broker_signs_its_own_requests(java_acl, tmp_path):
     creds = f'{{"accessKey":"{USER}","secretKey":"{USER_SK}"}}'
     signed = registration_answer("signed", {"innerClientAuthenticationCredentials": creds})
     assert signed == "3  request type 103 not supported", signed
+
+
+@pytest.mark.skipif(not goharness.available(), reason="no Go toolchain and no built Go harness")
+def test_go_client_credentials(rmqpy_acl, java_acl, client_host):
+    """The Go client (rocketmq-client-go/v2, WithCredentials) signs as the Java clients do: allowed
+    and denied sends answered alike by rmqpy and the Java 4.9.7 broker, and a signed push consumer."""
+    creds = ["-access-key", USER, "-secret-key", USER_SK]
+
+    def send(ns: str, topic: str, *extra: str) -> tuple[int, str]:
+        ev = goharness.run(client_host, ["produce", "-n", ns, "-topic", topic, "-group", "goAclProducer",
+                                         "-count", "1", "-body", "goacl", "-timeout", "20s", *extra],
+                           timeout=40, check=False)
+        errors = [e.get("error", "") for e in ev.errors]
+        return len(ev.of("sent")), errors[0] if errors else ""
+
+    for ns in (rmqpy_acl.ns_addr, java_acl.ns_addr):
+        assert send(ns, "topicPub", *creds) == (1, ""), ns
+        sent, error = send(ns, "topicDeny", *creds)
+        assert sent == 0 and "No default permission for topic:topicDeny" in error, (ns, error)
+        sent, error = send(ns, "topicPub", "-access-key", USER, "-secret-key", "wrongsecret")
+        assert sent == 0 and "Check signature failed for accessKey=rmqpyuser" in error, (ns, error)
+    assert send(rmqpy_acl.ns_addr, "topicPush", *creds)[0] == 1
+    ev = goharness.run(client_host, ["consume", "-n", rmqpy_acl.ns_addr, "-topic", "topicPush", "-group",
+                                     "goAclGroup", "-count", "1", "-timeout", "30s", *creds], timeout=45)
+    assert ev.of("received"), ev

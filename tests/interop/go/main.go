@@ -50,6 +50,7 @@ func fail(stage string, err error) {
 type opts struct {
 	namesrv, topic, group, tags, keys, body, prop string
 	mode, sql, stopFile, instance                 string
+	accessKey, secretKey                          string
 	count, delay, reconsumeLater, retryDelayLevel int
 	goroutines                                    int
 	timeout, linger                               time.Duration
@@ -68,6 +69,8 @@ func parse(name string, args []string) opts {
 	fs.StringVar(&o.body, "body", "go-body", "produce: body prefix (message i gets body PREFIX-i)")
 	fs.StringVar(&o.prop, "prop", "harness=go", "produce: a user property name=value added to every message")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "overall time limit")
+	fs.StringVar(&o.accessKey, "access-key", "", "ACL: sign every request with this access key (and -secret-key)")
+	fs.StringVar(&o.secretKey, "secret-key", "", "ACL: the secret key of -access-key")
 	fs.BoolVar(&o.fromLast, "from-last", false, "consume: start from the last offset instead of the first")
 	fs.StringVar(&o.mode, "mode", "sync", "produce: sync|async|oneway|batch (batch: all COUNT in one send)")
 	fs.IntVar(&o.delay, "delay", 0, "produce: delay time level")
@@ -94,12 +97,16 @@ func resolver(o opts) primitive.NsResolver {
 }
 
 func produce(o opts) int {
-	p, err := rocketmq.NewProducer(
+	popts := []producer.Option{
 		producer.WithNsResolver(resolver(o)),
 		producer.WithGroupName(o.group),
 		producer.WithRetry(2),
-		producer.WithSendMsgTimeout(10*time.Second),
-	)
+		producer.WithSendMsgTimeout(10 * time.Second),
+	}
+	if o.accessKey != "" {
+		popts = append(popts, producer.WithCredentials(primitive.Credentials{AccessKey: o.accessKey, SecretKey: o.secretKey}))
+	}
+	p, err := rocketmq.NewProducer(popts...)
 	if err != nil {
 		fail("new-producer", err)
 	}
@@ -250,6 +257,9 @@ func consume(o opts) int {
 	}
 	if o.instance != "" {
 		options = append(options, consumer.WithInstance(o.instance))
+	}
+	if o.accessKey != "" {
+		options = append(options, consumer.WithCredentials(primitive.Credentials{AccessKey: o.accessKey, SecretKey: o.secretKey}))
 	}
 	if o.goroutines > 0 {
 		options = append(options, consumer.WithConsumeGoroutineNums(o.goroutines))
