@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from twisted.internet import defer, protocol
 
+from rmqpy.remoting.ratelimit import limiter_for
 from rmqpy.store.ha.connection import HAConnection, HATimings, MasterLog
 from rmqpy.store.ha.group_transfer import GroupTransferService
 
@@ -41,7 +42,8 @@ class HAService(protocol.ServerFactory, Generic[S]):
     # ------------------------------------------------------------------ factory
     def buildProtocol(self, addr: Any) -> HAConnection | None:  # noqa: N802 (Twisted's name)
         if len(self.connections) >= self.max_connections:
-            log.warning("HA: refusing a slave from %s: %d connections already", addr, len(self.connections))
+            if limiter_for(self.clock).allow("ha-refused"):
+                log.warning("HA: refusing a slave from %s: %d connections already", addr, len(self.connections))
             return None
         conn = HAConnection(self.clock, self.master_log, self.timings, self._acked, self._lost)
         self.connections.append(conn)
