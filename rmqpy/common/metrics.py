@@ -236,8 +236,17 @@ def exporter_enabled(exporter_type: str, what: str, log: Logger) -> bool:
     return False
 
 
+class _MetricsRequest(server.Request):
+    """A request whose body is dropped as it arrives: the endpoint serves GET only, and
+    twisted.web would otherwise keep any body a client sends (spooled to a temporary file)."""
+
+    def handleContentChunk(self, data: bytes) -> None:  # noqa: N802 (twisted.web's name)
+        pass
+
+
 def metrics_site(registry: CollectorRegistry) -> server.Site:
-    site = server.Site(MetricsPage(registry))
+    site = server.Site(MetricsPage(registry), timeout=30)  # idle connections closed after 30 s
+    site.requestFactory = _MetricsRequest
     site.noisy = False
     site.displayTracebacks = False
     site.log = lambda request: None  # type: ignore[method-assign]  # no access log line per scrape
