@@ -57,6 +57,15 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
+def check_immunity_ms(properties: dict[str, str], transaction_timeout_ms: int) -> int:
+    """How old a half message must be before it is checked (Java's ``getImmunityTime`` of the check
+    service, 4.9.7 and 5.3.3): its CHECK_IMMUNITY_TIME_IN_SECONDS, else transactionTimeOut."""
+    immunity_s = properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+    if immunity_s is None:
+        return transaction_timeout_ms
+    return _int(immunity_s, transaction_timeout_ms // 1000) * 1000
+
+
 class TransactionalMessageService:
     log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
@@ -213,10 +222,7 @@ class TransactionalMessageService:
             if msg.store_timestamp >= start:
                 break
             age = self.broker.now_ms() - msg.born_timestamp
-            immunity = bc.transactionTimeOut
-            immunity_s = msg.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-            if immunity_s is not None:
-                immunity = _int(immunity_s, immunity // 1000) * 1000
+            immunity = check_immunity_ms(msg.properties, bc.transactionTimeOut)
             if 0 <= age < immunity:
                 break
             ok = yield self._put_back_and_check(msg, times + 1)

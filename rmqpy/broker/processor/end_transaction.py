@@ -22,7 +22,7 @@ from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import HeaderError, RemotingCommand
 from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
-from rmqpy.broker.transaction import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS
+from rmqpy.broker.transaction import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, check_immunity_ms
 from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
@@ -116,20 +116,16 @@ class EndTransactionProcessor:
         return self.service.delete_prepare_message(half).addCallback(lambda _: response)
 
     def _too_late(self, half: Any) -> bool:
-        """5.3.3's ``rejectCommitOrRollback``, for every client generation: a half message that asked for
-        its first check after CHECK_IMMUNITY_TIME_IN_SECONDS (at least transactionTimeOut) is no longer
-        ended by its producer once that time has passed, only through the check (whose answer may already
-        be on its way: two commits would store the message twice). The producer sends END_TRANSACTION
-        oneway and never sees the refusal; the check settles the message."""
-        immunity_s = half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-        if not immunity_s:
+        """5.3.3's ``rejectCommitOrRollback``, for every client generation: a half message that asked for its
+        first check after CHECK_IMMUNITY_TIME_IN_SECONDS is no longer ended by its producer once its check
+        may have been sent, only through the check (whose answer may be on its way: two commits would store
+        the message twice). 5.3.3 counts that time as at least transactionTimeOut here while its check
+        service does not, so between the two it takes both ends; rmqpy uses the check's time for both.
+        The producer sends END_TRANSACTION oneway and never sees the refusal; the check settles it."""
+        if half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS) is None:
             return False
-        timeout = self.broker.broker_config.transactionTimeOut
-        try:
-            immunity = int(immunity_s) * 1000
-        except ValueError:
-            immunity = 0
-        return self.broker.now_ms() - half.born_timestamp > max(immunity, timeout)
+        immunity = check_immunity_ms(half.properties, self.broker.broker_config.transactionTimeOut)
+        return self.broker.now_ms() - half.born_timestamp > immunity
 
     @staticmethod
     def _check_prepare_message(half: Any, header: EndTransactionRequestHeader) -> str | None:
