@@ -154,11 +154,11 @@ class PlainAccessValidator:
 
     def before_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
         rules = self.rules()
-        host = getattr(channel, "remote_host", None) or ""
+        host = channel.remote_host
         try:
             self.validate(rules, request, host)
         except Denied as denial:
-            self.denials.denied(getattr(channel, "remote_address", host), request.code, denial,
+            self.denials.denied(channel.remote_address, request.code, denial,
                                 denial.access_key in rules.accounts)
             frame = _JAVA_FRAMES.get(denial.kind, "parse(PlainAccessValidator.java:140)")
             return request.response(ResponseCode.SYSTEM_ERROR,

@@ -23,13 +23,11 @@ class ClientChannelInfo:
 
     @property
     def address(self) -> str:
-        return getattr(self.channel, "remote_address", "?")
+        return self.channel.remote_address
 
 
 def _close(channel: Any) -> None:
-    close = getattr(channel, "close", None)
-    if close is not None:
-        close()
+    channel.close()
 
 
 class ProducerManager:
@@ -70,7 +68,7 @@ class ProducerManager:
 
     def get_available_channel(self, group: str) -> Any | None:
         for info in (self.groups.get(group) or {}).values():
-            if getattr(info.channel, "connected_", True):
+            if info.channel.connected_:
                 return info.channel
         return None
 

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from twisted.application import service
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorCore
 
 from rmqpy.acl.client_hook import AclClientHook
 from rmqpy.acl.manager import PlainPermissionManager
@@ -293,9 +294,8 @@ class BrokerController:
         self.pop_revive_service.start()
         if self.metrics_manager is not None:
             self.metrics_manager.start()
-        when_running = getattr(self.reactor, "callWhenRunning", None)
-        if when_running is not None:  # logged once the reactor (and its signal handlers) runs
-            when_running(self.log.info, "The broker[{name}, {addr}] boot success. serializeType=JSON and name "
+        if IReactorCore.providedBy(self.reactor):  # logged once the reactor (and its signal handlers) runs
+            self.reactor.callWhenRunning(self.log.info, "The broker[{name}, {addr}] boot success. serializeType=JSON and name "
                          "server is {ns}", name=bc.brokerName, addr=self.broker_addr, ns=bc.namesrvAddr)
 
     def _every(self, first: float, interval: float, fn: Callable[[], Any]) -> None:
@@ -307,7 +307,7 @@ class BrokerController:
             try:
                 fn()
             except Exception:
-                self.log.failure("periodic task {fn} failed", fn=getattr(fn, "__name__", fn))
+                self.log.failure("periodic task {fn} failed", fn=fn.__qualname__)
             slot[0] = self.reactor.callLater(interval, run)
 
         slot[0] = self.reactor.callLater(first, run)
@@ -381,9 +381,7 @@ class BrokerController:
         timeout = self.broker_config.channelExpiredTimeoutMills
         for channel in (self.producer_manager.scan_not_active_channel(timeout)
                         + self.consumer_manager.scan_not_active_channel(timeout)):
-            close = getattr(channel, "close", None)
-            if close is not None:
-                close()
+            channel.close()
 
     def notify_consumer_ids_changed(self, group: str, channels: list[Any]) -> None:
         if not self.broker_config.notifyConsumerIdsChangedEnable:
@@ -395,7 +393,7 @@ class BrokerController:
             try:
                 channel.invoke_oneway(request)
             except Exception:
-                self.log.failure("notifyConsumerIdsChanged to {c} failed", c=getattr(channel, "remote_address", "?"))
+                self.log.failure("notifyConsumerIdsChanged to {c} failed", c=channel.remote_address)
 
     def _register_filters(self, group: str, subs: list[Any]) -> None:
         for sub in subs:

@@ -107,7 +107,7 @@ class PullRequestHoldService:
         keep = []
         now = self.now_ms()
         for req in reqs:
-            if not getattr(req.channel, "connected_", True):
+            if not req.channel.connected_:
                 self._release(req)
                 continue  # the client went away; nobody to answer
             newest = max_offset

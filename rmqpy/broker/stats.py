@@ -16,7 +16,7 @@ as Java's processors call their ``SendMessageHook`` and ``ConsumeMessageHook``.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Callable
 
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
@@ -117,17 +117,17 @@ class BrokerStatsManager:
         if self.running:
             return
         self.running = True
-        for interval, method in ((SECOND_TICK, "sample_seconds"), (MINUTE_TICK, "sample_minutes"),
-                                 (HOUR_TICK, "sample_hour")):
+        for interval, method in ((SECOND_TICK, StatsItem.sample_seconds), (MINUTE_TICK, StatsItem.sample_minutes),
+                                 (HOUR_TICK, StatsItem.sample_hour)):
             self._tick(interval, method)
 
-    def _tick(self, interval: float, method: str) -> None:
+    def _tick(self, interval: float, method: Callable[[StatsItem, int], None]) -> None:
         if not self.running:
             return
         now = self.now_ms()
         for table in self.tables.values():
             for item in list(table.values()):
-                getattr(item, method)(now)
+                method(item, now)
         self._calls = [c for c in self._calls if c.active()]
         self._calls.append(self.reactor.callLater(interval, self._tick, interval, method))
 

@@ -35,10 +35,8 @@ def is_system_property(key: str) -> bool:
 
 def rocketmq_version() -> str:
     """``V4_9_8`` style name of the version rmqpy announces (``MQVersion.CURRENT``) as ``4.9.8``."""
-    for name in dir(MQVersion):
-        if name.startswith("V") and getattr(MQVersion, name) == MQVersion.CURRENT:
-            return name[1:].replace("_", ".")
-    return str(MQVersion.CURRENT)
+    name = MQVersion.name_of(MQVersion.CURRENT)
+    return name[1:].replace("_", ".") if name is not None else str(MQVersion.CURRENT)
 
 
 def version_line(program: str) -> str:

@@ -5,6 +5,7 @@ from typing import Any
 
 from twisted.application import service
 from twisted.internet import defer, task, threads
+from twisted.internet.interfaces import IReactorThreads
 from twisted.logger import Logger
 
 from rmqpy.common.metrics import exporter_enabled, metrics_service
@@ -58,10 +59,9 @@ class NamesrvController(service.MultiService):
 
     def _in_thread(self, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` in the reactor's thread pool (file writes); inline on a reactor without one."""
-        pool = getattr(self.reactor, "getThreadPool", None)
-        if pool is None:
+        if not IReactorThreads.providedBy(self.reactor):
             return defer.maybeDeferred(fn, *args)
-        return threads.deferToThreadPool(self.reactor, pool(), fn, *args)
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args)
 
     def startService(self) -> None:
         self.kv.load()
@@ -84,6 +84,9 @@ class NamesrvController(service.MultiService):
         return super().stopService()
 
     # channel listener
+    def channel_connected(self, channel: Any) -> None:
+        pass
+
     def channel_closed(self, channel: Any) -> None:
         self.routes.on_channel_destroy(channel)
 

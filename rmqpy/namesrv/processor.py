@@ -248,7 +248,7 @@ class NamesrvRequestProcessor:
                 props, config_guard.NAMESRV_BLACK_LIST + tuple(config.configBlackList.split(";")),
                 config.remoteConfigUpdateAllowKeys)
             if refused is not None:   # issue 11: NO_PERMISSION as Java's black list check, one log line
-                self.log.warn("updateConfig from {a} refused: {r}", a=getattr(channel, "remote_address", "?"),
+                self.log.warn("updateConfig from {a} refused: {r}", a=channel.remote_address,
                               r=refused)
                 return request.response(ResponseCode.NO_PERMISSION, refused)
             try:

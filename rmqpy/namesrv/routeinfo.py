@@ -154,7 +154,7 @@ class RouteInfoManager:
                 self.log.warn("the broker channel {addr} expired, {ms}ms", addr=addr, ms=live.timeout_ms)
                 channel = live.channel
                 self._destroy_addr(addr)
-                if channel is not None and hasattr(channel, "close"):
+                if channel is not None:
                     channel.close()
         return expired
 

@@ -223,6 +223,11 @@ class MQVersion:
     # version becomes the client's idea of the broker version (SQL92 needs >= 232).
     CURRENT = V4_9_8
 
+    @classmethod
+    def name_of(cls, version: int) -> str | None:
+        """``V4_9_8`` for its ordinal; None for one not listed here."""
+        return next((k for k, v in vars(cls).items() if k.startswith("V") and v == version), None)
+
 
 def code_name(code: int, enum: type[IntEnum] = RequestCode) -> str:
     """Name of a code for log lines and remarks; unknown values print as numbers."""

@@ -242,10 +242,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
                                int(cmd.version))
 
 
-class _OrderedFields(dict[str, Any]):
-    """A map that fastjson.dumps writes in insertion order (see fastjson.dumps)."""
-
-    keep_order = True
+_OrderedFields = fastjson.InsertionOrdered
 
 
 #: ``fastjson.loads`` first tries the stdlib C parser with these options; one decoder built

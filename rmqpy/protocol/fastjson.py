@@ -398,6 +398,10 @@ def dumps(obj: Any, *, pretty: bool = False, sort_keys: bool = True, quote_keys:
     return "".join(out)
 
 
+class InsertionOrdered(dict[str, Any]):
+    """A map that :func:`dumps` writes in insertion order even when it sorts keys."""
+
+
 def _write(obj: Any, out: list[str], pretty: bool, sort_keys: bool, quote_keys: bool,
            ascii_only: bool, depth: int) -> None:
     if hasattr(obj, "to_json"):
@@ -421,7 +425,7 @@ def _write(obj: Any, out: list[str], pretty: bool, sort_keys: bool, quote_keys: 
         out.append('"' + base64.b64encode(bytes(obj)).decode("ascii") + '"')
     elif isinstance(obj, dict):
         items: Iterable[tuple[Any, Any]] = [(k, v) for k, v in obj.items() if v is not None]
-        if sort_keys and not getattr(obj, "keep_order", False):
+        if sort_keys and not isinstance(obj, InsertionOrdered):
             items = sorted(items, key=_key_sort)
         _write_container("{", "}", items, out, pretty, sort_keys, quote_keys, ascii_only, depth, True)
     elif isinstance(obj, (list, tuple, set, frozenset)):

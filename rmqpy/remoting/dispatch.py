@@ -40,6 +40,9 @@ class RequestHook(Protocol):
 
 
 class ChannelListener(Protocol):
+    """Told of each connection made and lost (Java ``ChannelEventListener``)."""
+    def channel_connected(self, channel: "RemotingProtocol") -> None: ...
+
     def channel_closed(self, channel: "RemotingProtocol") -> None: ...
 
 
@@ -85,9 +88,7 @@ class RequestDispatcher:
     # -------------------------------------------------------------- called by the protocol
     def channel_connected(self, channel: "RemotingProtocol") -> None:
         for listener in self._listeners:
-            hook = getattr(listener, "channel_connected", None)
-            if hook is not None:
-                hook(channel)
+            listener.channel_connected(channel)
 
     def channel_closed(self, channel: "RemotingProtocol") -> None:
         for listener in self._listeners:
@@ -174,8 +175,8 @@ class RequestDispatcher:
 
 
 def _limiter(channel: "RemotingProtocol") -> LogRateLimiter:
-    """The process's log limiter on the channel's clock (the reactor for channels without one)."""
-    return limiter_for(getattr(channel, "clock", None))
+    """The process's log limiter on the channel's clock."""
+    return limiter_for(channel.clock)
 
 
 def _short(error: BaseException, limit: int = 200) -> str:

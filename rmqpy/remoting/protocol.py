@@ -12,6 +12,7 @@ import struct
 from typing import Any, Protocol
 
 from twisted.internet import defer, protocol
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime, ITCPTransport
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -98,8 +99,8 @@ class RemotingProtocol(protocol.Protocol):
     def connectionMade(self) -> None:
         self.connected_ = True
         peer = self.transport.getPeer()
-        self.remote_host = getattr(peer, "host", "")
-        self.remote_port = getattr(peer, "port", 0)
+        if isinstance(peer, (IPv4Address, IPv6Address)):
+            self.remote_host, self.remote_port = peer.host, peer.port
         self.remote_address = f"{self.remote_host}:{self.remote_port}"
         if self.dispatcher is not None:
             self.dispatcher.channel_connected(self)
@@ -305,6 +306,8 @@ class _TrackedProtocol(RemotingProtocol):
 
     def connectionMade(self) -> None:
         self.factory.channels.add(self)
+        # duck-typed on purpose: Twisted's TLS transport (TLSMemoryBIOProtocol) has registerProducer
+        # and a transport below it without declaring IConsumer or IPushProducer
         transport = self.transport
         register = getattr(transport, "registerProducer", None)
         if register is not None:

@@ -53,6 +53,7 @@ from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
 from zope.interface import implementer
 
 from rmqpy.common.properties import PropertiesError, load_properties
+from rmqpy.remoting.channel import address_text
 from rmqpy.remoting.filewatch import POLL_INTERVAL, FileWatcher, digest
 
 log = Logger(namespace="rmqpy.remoting.tls")
@@ -402,7 +403,7 @@ class _LoggedTLSProtocol(BufferingTLSTransport):
     def _tlsShutdownFinished(self, reason: Any) -> None:  # noqa: N802 (Twisted's name)
         if reason is not None and isinstance(reason.value, SSL.Error) and self._reason is None:
             peer = self.transport.getPeer() if self.transport is not None else None
-            where = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+            where = address_text(peer)
             if not _is_eof(reason.value):
                 log.error("TLS connection from {peer} closed: {err}", peer=where, err=_ssl_reason(reason.value))
             elif not self._handshakeDone and not self.timed_out:
@@ -456,7 +457,7 @@ class _Detector(protocol.Protocol):
 
     @property
     def peer(self) -> str:
-        return f"{getattr(self.addr, 'host', '?')}:{getattr(self.addr, 'port', '?')}"
+        return address_text(self.addr)
 
     def connectionMade(self) -> None:  # noqa: N802
         w = self.factory.wrapper
@@ -496,7 +497,7 @@ class _Detector(protocol.Protocol):
                 self.delegate = self.factory.inner.buildProtocol(self.addr)
             self.delegate.makeConnection(self.transport)
         self.delegate.dataReceived(data)
-        if self.is_tls and self._timer is not None and getattr(self.delegate, "_handshakeDone", False):
+        if self._timer is not None and isinstance(self.delegate, _LoggedTLSProtocol) and self.delegate._handshakeDone:
             self._cancel_timer()
 
     def connectionLost(self, reason: Any = protocol.connectionDone) -> None:  # noqa: N802

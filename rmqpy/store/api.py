@@ -23,6 +23,18 @@ if TYPE_CHECKING:
 ArriveListener = Callable[..., None]
 
 
+class MessageFilter(Protocol):
+    """What a pull's filter answers the store (Java ``MessageFilter``)."""
+
+    def takes_all(self) -> tuple[bool, bool]:
+        """Whether it takes every message by (tags code, record): the store skips those calls."""
+        ...
+
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: Any = None) -> bool: ...
+
+    def is_matched_by_commit_log(self, data: bytes | None, properties: Any) -> bool: ...
+
+
 class MessageStore(Protocol):
     config: MessageStoreConfig
     stats: StoreStats
@@ -49,7 +61,8 @@ class MessageStore(Protocol):
 
     # ------------------------------------------------------------------ get
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    max_total_bytes: int | None = None, message_filter: Any = None) -> GetMessageResult | None: ...
+                    max_total_bytes: int | None = None, message_filter: MessageFilter | None = None
+                    ) -> GetMessageResult | None: ...
 
     def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> MessageExt | None: ...
 

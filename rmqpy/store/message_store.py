@@ -38,7 +38,7 @@ from rmqpy.store.cleanup import CleanService
 from rmqpy.store.commitlog import BatchRecord, CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from rmqpy.store.consume_queue import ConsumeQueue, INT_MAX
-from rmqpy.store.api import ArriveListener
+from rmqpy.store.api import ArriveListener, MessageFilter
 from rmqpy.store.dispatch import CommitLogDispatcher
 from rmqpy.store.flush import BlockingRunner, FlushService
 from rmqpy.store.index import IndexService
@@ -576,7 +576,8 @@ class MessageStore(DiskSpaceGuard):
         return old
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    max_total_bytes: int | None = None, message_filter=None) -> GetMessageResult | None:
+                    max_total_bytes: int | None = None,
+                    message_filter: MessageFilter | None = None) -> GetMessageResult | None:
         if self.shutdown_flag:
             return None
         t0 = time.perf_counter()
@@ -613,8 +614,7 @@ class MessageStore(DiskSpaceGuard):
                 # the filter's per-message checks, skipped when it says it takes everything
                 cq_match = cl_match = None
                 if message_filter is not None:
-                    takes_all = getattr(message_filter, "takes_all", None)
-                    cq_all, cl_all = takes_all() if takes_all is not None else (False, False)
+                    cq_all, cl_all = message_filter.takes_all()
                     if not cq_all:
                         cq_match = message_filter.is_matched_by_consume_queue
                     if not cl_all:

@@ -105,7 +105,7 @@ class PopLongPollingService:
         for held in list(waiting):
             if held.done:
                 continue
-            if not getattr(held.channel, "connected_", True):
+            if not held.channel.connected_:
                 self._remove(held)  # the client went away: nobody to answer
                 continue
             result = self._run(held, False)

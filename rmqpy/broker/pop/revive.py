@@ -22,6 +22,7 @@ from rmqpy.broker.pop.receipt import PROPERTY_FIRST_POP_TIME, REVIVE_GROUP, RETR
 from rmqpy.broker.pop.records import AckMsg, PopCheckPoint, decode_record_body
 from rmqpy.protocol.message import MessageExtBrokerInner, decode_record, properties_to_string, tags_string_to_tags_code
 from rmqpy.remoting.ratelimit import RateLimitedLogger
+from rmqpy.store.results import PutMessageResult
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -199,7 +200,7 @@ class PopReviveService:
             born_timestamp=msg.born_timestamp, born_host=b.store_host, store_host=b.store_host,
             reconsume_times=msg.reconsume_times + 1, tags_code=tags_string_to_tags_code(props.get("TAGS")))
         result = b.message_store.put_message_now(inner)
-        if not hasattr(result, "put_message_status"):
+        if not isinstance(result, PutMessageResult):
             # SYNC_FLUSH: the record is written; the flush finishes on its own
             return True
         ok = result.put_message_status.name == "PUT_OK"

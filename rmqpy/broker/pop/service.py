@@ -39,6 +39,7 @@ from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, TopicConfig
 from rmqpy.protocol.message import (MessageExtBrokerInner, decode_record, encode_record, properties_to_string,
                                     tags_string_to_tags_code)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
+from rmqpy.store.results import put_status_name
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -312,7 +313,7 @@ class PopService:
     def _after_put(self, put: Any, on_ok: Any) -> defer.Deferred | None:
         """Run ``on_ok`` once ``put`` stored its record; a Deferred while it waits, else None."""
         def done(r: Any) -> bool:
-            name = getattr(getattr(r, "put_message_status", None), "name", None)
+            name = put_status_name(r)
             if name in _OK_PUTS:
                 on_ok(r)
                 return True

@@ -61,7 +61,7 @@ class AclAdminProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, "The broker does not enable acl (aclEnable=false)")
         ext = request.ext_fields or {}
         code = request.code
-        peer = getattr(channel, "remote_address", "?")
+        peer = channel.remote_address
         if code == RequestCode.UPDATE_AND_CREATE_ACL_CONFIG:
             return self._change(request, UPDATE_AND_CREATE_ACL_CONFIG_FAILED, lambda: self._update(acl, ext),
                                 f"The accesskey[{ext.get('accessKey')}] corresponding to accessConfig has been "

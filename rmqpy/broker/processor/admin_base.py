@@ -59,10 +59,7 @@ def language_name(code: Any) -> str:
 
 
 def version_desc(version: int) -> str:
-    for name in dir(MQVersion):
-        if name.startswith("V") and getattr(MQVersion, name) == version:
-            return name
-    return str(version)
+    return MQVersion.name_of(version) or str(version)
 
 
 class AdminBase:
@@ -119,11 +116,7 @@ class AdminBase:
                                     f"finish, please upgrade it to V3_1_8_SNAPSHOT")
         forward = RemotingCommand.request(code, None, request.body)
         forward.ext_fields = dict(request.ext_fields or {})
-        invoke = getattr(client.channel, "invoke", None)
-        if invoke is None:
-            return request.response(ResponseCode.SYSTEM_ERROR,
-                                    f"invoke consumer <{group}> <{client_id}> Exception: channel cannot invoke")
-        d = defer.maybeDeferred(invoke, forward, 5.0)
+        d = defer.maybeDeferred(client.channel.invoke, forward, 5.0)
 
         def answered(resp: RemotingCommand) -> RemotingCommand:
             out = request.response(resp.code, resp.remark, body=resp.body, ext_fields=resp.ext_fields)

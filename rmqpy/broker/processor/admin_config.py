@@ -30,7 +30,7 @@ class ConfigAdmin(AdminBase):
                         header=GetBrokerConfigResponseHeader(version=version))
 
     def update_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        self.log.info("updateBrokerConfig called by {a}", a=getattr(channel, "remote_address", "?"))
+        self.log.info("updateBrokerConfig called by {a}", a=channel.remote_address)
         if request.body:
             try:
                 props = config_guard.parse_update_body(request.body)
@@ -41,7 +41,7 @@ class ConfigAdmin(AdminBase):
                                            broker_config.remoteConfigUpdateAllowKeys)
             if refused is not None:   # issue 11: NO_PERMISSION as Java's black list check, one log line
                 self.log.warn("updateBrokerConfig from {a} refused: {r}",
-                              a=getattr(channel, "remote_address", "?"), r=refused)
+                              a=channel.remote_address, r=refused)
                 return request.response(ResponseCode.NO_PERMISSION, refused)
             from rmqpy.broker.config import check_update
             try:

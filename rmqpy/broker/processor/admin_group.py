@@ -31,7 +31,7 @@ class GroupAdmin(AdminBase):
     def update_and_create_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         if self._is_slave():
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
-        self.log.info("updateAndCreateSubscriptionGroup called by {a}", a=getattr(channel, "remote_address", "?"))
+        self.log.info("updateAndCreateSubscriptionGroup called by {a}", a=channel.remote_address)
         obj = fastjson.loads(request.body or b"{}")
         if obj:
             config = SubscriptionGroupConfig.from_json(obj)

@@ -140,7 +140,7 @@ class OffsetAdmin(AdminBase):
         b = self.broker
         h = request.decode_header(GetConsumerStatusRequestHeader)
         self.log.info("[get-consumer-status] get consumer status by {a}. topic={t}, group={g}",
-                      a=getattr(channel, "remote_address", "?"), t=h.topic, g=h.group)
+                      a=channel.remote_address, t=h.topic, g=h.group)
         info = b.consumer_manager.get(h.group)
         clients = list(info.channels.values()) if info is not None else []
         if not clients:
@@ -158,10 +158,7 @@ class OffsetAdmin(AdminBase):
         for client in clients:
             ask = RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
                                           GetConsumerStatusRequestHeader(topic=h.topic, group=h.group))
-            invoke = getattr(client.channel, "invoke", None)
-            if invoke is None:
-                continue
-            d = defer.maybeDeferred(invoke, ask, 5.0)
+            d = defer.maybeDeferred(client.channel.invoke, ask, 5.0)
 
             def answered(resp: RemotingCommand, client_id: str = client.client_id) -> None:
                 if resp.code == ResponseCode.SUCCESS and resp.body:

@@ -17,7 +17,7 @@ class TopicAdmin(AdminBase):
         if self._is_slave():
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         h = request.decode_header(CreateTopicRequestHeader)
-        self.log.info("updateAndCreateTopic called by {a}", a=getattr(channel, "remote_address", "?"))
+        self.log.info("updateAndCreateTopic called by {a}", a=channel.remote_address)
         error = self._topic_checks(request, h.topic)
         if error is not None:
             return error
@@ -39,7 +39,7 @@ class TopicAdmin(AdminBase):
         if self._is_slave():
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         h = request.decode_header(TopicRequestHeader)
-        self.log.info("deleteTopic called by {a}", a=getattr(channel, "remote_address", "?"))
+        self.log.info("deleteTopic called by {a}", a=channel.remote_address)
         error = self._topic_checks(request, h.topic)
         if error is not None:
             return error

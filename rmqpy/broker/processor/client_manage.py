@@ -76,9 +76,7 @@ class ClientManageProcessor:
             # its queue locks go first, so that the members notified below can lock them at once
             # (Java keeps them until they expire, 60 s, when a rebalance of the leaving client took
             # one after its UNLOCK_BATCH_MQ)
-            locks = getattr(b, "rebalance_lock_manager", None)
-            if locks is not None:
-                locks.unlock_all(h.consumerGroup, h.clientID)
+            b.rebalance_lock_manager.unlock_all(h.consumerGroup, h.clientID)
             b.consumer_manager.unregister_consumer(h.consumerGroup, info, notify)
         return request.response(ResponseCode.SUCCESS, None)
 

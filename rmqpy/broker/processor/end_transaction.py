@@ -61,7 +61,7 @@ class EndTransactionProcessor:
             self.log.warn("Message store is slave mode, so end transaction is forbidden. ")
             return request.response(ResponseCode.SLAVE_NOT_AVAILABLE, None)
         state = header.commitOrRollback
-        peer = getattr(channel, "remote_address", "?")
+        peer = channel.remote_address
         if header.fromTransactionCheck:
             if state == SF.TRANSACTION_NOT_TYPE:
                 self.log.warn("Check producer[{p}] transaction state, but it's pending status. RequestHeader: {h} "

@@ -214,7 +214,7 @@ class SendMessageProcessor:
         return self.random.randrange(99999999) % max(1, tc.writeQueueNums if tc else 1)
 
     def _born_host(self, channel: Any) -> tuple[str, int]:
-        return (getattr(channel, "remote_host", "") or "127.0.0.1", int(getattr(channel, "remote_port", 0) or 0))
+        return (channel.remote_host or "127.0.0.1", channel.remote_port)
 
     # ------------------------------------------------------------------ single
     def send_message(self, channel: Any, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
@@ -261,8 +261,7 @@ class SendMessageProcessor:
                 props[PROPERTY_WAIT_STORE_MSG_OK] = wait
         msg = MessageExtBrokerInner(store_topic, store_queue_id, request.body or b"", header.flag, props,
                                     properties_string, sys_flag, header.bornTimestamp,
-                                    (getattr(channel, "remote_host", "") or "127.0.0.1",  # _born_host, inline
-                                     int(getattr(channel, "remote_port", 0) or 0)),
+                                    (channel.remote_host or "127.0.0.1", channel.remote_port),  # _born_host
                                     b.store_host, header.reconsumeTimes or 0)
 
         prepared = props.get(PROPERTY_TRANSACTION_PREPARED)

@@ -36,7 +36,7 @@ def body_decoder(fn: F) -> F:
             raise
         except DECODE_ERRORS as exc:
             text = str(exc)
-            raise BodyError(f"bad {getattr(cls, '__name__', cls)} body: {type(exc).__name__}: "
+            raise BodyError(f"bad {cls.__name__} body: {type(exc).__name__}: "
                             f"{text[:200]}{'...' if len(text) > 200 else ''}") from None
 
     return decode  # type: ignore[return-value]

@@ -13,6 +13,7 @@ refused before a processor (or the store) sees it.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import typing
 from typing import Annotated, Any, ClassVar, Mapping, TypeVar
 
@@ -91,7 +92,7 @@ def _parse(kind: type, key: str, raw: Any, bounds: tuple[int, int] = LONG_RANGE)
 def _format(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if hasattr(value, "name") and not isinstance(value, int):  # enums write their name
+    if isinstance(value, enum.Enum) and not isinstance(value, int):  # enums write their name
         return str(value.name)
     return str(int(value)) if isinstance(value, int) else str(value)
 

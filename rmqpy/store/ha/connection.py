@@ -20,6 +20,7 @@ from twisted.internet import protocol
 from zope.interface import implementer
 from twisted.internet.interfaces import IPushProducer
 
+from rmqpy.remoting.channel import address_text
 from rmqpy.remoting.ratelimit import limiter_for
 from rmqpy.store.ha.wire import HEADER, REPORT
 
@@ -72,7 +73,7 @@ class HAConnection(protocol.Protocol):
     # ------------------------------------------------------------------ connection
     def connectionMade(self) -> None:  # noqa: N802 (Twisted's name)
         peer = self.transport.getPeer()
-        self.client_addr = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+        self.client_addr = address_text(peer)
         now = self.clock.seconds()
         self._last_read = self._last_write = now
         self.transport.registerProducer(self, True)

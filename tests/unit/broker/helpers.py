@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from twisted.internet import task
+from twisted.internet import defer, reactor, task
 
 from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.controller import BrokerController
@@ -26,6 +26,10 @@ class FakeChannel:
         self.oneway: list[RemotingCommand] = []
         self.sent: list[RemotingCommand] = []
         self.closed = False
+        self.clock = reactor  # as before channels had one: the process's log limiter
+
+    def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred[RemotingCommand]:
+        return defer.fail(RuntimeError("a fake channel cannot invoke"))
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         request.flag |= RPC_ONEWAY

@@ -101,7 +101,10 @@ def _same(a, b):
 
 
 class _OddCodes:
-    """A filter without takes_all: every call goes through."""
+    """A filter that takes nothing wholesale: every call goes through."""
+
+    def takes_all(self):
+        return False, False
 
     def is_matched_by_consume_queue(self, tags_code, cq_ext=None):
         return tags_code % 2 == 1

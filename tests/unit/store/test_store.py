@@ -19,6 +19,9 @@ class TagFilter:
     def __init__(self, *tags):
         self.codes = {java_string_hash(t) for t in tags}
 
+    def takes_all(self):
+        return False, False
+
     def is_matched_by_consume_queue(self, tags_code):
         return tags_code in self.codes
 
