@@ -253,6 +253,11 @@ class PopService:
                                diffs=[qo - offset for qo in got.message_queue_offsets],
                                broker_name=b.broker_config.brokerName)
             put = self.put_revive(self.build_ck_msg(ck, result.revive_qid))
+            if not isinstance(put, defer.Deferred) and put.put_message_status.name not in _OK_PUTS:
+                # no checkpoint, no delivery: Java hands out nothing of a queue whose checkpoint failed
+                self.log.error("putting a checkpoint failed: {s}", s=put.put_message_status.name)
+                result.rest_num += max(got.max_offset - offset, 0)
+                return
             next_offset = got.next_begin_offset
             pending_put = self._after_put(put, lambda r: self._commit_pop_offset(req, topic, queue_id, next_offset))
             if pending_put is not None:

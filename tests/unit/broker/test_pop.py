@@ -258,3 +258,16 @@ def test_orderly_pop_blocks_the_queue_until_acked_or_invisible(broker):
     extra = " ".join(str(v) for v in (2, h2.popTime, h2.invisibleTime, 999, 0, "broker-a", 1, 2))
     assert ack(broker, ch, "T", msgs(again)[0], extra).code == ResponseCode.SUCCESS
     assert broker.consumer_offset_manager.query_offset("G", "T", 1) == 3
+
+
+def test_no_delivery_without_a_stored_checkpoint(broker, monkeypatch):
+    from rmqpy.store.message_store import PutMessageResult, PutMessageStatus
+    ch = FakeChannel()
+    send(broker, ch, 2)
+    svc = broker.pop_service
+    real = svc.put_revive
+    monkeypatch.setattr(svc, "put_revive", lambda msg: PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE))
+    assert pop(broker, ch).code == ResponseCode.POLLING_TIMEOUT
+    assert all(broker.consumer_offset_manager.query_offset("G", "T", q) <= 0 for q in range(4))
+    monkeypatch.setattr(svc, "put_revive", real)
+    assert sorted(m.body for m in msgs(pop(broker, ch))) == [b"m0", b"m1"]
