@@ -85,7 +85,8 @@ def _loopback(host: str) -> bool:
 class BrokerController:
     log = RateLimitedLogger()  # registrations and notifications follow client requests: rate-limited per call site
 
-    def __init__(self, settings: BrokerSettings, reactor: Any, message_store: MessageStore | None = None) -> None:
+    def __init__(self, settings: BrokerSettings, reactor: Any, message_store: MessageStore | None = None,
+                 stats_log: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.broker_config = settings.broker
         self.netty_config = settings.netty
@@ -115,7 +116,7 @@ class BrokerController:
             bc.maxPullPollingSize, bc.maxPullPollingSizePerChannel)
         self.rebalance_lock_manager = RebalanceLockManager(self.now_ms, clock=reactor)
         self.queue_handover = QueueHandover(self.now_ms, reactor.callLater, self.consumer_manager)
-        self.broker_stats_manager = BrokerStatsManager(reactor, bc.brokerClusterName)
+        self.broker_stats_manager = BrokerStatsManager(reactor, bc.brokerClusterName, stats_log)
         self.schedule_message_service = ScheduleMessageService(self)
         self.transactional_message_service = TransactionalMessageService(self)
         self.timer_message_service = TimerMessageService(self)  # 5.x timer messages (TIMER_DELIVER_MS...)

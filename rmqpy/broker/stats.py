@@ -101,12 +101,14 @@ class StatsItem:
 class BrokerStatsManager:
     """The counters of one broker; ``reactor`` drives the sampling (a ``task.Clock`` in tests)."""
 
-    def __init__(self, reactor: Any, cluster_name: str) -> None:
+    def __init__(self, reactor: Any, cluster_name: str, print_line: Callable[[str], None] | None = None) -> None:
         self.reactor = reactor
         self.cluster_name = cluster_name
         self.tables: dict[str, dict[str, StatsItem]] = {name: {} for name in STATS_NAMES}
         self._calls: list[Any] = []
         self.running = False
+        # stats.log (rmqpy/common/logfiles.py): Java's "Stats In One Minute" lines, at each minute
+        self.print_line = print_line
 
     def now_ms(self) -> int:
         return int(self.reactor.seconds() * 1000)
@@ -120,6 +122,22 @@ class BrokerStatsManager:
         for interval, method in ((SECOND_TICK, StatsItem.sample_seconds), (MINUTE_TICK, StatsItem.sample_minutes),
                                  (HOUR_TICK, StatsItem.sample_hour)):
             self._tick(interval, method)
+        if self.print_line is not None:  # Java: at the next whole minute, then every minute
+            now = self.reactor.seconds()
+            self._calls.append(self.reactor.callLater(60.0 - now % 60.0, self._print_minute))
+
+    def _print_minute(self) -> None:
+        """Java ``StatsItemSet.printAtMinutes``: one line per counter, its last minute."""
+        if not self.running or self.print_line is None:
+            return
+        for name, table in self.tables.items():
+            for key, item in list(table.items()):
+                ss = item.in_minute()
+                self.print_line(f"[{name}] [{key}] Stats In One Minute, SUM: {ss.sum} TPS: {_java_2f(ss.tps)} "
+                                f"AVGPT: {_java_2f(ss.avgpt)}")
+        self._calls = [c for c in self._calls if c.active()]
+        now = self.reactor.seconds()
+        self._calls.append(self.reactor.callLater(60.0 - now % 60.0, self._print_minute))
 
     def _tick(self, interval: float, method: Callable[[StatsItem, int], None]) -> None:
         if not self.running:
@@ -191,6 +209,15 @@ class BrokerStatsManager:
         for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
             for key in [k for k in self.tables[name] if k.endswith("@" + group)]:
                 del self.tables[name][key]
+
+
+def _java_2f(v: float) -> str:
+    """Java ``String.format("%.2f")``: NaN and Infinity spelled as Java spells them."""
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    return f"{v:.2f}"
 
 
 _SIZE = struct.Struct(">i")

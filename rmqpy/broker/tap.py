@@ -68,11 +68,12 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     logbridge.install()  # the store logs through stdlib logging: into the twistd log, before it loads
     bc = settings.broker
     try:  # the component log files, before the store loads: its recovery lines go to store.log
-        logfiles.setup(bc.logDir, bc.logLevel, logfiles.BROKER_ROUTES, bc.logMaxFileSize, bc.logMaxIndex,
+        log_files = logfiles.setup(bc.logDir, bc.logLevel, logfiles.BROKER_ROUTES, bc.logMaxFileSize, bc.logMaxIndex,
                        bc.logRollingPolicy, reactor)
     except (ValueError, OSError) as exc:
         raise SystemExit(f"rmq-broker: {exc}") from None
-    controller = BrokerController(settings, reactor)
+    stats_log = log_files.printer("stats.log", "rmqpy.broker.stats") if log_files is not None else None
+    controller = BrokerController(settings, reactor, stats_log=stats_log)
     controller.acl_plain_file = options.get("tlsProps", {}).get("rocketmq.acl.plain.file") or controller.acl_plain_file
     if client_endpoints is not None:  # tls.enable=true: register with the name servers over TLS too
         controller.namesrv_client = RemotingClient(reactor, connect_timeout=3.0, endpoint_factory=client_endpoints)

@@ -142,12 +142,20 @@ class ComponentLogObserver:
                 line += failure.getTraceback()
             except Exception:  # noqa: BLE001 - a log line must not raise
                 pass
-        f = self.file_for(namespace)
+        f = self.files.get(event.get("rmqpy_log_file") or "") or self.file_for(namespace)
         try:
             f.write(line)
             f.flush()
         except OSError:
             pass  # a full disk must not take the server down through its log
+
+    def printer(self, file: str, namespace: str) -> Callable[[str], None]:
+        """Lines for ``file`` only, not the global log (Java's stats.log): stats every minute
+        would flood twistd's log."""
+        def print_line(text: str) -> None:
+            self({"log_namespace": namespace, "log_level": LogLevel.info, "log_format": "{text}", "text": text,
+                  "log_time": time.time(), "rmqpy_log_file": file})
+        return print_line
 
     def close(self) -> None:
         for f in self.files.values():

@@ -150,3 +150,27 @@ def test_twistd_replay_of_early_events_is_not_written_twice(tmp_path: Path) -> N
         obs.close()
     assert [line.rsplit(" - ", 1)[1] for line in (tmp_path / "store.log").read_text().splitlines()] == \
         ["load", "later"]
+
+
+def test_stats_log_prints_java_minute_lines_at_each_minute(tmp_path: Path) -> None:
+    from rmqpy.broker.stats import BrokerStatsManager
+    obs = logfiles.ComponentLogObserver(str(tmp_path), logfiles.BROKER_ROUTES, LogLevel.info)
+    clock = task.Clock()
+    clock.advance(1_700_000_010)  # half a minute past a whole minute
+    stats = BrokerStatsManager(clock, "C", obs.printer("stats.log", "rmqpy.broker.stats"))
+    stats.start()
+    try:
+        stats.inc_topic_put("T", 3, 300)
+        clock.advance(29)
+        assert (tmp_path / "stats.log").read_text() == ""
+        clock.advance(1)  # the whole minute
+        lines = (tmp_path / "stats.log").read_text().splitlines()
+        import re
+        assert any(re.search(r" INFO rmqpy\.broker\.stats - \[TOPIC_PUT_NUMS\] \[T\] Stats In One Minute, SUM: 3 "
+                             r"TPS: \d+\.\d\d AVGPT: 3\.00$", line) for line in lines), lines
+        assert (tmp_path / "broker.log").read_text() == ""
+        clock.advance(60)
+        assert len((tmp_path / "stats.log").read_text().splitlines()) == 2 * len(lines)
+    finally:
+        stats.stop()
+        obs.close()
