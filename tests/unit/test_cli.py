@@ -1,0 +1,43 @@
+"""The console scripts: mqnamesrv/mqbroker are the taps; rmqpy-admin's argument handling."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rmqpy.tools import admin
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("script,tap", [("mqnamesrv", "rmq-namesrv"), ("mqbroker", "rmq-broker")])
+def test_java_style_scripts_are_the_taps(script, tap, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(tmp_path))
+    code = f"import sys; from rmqpy.cli import {script}; {script}(sys.argv[1:])"
+    run = subprocess.run([sys.executable, "-c", code, "--version"], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.startswith(f"{tap} (rmqpy "), run
+    run = subprocess.run([sys.executable, "-c", code, "-m", "-D", "listenPort=30999"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0 and "listenPort=30999" in run.stdout, run
+    assert not list(tmp_path.glob("*.pid"))   # foreground, no pidfile, as Java's scripts
+
+
+def test_admin_needs_a_name_server_and_says_so(monkeypatch, capsys):
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    assert admin.main(["topicList"]) == 1
+    assert capsys.readouterr().err == "rmqpy-admin topicList: no name server address: use -n host:9876 or set NAMESRV_ADDR\n"
+
+
+def test_admin_connection_refused_is_one_line(capsys):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]   # bound, not listening: refused
+        assert admin.main(["topicList", "-n", f"127.0.0.1:{port}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"rmqpy-admin topicList: connect to 127.0.0.1:{port} failed") and err.count("\n") == 1
+
+
+def test_perm_string_is_javas():
+    assert [admin._perm_string(p) for p in (6, 4, 2, 7, 0)] == ["RW-", "R--", "-W-", "RWX", "---"]
