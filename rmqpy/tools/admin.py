@@ -68,7 +68,7 @@ class Admin:
 
     def runtime_stats(self, addr: str) -> dict[str, str]:
         body = self.call(addr, RequestCode.GET_BROKER_RUNTIME_INFO).body
-        return {str(k): str(v) for k, v in (fastjson.loads(body).get("table") or {}).items()}
+        return {str(k): str(v) for k, v in (fastjson.loads(body or b"{}").get("table") or {}).items()}
 
     def master_addrs(self, cluster: str) -> list[str]:
         info = self.cluster_info()
@@ -159,7 +159,7 @@ def topic_status(admin: Admin, args: argparse.Namespace, out: Callable[[str], No
         if not addr:
             continue
         body = admin.call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": args.topic}).body
-        for mq, offsets in (fastjson.loads(body).get("offsetTable") or {}).items():
+        for mq, offsets in (fastjson.loads(body or b"{}").get("offsetTable") or {}).items():
             rows[(mq["brokerName"], int(mq["queueId"]))] = offsets
     out("%-32s  %-4s  %-20s  %-20s    %s" % ("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"))
     for (broker, qid), off in sorted(rows.items()):
