@@ -44,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rmqpy.protocol.codes import RequestCode  # noqa: E402
 from tests.interop import jvm, servers  # noqa: E402
 
 BENCH_JAVA = ROOT / "bench" / "java"
@@ -122,37 +123,67 @@ class Target:
     def stop(self) -> None: ...
 
 
+#: --ha: the master's role and the slave's settings (the slave finds the master through the name server)
+HA_MASTER = {"brokerRole": "SYNC_MASTER", "brokerIP2": "127.0.0.1"}
+HA_SLAVE = {"brokerRole": "SLAVE", "brokerId": 1, "brokerIP2": "127.0.0.1"}
+
+
 class PyTarget(Target):
     name = "rmqpy"
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, ha: bool = False) -> None:
         self.ns = servers.start_namesrv(work / "namesrv")
-        self.broker = servers.start_broker(work / "broker", self.ns.addr, {**STORE, "brokerName": "broker-py"})
+        props = {**STORE, "brokerName": "broker-py", **(HA_MASTER if ha else {})}
+        self.broker = servers.start_broker(work / "broker", self.ns.addr, props)
+        self.slave = None
         self.namesrv_addr = self.ns.addr
         self.broker_pid = self.broker.proc.pid
         if not jvm.wait_broker_registered(self.ns.addr, self.broker.addr, "TBW102", 30):
             raise RuntimeError("rmqpy broker did not register with its name server")
+        if ha:
+            self.slave = servers.start_broker(work / "slave", self.ns.addr, {**props, **HA_SLAVE})
+            deadline = time.monotonic() + 30
+            while not _ha_reported(self.broker.addr):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the rmqpy slave did not report to its master")
+                time.sleep(0.2)
 
     def stop(self) -> None:
+        if self.slave is not None:
+            self.slave.stop()
         self.broker.stop()
         self.ns.stop()
+
+
+def _ha_reported(addr: str) -> bool:
+    code, _remark, _ext, body = jvm.remoting_request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    return code == 0 and int(json.loads(body)["table"].get("haSlaveAckOffset", -1)) >= 0
 
 
 class JavaTarget(Target):
     name = "java"
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, ha: bool = False) -> None:
         self.ns = jvm.start_java_namesrv(CLIENT_VERSION, workdir=work / "namesrv", heap_mb=256)
+        self.slave = None
+        props = {**STORE, "brokerName": "broker-java", **(HA_MASTER if ha else {})}
         try:
-            self.broker = jvm.start_java_broker(CLIENT_VERSION, work / "broker", self.ns.addr,
-                                                {**STORE, "brokerName": "broker-java"}, heap_mb=1024)
+            self.broker = jvm.start_java_broker(CLIENT_VERSION, work / "broker", self.ns.addr, props, heap_mb=1024)
+            if ha:
+                self.slave = jvm.start_java_broker(CLIENT_VERSION, work / "slave", self.ns.addr,
+                                                   {**props, **HA_SLAVE}, heap_mb=1024, wait_registered=False)
+                time.sleep(7)  # a Java slave's first report comes haSendHeartbeatInterval (5 s) after it connects
         except BaseException:
+            if self.slave is not None:
+                self.slave.kill9()
             self.ns.kill9()
             raise
         self.namesrv_addr = self.ns.addr
         self.broker_pid = self.broker.pid
 
     def stop(self) -> None:
+        if self.slave is not None:
+            self.slave.stop(30)
         self.broker.stop(30)
         self.ns.stop(10)
 
@@ -298,6 +329,10 @@ def report(results: list[dict], sizes: list[int], a: argparse.Namespace, check: 
         "run side by side for the whole run and are measured in turn (rmqpy, Java, per body size); the one not "
         "measured is idle. Both brokers get the same properties: "
         + ", ".join(f"`{k}={_prop(v)}`" for k, v in STORE.items()) + ".",
+        *(["* `--ha`: each master runs with " + ", ".join(f"`{k}={v}`" for k, v in HA_MASTER.items())
+           + " and has a slave of its own kind (the same properties and " + ", ".join(
+               f"`{k}={v}`" for k, v in HA_SLAVE.items()) + "), so a send is answered once the slave holds it; "
+           "the CPU figures are the master's only."] if getattr(a, "ha", False) else []),
         f"* Load: `bench/java` LoadGen on the official Java client {CLIENT_VERSION}, one JVM per phase. "
         f"Send: {a.mode}, {a.threads} threads sharing one DefaultMQProducer"
         + (f" (window {a.window})" if a.mode == "async" else "")
@@ -355,9 +390,13 @@ def main() -> None:
                     help="also measure the interop harness' own send rate (one JSON line per message)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "report")
     ap.add_argument("--keep", action="store_true", help="keep the servers' work directories")
+    ap.add_argument("--ha", action="store_true",
+                    help="a SYNC_MASTER with a slave of the same kind per target (default --out bench/report/ha)")
     ap.add_argument("--from-json", type=Path, metavar="JSON",
                     help="measure nothing: rewrite the report and plot from a broker_bench.json of an earlier run")
     a = ap.parse_args()
+    if a.ha and a.out == ROOT / "bench" / "report":
+        a.out = ROOT / "bench" / "report" / "ha"
     if a.from_json:
         return rewrite(a.from_json, a.out)
     sizes = [int(s) for s in a.sizes.split(",")]
@@ -379,7 +418,7 @@ def main() -> None:
             if a.only and a.only != cls.name:
                 continue
             print(f"starting {cls.name} name server + broker ...", flush=True)
-            targets.append(cls(work / cls.name))
+            targets.append(cls(work / cls.name, ha=a.ha))
         if a.harness_check:
             check = harness_check(targets[0], home)
         for size in sizes:
@@ -409,7 +448,8 @@ def rewrite(src: Path, out: Path) -> None:
     d = json.loads(src.read_text())
     args = d["args"]
     a = argparse.Namespace(seconds=float(args["seconds"]), warmup=float(args["warmup"]), mode=args["mode"],
-                           threads=int(args["threads"]), window=int(args["window"]))
+                           threads=int(args["threads"]), window=int(args["window"]),
+                           ha=args.get("ha") == "True")
     sizes = [int(x) for x in args["sizes"].split(",")]
     out.mkdir(parents=True, exist_ok=True)
     plot(d["results"], sizes, out / "broker_bench.png", a)
