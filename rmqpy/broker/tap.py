@@ -47,6 +47,10 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     if reactor is None:
         check_ports_free(Options.tap_name, settings.netty.listenHost,
                          (settings.netty.listenPort, settings.netty.listenPort - 2))
+        bc = settings.broker
+        if bc.metricsExporterType.strip().upper() == "PROM":  # the metrics endpoint too (Java's host default)
+            check_ports_free(Options.tap_name, bc.metricsPromExporterHost or bc.brokerIP1,
+                             (bc.metricsPromExporterPort,))
         from twisted.internet import reactor as default_reactor
         reactor = default_reactor
     from rmqpy.broker.controller import BrokerController, BrokerService

@@ -63,6 +63,9 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         sys.stdout.flush()
         raise SystemExit(0)
     check_ports_free(Options.tap_name, netty.bindAddress, (netty.listenPort,))
+    if config.metricsExporterType.strip().upper() == "PROM":
+        check_ports_free(Options.tap_name, config.metricsPromExporterHost or netty.bindAddress,
+                         (config.metricsPromExporterPort,))
     from rmqpy.common import logbridge, logfiles
     logbridge.install()  # stdlib logging (libraries, shared modules) into the twistd log
     from twisted.internet import reactor
