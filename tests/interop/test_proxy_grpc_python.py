@@ -7,7 +7,9 @@ POP_MESSAGE, AckMessage into ACK_MESSAGE. What a Python user sees:
 
 * every message sent is received exactly once when each is acked;
 * a message received and not acked comes back after its invisible duration (10 s, the proxy's
-  minimum), as its second delivery attempt.
+  minimum), as its second delivery attempt;
+* FIFO (a topic with ``message.type=FIFO``, an orderly group, one message group): a message not acked
+  holds back the ones after it until it comes again; they are acked in the order they were sent.
 """
 from __future__ import annotations
 
@@ -42,9 +44,9 @@ class Env:
         print(self.proxy.log_tail(40))
         print(self.cluster.broker.log_tail(3000))
 
-    def create_topic(self, topic: str) -> None:
+    def create_topic(self, topic: str, *extra: str) -> None:
         out = clients.mqadmin(self.host, VERSION, ["updateTopic", "-c", "DefaultCluster", "-t", topic,
-                                                   "-r", "4", "-w", "4"], self.cluster.ns_addr)
+                                                   "-r", "4", "-w", "4", *extra], self.cluster.ns_addr)
         assert "success" in out, out
 
     def client(self, *args: str, timeout: float = 120, check: bool = True) -> jvm.Events:
@@ -87,3 +89,18 @@ def test_unacked_message_comes_back_after_its_invisible_duration(env: Env) -> No
     again = env.client("receive", topic, "grpc_unacked", "2", "20", "--linger", "2").of("received")
     assert sorted(r["msgId"] for r in again) == sorted(s["msgId"] for s in sent), again
     assert all(r["attempt"] == 2 for r in again), again
+
+
+def test_fifo_group_keeps_order_across_an_unacked_message(env: Env) -> None:
+    topic, group = "GrpcFifo", "grpc_fifo"
+    env.create_topic(topic, "-o", "true", "-a", "+message.type=FIFO")
+    out = clients.mqadmin(env.host, VERSION, ["updateSubGroup", "-c", "DefaultCluster", "-g", group, "-o", "true"],
+                          env.cluster.ns_addr)
+    assert "success" in out, out
+    sent = env.client("produce", topic, "6", "g1").of("sent")
+    assert len(sent) == 6
+    got = env.client("receive", topic, group, "6", "10", "--skip", "grpc-2", "--linger", "2").of("received")
+    acked = [r["body"] for r in got if r["acked"]]
+    assert acked == [f"grpc-{i}" for i in range(6)], got
+    again = [r for r in got if r["body"] == "grpc-2"]
+    assert [r["attempt"] for r in again] == [1, 2], got

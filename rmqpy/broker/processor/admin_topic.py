@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmqpy.broker.processor.admin_base import SLAVE_REMARK, AdminBase
+from rmqpy.broker.topic_attributes import AttributeError_, alter
 from rmqpy.broker.validation import validate_queue_nums
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.topic import TopicConfig
@@ -28,6 +29,11 @@ class TopicAdmin(AdminBase):
                          topicFilterType=h.topicFilterType or "SINGLE_TAG", topicSysFlag=h.topicSysFlag or 0)
         if h.order is not None:
             tc.order = bool(h.order)
+        old = self.broker.topic_config_manager.select(h.topic)
+        try:
+            tc.attributes = alter(old.attributes if old is not None else {}, h.attributes)
+        except AttributeError_ as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         self.broker.topic_config_manager.update_topic_config(tc)
         if self.broker.started:
             # answered once the name servers have the topic, as Java registers before it answers: Apache's
