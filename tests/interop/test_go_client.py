@@ -385,7 +385,8 @@ def test_go_new_group_receives_what_is_sent_while_it_starts(client_host, group_c
 
 GO_JAVA_HANDOVER = ("the Java broker answers the new owner's QUERY_CONSUMER_OFFSET before the old owner's commit "
                     "(see test_broker_groups_java.JAVA_HANDOVER): what the old owner consumed since its last commit "
-                    "may come again")
+                    "may come again (measured with Go members on the 4.9.7 broker: 5 of 8 runs, runs of 2 to 4 "
+                    "per moved queue; rmqpy: 12 of 12 passed)")
 
 
 def test_go_group_grows_while_messages_flow_exactly_once(client_host, group_cluster, tmp_path, request):
