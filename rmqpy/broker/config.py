@@ -107,6 +107,10 @@ class BrokerConfig:
     # (registration with the name servers), as BrokerOuterAPI's AclClientRPCHook; never listed by
     # GET_BROKER_CONFIG (SECRET_KEYS)
     innerClientAuthenticationCredentials: str = ""
+    # 5.x AuthConfig's switches: rmqpy has no 5.x authentication/authorization yet, and refuses
+    # to start with either on rather than run open while the operator believes it is protected
+    authenticationEnabled: bool = False
+    authorizationEnabled: bool = False
     # Java's BrokerConfig.configBlackList: keys UPDATE_BROKER_CONFIG refuses, on top of brokerConfigPath,
     # rocketmqHome and configBlackList (AdminBrokerProcessor.initConfigBlackList)
     configBlackList: str = "configBlackList;brokerConfigPath"
@@ -265,6 +269,10 @@ def validate(settings: BrokerSettings) -> None:
     b.registerNameServerPeriod = min(60000, max(10000, b.registerNameServerPeriod))
     if not 1 <= b.reviveQueueNum <= 512:
         raise PropertiesError(f"reviveQueueNum: {b.reviveQueueNum} is not in 1..512")
+    for key in ("authenticationEnabled", "authorizationEnabled"):
+        if getattr(b, key):
+            raise PropertiesError(f"{key}=true: RocketMQ 5.x authentication/authorization is not implemented by "
+                                  "rmqpy; use aclEnable=true (plain ACL, $ROCKETMQ_HOME/conf/plain_acl.yml)")
     if b.defaultMessageRequestMode not in ("PULL", "POP"):
         raise PropertiesError(f"defaultMessageRequestMode: {b.defaultMessageRequestMode!r} is not PULL or POP")
     if b.reviveInterval < 10:
