@@ -556,18 +556,21 @@ def _client_hello_only(addr: str, then_close: bool) -> float:
     for the server to close. Returns seconds until the server closed (0 when we closed)."""
     import ssl
     host, port = addr.split(":")
-    s = socket.create_connection((host, int(port)), timeout=5)
+    # the hello is built before connecting: the server's handshake timer starts when it accepts,
+    # so t0 must too (building a default SSL context loads the CA store: 100+ ms on a busy host)
     obj = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO())
     try:
         obj.do_handshake()
     except ssl.SSLWantReadError:
         pass
-    s.sendall(out.read())
+    hello = out.read()
+    s = socket.create_connection((host, int(port)), timeout=5)
+    t0 = time.monotonic()
+    s.sendall(hello)
     if then_close:
         s.recv(65536)  # the server's first flight: the handshake is under way
         s.close()
         return 0.0
-    t0 = time.monotonic()
     try:
         while s.recv(65536):
             pass
