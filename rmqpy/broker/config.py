@@ -269,8 +269,8 @@ def validate(settings: BrokerSettings) -> None:
     b.registerNameServerPeriod = min(60000, max(10000, b.registerNameServerPeriod))
     if not 1 <= b.reviveQueueNum <= 512:
         raise PropertiesError(f"reviveQueueNum: {b.reviveQueueNum} is not in 1..512")
-    for key in ("authenticationEnabled", "authorizationEnabled"):
-        if getattr(b, key):
+    for key, on in (("authenticationEnabled", b.authenticationEnabled), ("authorizationEnabled", b.authorizationEnabled)):
+        if on:
             raise PropertiesError(f"{key}=true: RocketMQ 5.x authentication/authorization is not implemented by "
                                   "rmqpy; use aclEnable=true (plain ACL, $ROCKETMQ_HOME/conf/plain_acl.yml)")
     if b.defaultMessageRequestMode not in ("PULL", "POP"):
