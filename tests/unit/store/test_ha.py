@@ -176,3 +176,30 @@ def test_housekeeping_closes_a_silent_slave(tmp_path):
     assert t.disconnecting
     m.close()
     s.close()
+
+
+def test_master_writes_nothing_while_the_transport_is_paused(tmp_path):
+    """Bounded buffering: a slow slave's transport pauses the connection; a catching-up slave
+    gets at most _BLOCKS_PER_TURN blocks per reactor turn."""
+    from rmqpy.store.ha.connection import _BLOCKS_PER_TURN
+    m, s = _pair(tmp_path, haTransferBatchSize=1024)
+    for _ in range(120):  # ~59 KiB, all in the first 64 KiB file
+        m.put(msg(body=b"z" * 400))
+    assert len(m.store.commit_log.queue.files) == 1
+    mr = Replication(m.store, m.store.config, m.clock)
+    conn = mr.service.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
+    t = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 2))
+    conn.makeConnection(t)
+    assert t.producer is conn and t.streaming
+    conn.dataReceived(REPORT.pack(0))
+    first = t.value()
+    assert len(first) == _BLOCKS_PER_TURN * (HEADER.size + 1024)  # then the rest on the next turns
+    t.clear()
+    conn.pauseProducing()
+    m.clock.advance(0)
+    m.clock.advance(6)  # no block, no heartbeat while paused
+    assert t.value() == b""
+    conn.resumeProducing()
+    assert len(t.value()) == _BLOCKS_PER_TURN * (HEADER.size + 1024)
+    m.close()
+    s.close()
