@@ -16,6 +16,7 @@ from rmqpy.common.properties import (PropertiesError, apply_properties, config_i
                                      format_properties, load_properties, store_properties)
 from rmqpy.broker.configfile import write_config
 from rmqpy.common.startup import check_defines
+from rmqpy.remoting.netty_config import BROKER_PORT, NettyServerConfig
 from rmqpy.store.config import MessageStoreConfig
 
 
@@ -168,40 +169,11 @@ class BrokerConfig:
 
 
 @dataclass
-class NettyServerConfig:
-    listenPort: int = 10911
-    serverWorkerThreads: int = 8
-    serverCallbackExecutorThreads: int = 0
-    serverSelectorThreads: int = 3
-    serverOnewaySemaphoreValue: int = 256
-    serverAsyncSemaphoreValue: int = 64
-    serverChannelMaxIdleTimeSeconds: int = 120
-    serverSocketSndBufSize: int = 0
-    serverSocketRcvBufSize: int = 0
-    serverPooledByteBufAllocatorEnable: bool = True
-    useEpollNativeSelector: bool = False
-    # com.rocketmq.remoting.frameMaxLength (a JVM property in Java)
-    frameMaxLength: int = 16 * 1024 * 1024
-    # Java's NettyServerConfig (0: Netty's default, 64 KiB high / 32 KiB low). Above the high mark the
-    # connection is not read until its replies are flushed; Twisted resumes at an empty buffer, so the
-    # low mark is accepted for Java configs and not used.
-    writeBufferHighWaterMark: int = 0
-    writeBufferLowWaterMark: int = 0
-    # rmqpy (Java has none): unsent reply bytes above the high mark before the connection is closed,
-    # how long a frame may stay half-sent, and the partial frames all connections may buffer together
-    serverChannelMaxUnsentBytes: int = 32 * 1024 * 1024
-    serverPartialFrameTimeoutSeconds: int = 60
-    serverPartialFramesMaxBytes: int = 256 * 1024 * 1024
-    # rmqpy: bind address of both listening ports (Java binds every interface)
-    listenHost: str = "0.0.0.0"
-
-
-@dataclass
 class BrokerSettings:
     """Everything read from ``-c``/``-n``: the three config objects plus where they came from."""
 
     broker: BrokerConfig = field(default_factory=BrokerConfig)
-    netty: NettyServerConfig = field(default_factory=NettyServerConfig)
+    netty: NettyServerConfig = field(default_factory=lambda: NettyServerConfig(listenPort=BROKER_PORT))
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     config_file: str | None = None
     unknown_keys: list[str] = field(default_factory=list)

@@ -256,12 +256,12 @@ class BrokerController:
         if signer is not None:  # the broker's own requests (registration) carry credentials
             self.namesrv_client.request_hooks.append(signer)
         if not self.broker_config.aclEnable:
-            host = self.netty_config.listenHost
+            host = self.netty_config.bindAddress
             if not _loopback(host):
                 self.log.warn("The broker listens on {host} (beyond loopback) without access control: any client "
                               "that reaches port {port} may send, consume, create topics and change the "
                               "configuration. Set aclEnable=true with {home}/conf/plain_acl.yml, or listen on "
-                              "127.0.0.1 (listenHost).", host=host or "*", port=self.netty_config.listenPort,
+                              "127.0.0.1 (bindAddress).", host=host or "*", port=self.netty_config.listenPort,
                               home=self.broker_config.rocketmqHome or "$ROCKETMQ_HOME")
             return
         self.acl = PlainPermissionManager(AclPaths(self.broker_config.rocketmqHome, self.acl_plain_file))

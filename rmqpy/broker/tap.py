@@ -45,7 +45,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         raise SystemExit(0)
 
     if reactor is None:
-        check_ports_free(Options.tap_name, settings.netty.listenHost,
+        check_ports_free(Options.tap_name, settings.netty.bindAddress,
                          (settings.netty.listenPort, settings.netty.listenPort - 2))
         bc = settings.broker
         if bc.metricsExporterType.strip().upper() == "PROM":  # the metrics endpoint too (Java's host default)
@@ -89,7 +89,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     top = ServerRoot(Options.tap_name)
     top.controller = controller  # type: ignore[attr-defined]
     BrokerService(controller).setServiceParent(top)
-    host = settings.netty.listenHost.replace(":", "\\:")
+    host = settings.netty.bindAddress.replace(":", "\\:")
     port = settings.netty.listenPort
     for p in (port, port - 2):  # the main port and the fast ("VIP") port
         factory = controller.server_factory()

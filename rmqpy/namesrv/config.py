@@ -1,8 +1,11 @@
-"""Name server configuration: NamesrvConfig and NettyServerConfig keys, as Java names them."""
+"""Name server configuration: NamesrvConfig, as Java names its keys; NettyServerConfig is
+:mod:`rmqpy.remoting.netty_config`'s, shared with the broker."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+
+from rmqpy.remoting.netty_config import NAMESRV_PORT, NettyServerConfig
 
 
 def _home(*parts: str) -> str:
@@ -46,23 +49,9 @@ class NamesrvConfig:
     logRollingPolicy: str = "size"
 
 
-@dataclass
-class NettyServerConfig:
-    listenPort: int = 9876
-    bindAddress: str = "0.0.0.0"
-    serverChannelMaxIdleTimeSeconds: int = 120
-    # com.rocketmq.remoting.frameMaxLength
-    frameMaxLength: int = 16 * 1024 * 1024
-    # Java's NettyServerConfig (0: Netty's default, 64 KiB high / 32 KiB low). Above the high mark the
-    # connection is not read until its replies are flushed; Twisted resumes at an empty buffer, so the
-    # low mark is accepted for Java configs and not used.
-    writeBufferHighWaterMark: int = 0
-    writeBufferLowWaterMark: int = 0
-    # rmqpy (Java has none): unsent reply bytes above the high mark before the connection is closed,
-    # how long a frame may stay half-sent, and the partial frames all connections may buffer together
-    serverChannelMaxUnsentBytes: int = 32 * 1024 * 1024
-    serverPartialFrameTimeoutSeconds: int = 60
-    serverPartialFramesMaxBytes: int = 256 * 1024 * 1024
+def netty_server_config() -> NettyServerConfig:
+    """The name server's NettyServerConfig: listenPort 9876 (NamesrvStartup)."""
+    return NettyServerConfig(listenPort=NAMESRV_PORT)
 
 
 IMPORTANT_KEYS = ("rocketmqHome", "kvConfigPath", "listenPort", "orderMessageEnable")

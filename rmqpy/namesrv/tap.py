@@ -6,7 +6,7 @@ import sys
 
 from rmqpy.common.properties import (PropertiesError, apply_properties, config_items, format_properties,
                                      load_properties)
-from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig
+from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig, netty_server_config
 from rmqpy.common.startup import ServerOptions, ServerRoot, check_defines, check_ports_free
 from rmqpy.remoting.tls_hook import tls_properties
 
@@ -26,7 +26,7 @@ class Options(ServerOptions):
 
 
 def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
-    config, netty = NamesrvConfig(), NettyServerConfig()
+    config, netty = NamesrvConfig(), netty_server_config()
     props: dict[str, str] = {}
     if options["configFile"]:
         props = load_properties(options["configFile"])

@@ -93,11 +93,11 @@ def render() -> str:
     saved = {k: os.environ.pop(k) for k in ("ROCKETMQ_HOME", "NAMESRV_ADDR", "HOME") if k in os.environ}
     os.environ["HOME"] = _HOME
     try:
-        from rmqpy.broker.config import BrokerConfig, NettyServerConfig
-        from rmqpy.namesrv.config import NamesrvConfig, NettyServerConfig as NamesrvNettyConfig
+        from rmqpy.broker.config import BrokerConfig, BrokerSettings
+        from rmqpy.namesrv.config import NamesrvConfig, netty_server_config
         from rmqpy.store.config import MessageStoreConfig
-        broker = _rows([BrokerConfig(), NettyServerConfig(), MessageStoreConfig()], java_defaults("broker"))
-        namesrv = _rows([NamesrvConfig(), NamesrvNettyConfig()], java_defaults("namesrv"))
+        broker = _rows([BrokerConfig(), BrokerSettings().netty, MessageStoreConfig()], java_defaults("broker"))
+        namesrv = _rows([NamesrvConfig(), netty_server_config()], java_defaults("namesrv"))
     finally:
         del os.environ["HOME"]
         os.environ.update(saved)

@@ -311,7 +311,7 @@ def test_warning_when_open_beyond_loopback(tmp_path, host, warned):
     seen = []
     globalLogPublisher.addObserver(seen.append)
     try:
-        b, _ = make_broker(tmp_path, listenHost=host)
+        b, _ = make_broker(tmp_path, bindAddress=host)
         b.shutdown()
     finally:
         globalLogPublisher.removeObserver(seen.append)
