@@ -43,8 +43,7 @@ from twisted.internet import address, task  # noqa: E402
 from rmqpy.namesrv.config import NamesrvConfig, NettyServerConfig  # noqa: E402
 from rmqpy.namesrv.controller import NamesrvController  # noqa: E402
 from rmqpy.protocol import command as codec  # noqa: E402
-from rmqpy.protocol.bodies.topic import (DataVersion, RegisterBrokerBody, TopicConfig,  # noqa: E402
-                                         TopicConfigSerializeWrapper)
+from rmqpy.protocol.bodies.topic import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper  # noqa: E402
 from rmqpy.protocol.codes import RequestCode, ResponseCode  # noqa: E402
 from rmqpy.protocol.command import RemotingCommand  # noqa: E402
 from rmqpy.protocol.headers import namesrv as h  # noqa: E402

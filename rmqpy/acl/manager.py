@@ -15,9 +15,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.logger import Logger
-
 import yaml
+from twisted.logger import Logger
 
 from rmqpy.acl.permission import ACCESS_KEY_MIN_LENGTH, SECRET_KEY_MIN_LENGTH, AclError, check_resource_perms
 from rmqpy.acl.plain import MAX_FILE_BYTES, AclPaths, PlainAclRules, load_rules, read_files, read_yaml

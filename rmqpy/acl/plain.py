@@ -21,7 +21,12 @@ import yaml
 
 from rmqpy.acl import address
 from rmqpy.acl.permission import (
-    ACCESS_KEY_MIN_LENGTH, SECRET_KEY_MIN_LENGTH, AclError, check_resource_perms, parse, retry_topic,
+    ACCESS_KEY_MIN_LENGTH,
+    SECRET_KEY_MIN_LENGTH,
+    AclError,
+    check_resource_perms,
+    parse,
+    retry_topic,
 )
 
 DEFAULT_PLAIN_FILE = "conf/plain_acl.yml"

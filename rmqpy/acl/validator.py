@@ -29,7 +29,15 @@ from twisted.logger import Logger
 
 from rmqpy.acl import signature
 from rmqpy.acl.permission import (
-    JAVA_ADMIN_CODES, PUB, SUB, TRACE_TOPIC, AclError, check, describe, is_retry_topic, retry_topic,
+    JAVA_ADMIN_CODES,
+    PUB,
+    SUB,
+    TRACE_TOPIC,
+    AclError,
+    check,
+    describe,
+    is_retry_topic,
+    retry_topic,
 )
 from rmqpy.acl.plain import PlainAclRules
 from rmqpy.protocol.bodies.heartbeat import HeartbeatData

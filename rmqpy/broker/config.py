@@ -12,9 +12,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rmqpy.common.properties import (PropertiesError, apply_properties, config_items,
-                                     format_properties, load_properties, store_properties)
 from rmqpy.broker.configfile import write_config
+from rmqpy.common.properties import PropertiesError, apply_properties, config_items, format_properties, load_properties, store_properties
 from rmqpy.common.startup import check_defines
 from rmqpy.remoting.netty_config import BROKER_PORT, NettyServerConfig
 from rmqpy.store.config import MessageStoreConfig

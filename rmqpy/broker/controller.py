@@ -36,40 +36,46 @@ from rmqpy.broker.metrics import BrokerMetricsManager
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.broker.pop.revive import PopReviveService
 from rmqpy.broker.pop.service import PopService
-from rmqpy.broker.processor.assignment import MessageRequestModeManager, QueryAssignmentProcessor
-from rmqpy.broker.processor.pop import (AckMessageProcessor, ChangeInvisibleTimeProcessor, NotificationProcessor,
-                                        PeekMessageProcessor, PollingInfoProcessor, PopMessageProcessor)
-from rmqpy.broker.rebalance_lock import RebalanceLockManager
-from rmqpy.broker.stats import BrokerStatsHook, BrokerStatsManager
 from rmqpy.broker.processor.acl_admin import AclAdminProcessor
 from rmqpy.broker.processor.admin import AdminBrokerProcessor
+from rmqpy.broker.processor.assignment import MessageRequestModeManager, QueryAssignmentProcessor
 from rmqpy.broker.processor.client_manage import ClientManageProcessor
 from rmqpy.broker.processor.consumer_manage import ConsumerManageProcessor, StoreOffsetProcessor
 from rmqpy.broker.processor.end_transaction import EndTransactionProcessor
 from rmqpy.broker.processor.lock import LockBatchProcessor
+from rmqpy.broker.processor.pop import (
+    AckMessageProcessor,
+    ChangeInvisibleTimeProcessor,
+    NotificationProcessor,
+    PeekMessageProcessor,
+    PollingInfoProcessor,
+    PopMessageProcessor,
+)
 from rmqpy.broker.processor.pull import PullMessageProcessor
 from rmqpy.broker.processor.query import QueryMessageProcessor
 from rmqpy.broker.processor.reply import ReplyMessageProcessor
 from rmqpy.broker.processor.send import SendMessageProcessor
 from rmqpy.broker.processor.send_back import ConsumerSendMsgBackProcessor
+from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.schedule import ScheduleMessageService
 from rmqpy.broker.slave_sync import SlaveSynchronize
+from rmqpy.broker.stats import BrokerStatsHook, BrokerStatsManager
 from rmqpy.broker.subscription import SubscriptionGroupManager
-from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.broker.timer import TimerMessageService
+from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.broker.transaction import TransactionalMessageService
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
-from rmqpy.protocol.headers.namesrv import (RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
-                                            UnRegisterBrokerRequestHeader)
+from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader
 from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.api import MessageStore
 from rmqpy.store.ha.replication import Replication
+
 
 def _loopback(host: str) -> bool:
     """Whether a listen address is the loopback only (a name or a wildcard is not)."""

@@ -35,8 +35,16 @@ from twisted.logger import Logger
 from rmqpy.broker.api import Broker
 from rmqpy.broker.stats import count_messages
 from rmqpy.broker.subscription import is_sys_consumer_group
-from rmqpy.common.metrics import (BaseLabels, CallbackCollector, Histogram, ReactorLag, RpcLatency,
-                                  exporter_enabled, histogram_family, wall_ms)
+from rmqpy.common.metrics import (
+    BaseLabels,
+    CallbackCollector,
+    Histogram,
+    ReactorLag,
+    RpcLatency,
+    exporter_enabled,
+    histogram_family,
+    wall_ms,
+)
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand

@@ -16,11 +16,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rmqpy.broker.topic import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
-from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
-                                    PROPERTY_WAIT_STORE_MSG_OK, MessageExt, MessageExtBrokerInner,
-                                    properties_to_string, tags_string_to_tags_code)
+from rmqpy.protocol.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    MessageExt,
+    MessageExtBrokerInner,
+    properties_to_string,
+    tags_string_to_tags_code,
+)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
-
 from rmqpy.store.message_store import put_status_name
 
 if TYPE_CHECKING:

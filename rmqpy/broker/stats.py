@@ -18,7 +18,6 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 

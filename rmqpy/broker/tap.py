@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from twisted.application import service, strports
+
 from rmqpy.broker.config import load_settings
 from rmqpy.common.properties import PropertiesError
 from rmqpy.common.startup import ServerOptions, ServerRoot, check_ports_free
@@ -54,7 +55,6 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         from twisted.internet import reactor as default_reactor
         reactor = default_reactor
     from rmqpy.broker.controller import BrokerController, BrokerService
-
     from rmqpy.remoting import tls_hook
     from rmqpy.remoting.client import RemotingClient
     try:  # TLS: tls.* keys of the -c file, then -D overrides

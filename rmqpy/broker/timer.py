@@ -27,11 +27,16 @@ from typing import TYPE_CHECKING, Any
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import ResponseCode
-from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
-                                    PROPERTY_WAIT_STORE_MSG_OK, MessageExtBrokerInner, properties_to_string,
-                                    tags_string_to_tags_code)
+from rmqpy.protocol.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    MessageExtBrokerInner,
+    properties_to_string,
+    tags_string_to_tags_code,
+)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
-
 from rmqpy.store.message_store import put_status_name
 
 if TYPE_CHECKING:

@@ -4,10 +4,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from rmqpy.broker.configfile import ConfigManager
-from rmqpy.broker.validation import (DEFAULT_MAX_TOPIC_QUEUE_NUMS, bounded, queue_nums_limit,  # noqa: F401
-                                     validate_topic)  # (validate_topic re-exported)
-from rmqpy.protocol.bodies.topic import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
-                                         TopicConfigSerializeWrapper)
+from rmqpy.broker.validation import (  # noqa: F401
+    DEFAULT_MAX_TOPIC_QUEUE_NUMS,
+    bounded,
+    queue_nums_limit,
+    validate_topic,  # (validate_topic re-exported)
+)
+from rmqpy.protocol.bodies.topic import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:

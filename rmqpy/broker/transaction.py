@@ -25,19 +25,25 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
-from rmqpy.broker.topic import (RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
-                                RMQ_SYS_TRANS_OP_HALF_TOPIC)
+from rmqpy.broker.topic import RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import RequestCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import CheckTransactionStateRequestHeader
-from rmqpy.protocol.message import (PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
-                                    PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                                    MessageExt, MessageExtBrokerInner, encode_record, properties_to_string,
-                                    tags_string_to_tags_code)
+from rmqpy.protocol.message import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    MessageExt,
+    MessageExtBrokerInner,
+    encode_record,
+    properties_to_string,
+    tags_string_to_tags_code,
+)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
-
 from rmqpy.store.message_store import PutMessageResult, put_status_name
 
 if TYPE_CHECKING:

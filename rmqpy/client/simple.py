@@ -18,8 +18,12 @@ from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import (PullMessageRequestHeader, QueryConsumerOffsetRequestHeader,
-                                           SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader)
+from rmqpy.protocol.headers.broker import (
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SendMessageRequestHeaderV2,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rmqpy.protocol.message import MessageExt, create_uniq_id, decode_records, properties_to_string
 from rmqpy.tools.blocking_client import BlockingClient
 

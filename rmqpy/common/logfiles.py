@@ -25,8 +25,7 @@ import os
 import time
 from typing import Any, Callable, Sequence
 
-from twisted.logger import (FilteringLogObserver, ILogObserver, LogLevel, LogLevelFilterPredicate,
-                            formatEvent, globalLogPublisher)
+from twisted.logger import FilteringLogObserver, ILogObserver, LogLevel, LogLevelFilterPredicate, formatEvent, globalLogPublisher
 from twisted.python.logfile import LogFile
 from zope.interface import implementer
 

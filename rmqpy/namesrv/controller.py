@@ -10,9 +10,9 @@ from twisted.logger import Logger
 
 from rmqpy.common.metrics import exporter_enabled, metrics_service
 from rmqpy.common.properties import apply_properties, config_items, format_properties
-from rmqpy.namesrv.metrics import NamesrvMetrics
 from rmqpy.namesrv.config import NamesrvConfig, NettyServerConfig
 from rmqpy.namesrv.kvconfig import KVConfigManager, KVLimits
+from rmqpy.namesrv.metrics import NamesrvMetrics
 from rmqpy.namesrv.processor import NamesrvRequestProcessor
 from rmqpy.namesrv.routeinfo import RouteInfoManager
 from rmqpy.remoting.dispatch import RequestDispatcher

@@ -8,14 +8,14 @@ from twisted.internet import defer
 
 from rmqpy.common import config_guard
 from rmqpy.common.properties import PropertiesError
+from rmqpy.namesrv.kvconfig import KVLimitError
+from rmqpy.namesrv.routeinfo import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.route import QueueData, TopicRouteData, kv_table
 from rmqpy.protocol.bodies.topic import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RPC_RESPONSE, RemotingCommand
 from rmqpy.protocol.headers import namesrv as h
-from rmqpy.namesrv.kvconfig import KVLimitError
-from rmqpy.namesrv.routeinfo import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:

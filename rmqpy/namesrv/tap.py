@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from rmqpy.common.properties import (PropertiesError, apply_properties, config_items, format_properties,
-                                     load_properties)
-from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig, netty_server_config
+from rmqpy.common.properties import PropertiesError, apply_properties, config_items, format_properties, load_properties
 from rmqpy.common.startup import ServerOptions, ServerRoot, check_defines, check_ports_free
+from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig, netty_server_config
 from rmqpy.remoting.tls_hook import tls_properties
 
 

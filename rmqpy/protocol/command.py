@@ -19,8 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, TypeVar
 
-from construct import (Bytes, GreedyRange, Int8ub, Int16sb, Int16ub, Int24ub, Int32sb, Int32ub,
-                       PascalString, Prefixed, Struct, this)
+from construct import Bytes, GreedyRange, Int8ub, Int16sb, Int16ub, Int24ub, Int32sb, Int32ub, PascalString, Prefixed, Struct, this
 
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import LanguageCode, MQVersion, ResponseCode, SerializeType

@@ -11,8 +11,8 @@ cannot read V2 records) and reads both V1 and V2.
 
 from __future__ import annotations
 
-import os
 import operator
+import os
 import socket
 import struct
 import time

@@ -16,8 +16,8 @@ from twisted.internet import task
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from rmqpy.remoting.connection_limits import MiB as MiB
 from rmqpy.remoting.connection_limits import ConnectionLimits as ConnectionLimits
+from rmqpy.remoting.connection_limits import MiB as MiB
 from rmqpy.remoting.connection_limits import NettyLimitsConfig as NettyLimitsConfig
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ from zope.interface import implementer
 
 from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, FrameError, RemotingCommand
-
 from rmqpy.remoting.connection_limits import ConnectionLimits
 
 _LENGTH = struct.Struct(">I")

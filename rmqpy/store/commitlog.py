@@ -13,9 +13,16 @@ import logging
 import struct
 from typing import Callable, Iterator, Sequence
 
-from rmqpy.protocol.message import (BLANK_MAGIC_CODE, DispatchInfo, check_record, encode_record_at,
-                                    encode_record_into, peek_record_header, MESSAGE_MAGIC_CODE_V1,
-                                    MESSAGE_MAGIC_CODE_V2)
+from rmqpy.protocol.message import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    DispatchInfo,
+    check_record,
+    encode_record_at,
+    encode_record_into,
+    peek_record_header,
+)
 from rmqpy.store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)

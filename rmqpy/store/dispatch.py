@@ -15,8 +15,8 @@ import os
 from typing import Callable, Literal, overload
 
 from rmqpy.protocol import sysflag as SF
-from rmqpy.protocol.message import (PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY,
-                                    DispatchInfo)
+from rmqpy.protocol.message import PROPERTY_KEYS, DispatchInfo
+from rmqpy.protocol.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
 from rmqpy.store.api import ArriveListener
 from rmqpy.store.commitlog import CommitLog
 from rmqpy.store.config import MessageStoreConfig

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import re
 import struct
 import time
 
-import operator
-
-from rmqpy.protocol.message import (TRANSACTION_ROLLBACK_TYPE, _POW31, java_string_hash)
+from rmqpy.protocol.message import _POW31, TRANSACTION_ROLLBACK_TYPE, java_string_hash
 from rmqpy.protocol.sysflag import TRANSACTION_MASK
 from rmqpy.store.mapped_file import MappedFile, StoreError
 

@@ -24,28 +24,52 @@ from typing import Any, Callable, Iterable, Literal, overload
 
 from twisted.internet import defer
 
-from rmqpy.protocol.message import (
-    PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_WAIT_STORE_MSG_OK,
-    SCHEDULE_TOPIC, DispatchInfo, MessageExt, MessageExtBatch, MessageExtBrokerInner, create_offset_msg_id,
-    decode_batch_body, decode_record, host_bytes, java_string_hash,
-    string_to_properties, RecordError, MAX_TOPIC_LENGTH_V1, MAX_PROPERTIES_LENGTH, record_size, record_fields_error,
-    PROPERTY_TAGS,
-)
 from rmqpy.protocol import sysflag as SF
+from rmqpy.protocol.message import (
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH_V1,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    SCHEDULE_TOPIC,
+    DispatchInfo,
+    MessageExt,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    RecordError,
+    create_offset_msg_id,
+    decode_batch_body,
+    decode_record,
+    host_bytes,
+    java_string_hash,
+    record_fields_error,
+    record_size,
+    string_to_properties,
+)
 from rmqpy.remoting.ratelimit import clip, limiter_for
+from rmqpy.store.api import ArriveListener, MessageFilter
 from rmqpy.store.checkpoint import StoreCheckpoint
 from rmqpy.store.cleanup import CleanService
 from rmqpy.store.commitlog import BatchRecord, CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
-from rmqpy.store.consume_queue import ConsumeQueue, INT_MAX
-from rmqpy.store.api import ArriveListener, MessageFilter
+from rmqpy.store.consume_queue import INT_MAX, ConsumeQueue
 from rmqpy.store.dispatch import CommitLogDispatcher
 from rmqpy.store.flush import BlockingRunner, FlushService
 from rmqpy.store.index import IndexService
 from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.paths import StorePathError
-from rmqpy.store.results import (AppendMessageResult, AppendMessageStatus, GetMessageResult, GetMessageStatus,
-                                 PutMessageResult, PutMessageStatus, QueryMessageResult, put_status_name)
+from rmqpy.store.results import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    GetMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+    put_status_name,
+)
 from rmqpy.store.space import disk_used_ratio
 from rmqpy.store.space_guard import DiskSpaceGuard
 from rmqpy.store.stats import StoreStats

@@ -27,8 +27,7 @@ try:  # 4.1+
 except ImportError:  # pragma: no cover - 4.0
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = None
 try:  # 4.2+
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,  # noqa: F401
-                                                  SupportsTriggerAvailableNow)
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow  # noqa: F401
 except ImportError:  # pragma: no cover - 4.0 / 4.1
     ReadAllAvailable = ReadMaxRows = None
 

@@ -37,8 +37,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rmqpy.protocol import sysflag as SF
-from rmqpy.protocol.message import (BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, RecordError,
-                                    create_offset_msg_id, decode_record, properties_to_string)
+from rmqpy.protocol.message import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    RecordError,
+    create_offset_msg_id,
+    decode_record,
+    properties_to_string,
+)
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ import pytest
 from rmqpy.protocol.codes import RequestCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.tools.blocking_client import BlockingClient
-
 from tests.interop import clients, jvm, servers
 from tests.interop.waiting import wait_until
 

@@ -25,11 +25,10 @@ from pathlib import Path
 import pytest
 from twisted.internet.task import Clock
 
-from rmqpy.protocol.message import (MessageExtBrokerInner, create_offset_msg_id, create_uniq_id, decode_record,
-                                    java_string_hash)
-from rmqpy.store.config import MessageStoreConfig
 from rmqpy.broker.configfile import write_config
 from rmqpy.protocol import fastjson
+from rmqpy.protocol.message import MessageExtBrokerInner, create_offset_msg_id, create_uniq_id, decode_record, java_string_hash
+from rmqpy.store.config import MessageStoreConfig
 from rmqpy.store.message_store import GetMessageStatus, MessageStore
 from tests.interop import clients, jvm
 

@@ -15,8 +15,16 @@ import zlib
 from dataclasses import dataclass, field
 
 from rmqpy.protocol import sysflag as SF
-from rmqpy.protocol.message import (BLANK_MAGIC_CODE, create_offset_msg_id, create_uniq_id, encode_record_into,
-                                    host_bytes, java_string_hash, properties_to_string, record_size)
+from rmqpy.protocol.message import (
+    BLANK_MAGIC_CODE,
+    create_offset_msg_id,
+    create_uniq_id,
+    encode_record_into,
+    host_bytes,
+    java_string_hash,
+    properties_to_string,
+    record_size,
+)
 
 UNIT = struct.Struct(">qiq")
 

@@ -15,6 +15,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("numpy")
 
 from rmqpy_spark import reader as R  # noqa: E402
+
 from tests.spark.storegen import Msg, StoreWriter, make_store  # noqa: E402
 
 
@@ -292,6 +293,7 @@ def test_vectorised_walk_agrees_with_the_record_by_record_walk(tmp_path):
     """walk() checks runs of records with numpy; any damage must stop it where the careful
     record-by-record walk stops, with the same reason."""
     import random
+
     from rmqpy.protocol import sysflag as SF
     w = StoreWriter(str(tmp_path), 1 << 20)
     for i in range(60):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rmqpy.broker.pop.receipt import PROPERTY_FIRST_POP_TIME, REVIVE_GROUP, RETRY_GROUP_TOPIC_PREFIX, normal_topic
+from rmqpy.broker.pop.receipt import PROPERTY_FIRST_POP_TIME, RETRY_GROUP_TOPIC_PREFIX, REVIVE_GROUP, normal_topic
 from rmqpy.broker.pop.records import AckMsg, PopCheckPoint, decode_record_body
 from rmqpy.protocol.message import MessageExtBrokerInner, decode_record, properties_to_string, tags_string_to_tags_code
 from rmqpy.remoting.ratelimit import RateLimitedLogger

@@ -31,13 +31,22 @@ from twisted.internet import defer
 
 from rmqpy.broker.pop.order import ConsumerOrderInfoManager
 from rmqpy.broker.pop.polling import HeldPop, PopLongPollingService
-from rmqpy.broker.pop.receipt import (ACK_TAG, BATCH_ACK_TAG, CK_TAG, POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK,
-                                      RETRY_GROUP_TOPIC_PREFIX, Receipt, build_receipt, offset_info_item,
-                                      pop_retry_topic, revive_topic)
+from rmqpy.broker.pop.receipt import (
+    ACK_TAG,
+    BATCH_ACK_TAG,
+    CK_TAG,
+    POP_ORDER_REVIVE_QUEUE,
+    PROPERTY_POP_CK,
+    RETRY_GROUP_TOPIC_PREFIX,
+    Receipt,
+    build_receipt,
+    offset_info_item,
+    pop_retry_topic,
+    revive_topic,
+)
 from rmqpy.broker.pop.records import AckMsg, PopCheckPoint
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, TopicConfig
-from rmqpy.protocol.message import (MessageExtBrokerInner, decode_record, encode_record, properties_to_string,
-                                    tags_string_to_tags_code)
+from rmqpy.protocol.message import MessageExtBrokerInner, decode_record, encode_record, properties_to_string, tags_string_to_tags_code
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.results import put_status_name
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from rmqpy.protocol.bodies.topic import DataVersion
-from rmqpy.protocol.codes import RequestCode
 from rmqpy.broker.processor.admin_config import ConfigAdmin
 from rmqpy.broker.processor.admin_group import GroupAdmin
 from rmqpy.broker.processor.admin_offset import OffsetAdmin
 from rmqpy.broker.processor.admin_query import MessageQueryAdmin
 from rmqpy.broker.processor.admin_stats import StatsAdmin
 from rmqpy.broker.processor.admin_topic import TopicAdmin
+from rmqpy.protocol.bodies.topic import DataVersion
+from rmqpy.protocol.codes import RequestCode
 from rmqpy.protocol.command import RemotingCommand
 
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ class ConfigAdmin(AdminBase):
     def get_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         """rmqpy's settings, then every other key the Java broker of the requester's generation lists,
         with Java's default (rmqpy/broker/java_config.py)."""
+        from rmqpy.broker.config import SECRET_KEYS
         from rmqpy.broker.java_config import java_only_items
         from rmqpy.common.properties import format_properties
-        from rmqpy.broker.config import SECRET_KEYS
         settings = self.broker.settings
         items = [(k, "******" if k in SECRET_KEYS and v else v) for k, v in settings.items()]
         content = format_properties(items + java_only_items(request.version, {k for k, _ in items}))

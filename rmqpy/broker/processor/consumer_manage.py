@@ -6,17 +6,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-
 from rmqpy.broker.validation import is_group_auto_creatable, validate_topic
 from rmqpy.protocol.bodies.heartbeat import consumer_list_body
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import (GetConsumerListByGroupRequestHeader,
-                                           GetEarliestMsgStoretimeRequestHeader,
-                                           GetEarliestMsgStoretimeResponseHeader, GetMaxOffsetRequestHeader,
-                                           GetMinOffsetRequestHeader, OffsetResponseHeader,
-                                           QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
-                                           SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader)
+from rmqpy.protocol.headers.broker import (
+    GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from twisted.internet import defer
 
+from rmqpy.broker.transaction import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, check_immunity_ms
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import HeaderError, RemotingCommand
 from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
-from rmqpy.broker.transaction import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, check_immunity_ms
 from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC
 from rmqpy.remoting.ratelimit import RateLimitedLogger
-
 from rmqpy.store.message_store import put_status_name
 
 if TYPE_CHECKING:

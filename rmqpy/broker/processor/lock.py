@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from rmqpy.broker.rebalance_lock import MQ, RebalanceLockManager
 from rmqpy.broker.validation import GROUP_MAX_LENGTH, MAX_CLIENT_ID_LENGTH, is_topic_or_group_illegal, validate_group
-from rmqpy.remoting.ratelimit import clip
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.lock import LockBatchRequestBody
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
+from rmqpy.remoting.ratelimit import clip
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker

@@ -26,11 +26,18 @@ from rmqpy.protocol.bodies.topic import PERM_READ
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.errors import BodyError
-from rmqpy.protocol.headers.pop import (AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader,
-                                        ChangeInvisibleTimeResponseHeader, NotificationRequestHeader,
-                                        NotificationResponseHeader, PeekMessageRequestHeader,
-                                        PollingInfoRequestHeader, PollingInfoResponseHeader,
-                                        PopMessageRequestHeader, PopMessageResponseHeader)
+from rmqpy.protocol.headers.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    NotificationRequestHeader,
+    NotificationResponseHeader,
+    PeekMessageRequestHeader,
+    PollingInfoRequestHeader,
+    PollingInfoResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import (QueryMessageRequestHeader, QueryMessageResponseHeader,
-                                           ViewMessageRequestHeader)
+from rmqpy.protocol.headers.broker import QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker

@@ -17,11 +17,14 @@ from twisted.internet import defer
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import (ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
-                                           SendMessageResponseHeader)
+from rmqpy.protocol.headers.broker import (
+    ReplyMessageRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
 from rmqpy.protocol.message import MessageExtBrokerInner, properties_to_string, string_to_properties
 from rmqpy.remoting.ratelimit import RateLimitedLogger
-
 from rmqpy.store.message_store import PutMessageResult, put_status_name
 
 if TYPE_CHECKING:

@@ -14,20 +14,25 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from twisted.internet import defer
 
-from rmqpy.broker.topic import (RETRY_GROUP_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPICS, dlq_topic,
-                                topic_config_string, validate_topic)
+from rmqpy.broker.topic import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, dlq_topic, topic_config_string, validate_topic
+from rmqpy.common.faq import suggest_todo
+from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RPC_RESPONSE, RemotingCommand
 from rmqpy.protocol.headers.broker import SendMessageRequestHeader, SendMessageRequestHeaderV2
-from rmqpy.protocol import sysflag as SF
-from rmqpy.protocol.message import (PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TRANSACTION_PREPARED,
-                                    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_WAIT_STORE_MSG_OK,
-                                    MessageExtBatch, MessageExtBrokerInner, properties_to_string,
-                                    string_to_properties)
-
+from rmqpy.protocol.message import (
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    properties_to_string,
+    string_to_properties,
+)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
-from rmqpy.common.faq import suggest_todo
 from rmqpy.store.message_store import PutMessageStatus
 from rmqpy.store.space import disk_util
 

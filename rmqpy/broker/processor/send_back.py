@@ -20,9 +20,15 @@ from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import ConsumerSendMsgBackRequestHeader
-from rmqpy.protocol.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC,
-                                    PROPERTY_WAIT_STORE_MSG_OK, MessageExtBrokerInner, properties_to_string,
-                                    tags_string_to_tags_code)
+from rmqpy.protocol.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    MessageExtBrokerInner,
+    properties_to_string,
+    tags_string_to_tags_code,
+)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:

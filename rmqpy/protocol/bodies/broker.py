@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from typing import Any
+
 from rmqpy.protocol.bodies.safe import body_decoder
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqpy.protocol import fastjson
-from rmqpy.protocol.message import java_string_hash
 from rmqpy.protocol.bodies.safe import body_decoder
+from rmqpy.protocol.message import java_string_hash
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from twisted.internet import protocol
-from zope.interface import implementer
 from twisted.internet.interfaces import IPushProducer
+from zope.interface import implementer
 
 from rmqpy.remoting.channel import address_text
 from rmqpy.remoting.ratelimit import limiter_for

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
 from rmqpy.store.ha.client import HAClient
 from rmqpy.store.ha.connection import HATimings, MasterLog
 from rmqpy.store.ha.service import HAService
-from rmqpy.store.api import MessageStore
 from rmqpy.store.message_store import PutMessageStatus
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from rmqpy.acl import address, signature
 from rmqpy.acl.permission import AclError
 from rmqpy.acl.plain import load_rules
 from rmqpy.protocol.codes import RequestCode, ResponseCode
-from rmqpy.protocol.headers.admin import CreateTopicRequestHeader
 from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.admin import CreateTopicRequestHeader
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request, send_request
 
 ACL_YML = textwrap.dedent("""\
@@ -238,6 +238,7 @@ def acl_admin(code, **fields):
 
 def test_acl_admin_codes_write_yaml(broker, tmp_path):
     import yaml
+
     from rmqpy.protocol import fastjson
     ch = FakeChannel()
     path = tmp_path / "home" / "conf" / "plain_acl.yml"

@@ -6,9 +6,14 @@ import pytest
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.admin import (ConsumerGroupRequestHeader, CreateTopicRequestHeader,
-                                          DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
-                                          ResetOffsetRequestHeader, TopicRequestHeader)
+from rmqpy.protocol.headers.admin import (
+    ConsumerGroupRequestHeader,
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    ResetOffsetRequestHeader,
+    TopicRequestHeader,
+)
 from rmqpy.protocol.headers.broker import UpdateConsumerOffsetRequestHeader
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
 from tests.unit.broker.test_processors import heartbeat

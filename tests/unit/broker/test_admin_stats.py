@@ -12,11 +12,18 @@ from rmqpy.broker.config import load_settings
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.admin import (CloneGroupOffsetRequestHeader, ConsumeMessageDirectlyResultRequestHeader,
-                                          CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
-                                          GetConsumerStatusRequestHeader, GetConsumeStatsInBrokerHeader,
-                                          QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
-                                          QueryCorrectionOffsetHeader, ViewBrokerStatsDataRequestHeader)
+from rmqpy.protocol.headers.admin import (
+    CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumerStatusRequestHeader,
+    GetConsumeStatsInBrokerHeader,
+    QueryConsumeQueueRequestHeader,
+    QueryConsumeTimeSpanRequestHeader,
+    QueryCorrectionOffsetHeader,
+    ViewBrokerStatsDataRequestHeader,
+)
 from rmqpy.protocol.headers.broker import UpdateConsumerOffsetRequestHeader
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request, send_request
 from tests.unit.broker.test_processors import heartbeat

@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from rmqpy.broker.validation import (is_group_auto_creatable, is_topic_or_group_illegal, validate_group,
-                                     validate_queue_nums, validate_topic)
+from rmqpy.broker.validation import is_group_auto_creatable, is_topic_or_group_illegal, validate_group, validate_queue_nums, validate_topic
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand

@@ -4,7 +4,7 @@ as Java answers a pull it does not suspend."""
 from __future__ import annotations
 
 from rmqpy.protocol.codes import ResponseCode
-from tests.unit.broker.helpers import FakeChannel, make_broker, pull_request, send_request, call
+from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request, send_request
 
 
 def test_held_pulls_are_capped_per_connection_and_in_all(tmp_path):

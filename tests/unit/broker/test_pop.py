@@ -5,8 +5,12 @@ import pytest
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.pop import (AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader,
-                                        PopMessageRequestHeader, PopMessageResponseHeader)
+from rmqpy.protocol.headers.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
 from rmqpy.protocol.message import decode_records
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
 
@@ -177,8 +181,7 @@ def _notification(broker, ch, poll=0, group="G", topic="T"):
 
 
 def test_notification_and_polling_info(broker):
-    from rmqpy.protocol.headers.pop import (NotificationResponseHeader, PollingInfoRequestHeader,
-                                            PollingInfoResponseHeader)
+    from rmqpy.protocol.headers.pop import NotificationResponseHeader, PollingInfoRequestHeader, PollingInfoResponseHeader
     ch = FakeChannel()
     send(broker, ch, 1)
     resp = call(broker, ch, _notification(broker, ch))

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from rmqpy.broker.stats import BrokerStatsHook
 from rmqpy.protocol.codes import RequestCode
-
 from tests.unit.broker.helpers import make_broker
 
 

@@ -8,8 +8,12 @@ from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import (GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
-                                           UpdateConsumerOffsetRequestHeader)
+from rmqpy.protocol.headers.broker import (
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rmqpy.protocol.message import decode_records
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request, send_request
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from twisted.internet import defer
 
+from rmqpy.broker.subscription import SubscriptionGroupConfig
 from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.broker.subscription import SubscriptionGroupConfig
 
 from .helpers import FakeChannel, call, make_broker
 

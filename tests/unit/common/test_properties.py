@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqpy.common.properties import (PropertiesError, apply_properties, format_properties, parse_properties,
-                                     store_properties)
+from rmqpy.common.properties import PropertiesError, apply_properties, format_properties, parse_properties, store_properties
 
 # any text: controls, separators, non-ASCII and supplementary characters (hypothesis leaves out lone surrogates)
 any_text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=40)

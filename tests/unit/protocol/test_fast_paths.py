@@ -18,7 +18,6 @@ from rmqpy.protocol.command import FrameError, RemotingCommand
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.protocol import RemotingProtocol
 
-
 # ---------------------------------------------------------------- JSON header decode
 
 def _reference_json_header(header: bytes) -> RemotingCommand:

@@ -4,15 +4,30 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rmqpy.protocol import message as M
-from rmqpy.protocol.message import (RECORD, BATCH_ITEM, MessageExt, MessageExtBrokerInner, RecordError,
-                                    check_record, create_offset_msg_id, decode_batch_body, decode_offset_msg_id,
-                                    decode_record, decode_records, decode_uniq_id, create_uniq_id,
-                                    encode_batch_body, encode_record, java_string_hash, properties_to_string,
-                                    string_to_properties)
-
+from rmqpy.protocol.message import (
+    BATCH_ITEM,
+    RECORD,
+    MessageExt,
+    MessageExtBrokerInner,
+    RecordError,
+    check_record,
+    create_offset_msg_id,
+    create_uniq_id,
+    decode_batch_body,
+    decode_offset_msg_id,
+    decode_record,
+    decode_records,
+    decode_uniq_id,
+    encode_batch_body,
+    encode_record,
+    java_string_hash,
+    properties_to_string,
+    string_to_properties,
+)
 
 # ---------------------------------------------------------------- Java String.hashCode
 

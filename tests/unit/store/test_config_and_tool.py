@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from rmqpy.store.config import MessageStoreConfig, parse_delay_levels
 from rmqpy.broker.configfile import read_config, write_config
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.protocol import fastjson
+from rmqpy.store.config import MessageStoreConfig, parse_delay_levels
 
 from .conftest import msg
 

@@ -6,8 +6,7 @@ import struct
 
 import pytest
 
-from rmqpy.protocol.message import (MessageExtBatch, encode_batch_body, encode_record_at, encode_record_into,
-                                    host_bytes)
+from rmqpy.protocol.message import MessageExtBatch, encode_batch_body, encode_record_at, encode_record_into, host_bytes
 from rmqpy.store.message_store import PutMessageStatus
 from rmqpy.store.paths import StorePathError, consume_queue_path, is_safe_name, store_subpath
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from twisted.internet import defer
 
-from rmqpy.protocol.message import (MessageExtBrokerInner, create_offset_msg_id, encode_record, java_string_hash,
-                                    TRANSACTION_PREPARED_TYPE)
+from rmqpy.protocol.message import TRANSACTION_PREPARED_TYPE, MessageExtBrokerInner, create_offset_msg_id, encode_record, java_string_hash
 from rmqpy.store.message_store import PutMessageResult, PutMessageStatus
 
 from .conftest import STORE_HOST, T0, msg

@@ -4,13 +4,21 @@ import struct
 import pytest
 from twisted.internet import defer
 
-from rmqpy.protocol.message import (BLANK_MAGIC_CODE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
-                                    decode_record, decode_records, encode_batch_body, java_string_hash,
-                                    MessageExtBatch, create_offset_msg_id)
+from rmqpy.protocol.message import (
+    BLANK_MAGIC_CODE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    MessageExtBatch,
+    create_offset_msg_id,
+    decode_record,
+    decode_records,
+    encode_batch_body,
+    java_string_hash,
+)
 from rmqpy.store.checkpoint import StoreCheckpoint
 from rmqpy.store.consume_queue import UNIT
 from rmqpy.store.mapped_file import StoreError
-from rmqpy.store.message_store import (GetMessageStatus, MessageStore, PutMessageStatus)
+from rmqpy.store.message_store import GetMessageStatus, MessageStore, PutMessageStatus
 
 from .conftest import STORE_HOST, T0, msg, small_config
 
