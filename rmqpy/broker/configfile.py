@@ -12,24 +12,14 @@ from typing import Any, Callable
 
 from twisted.logger import Logger
 
+from rmqpy.common.filewrite import write_file_atomically
 from rmqpy.protocol import fastjson
 
 log = Logger()
 
 
-def write_config(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if os.path.exists(path):
-        # copied, not renamed: the file itself never disappears (a -c file is read without a
-        # .bak fallback), as Java's MixAll.string2File keeps it
-        with open(path, "rb") as src, open(path + ".bak", "wb") as bak:
-            bak.write(src.read())
-    os.replace(tmp, path)
+#: a config file written so that a crash leaves the old or the new one (rmqpy.common.filewrite)
+write_config = write_file_atomically
 
 
 def read_config(path: str) -> Any | None:

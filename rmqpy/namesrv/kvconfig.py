@@ -16,6 +16,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from rmqpy.common.filewrite import write_file_atomically
 from rmqpy.protocol import fastjson
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
@@ -39,18 +40,6 @@ class KVLimits:
             raise KVLimitError(f"the KV config value is longer than kvConfigMaxValueLength {self.max_value_length}")
         if count >= self.max_keys and key not in table.get(namespace, ()):
             raise KVLimitError(f"the KV config holds kvConfigMaxKeys {self.max_keys} keys already")
-
-
-def _write_file(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if os.path.exists(path):
-        os.replace(path, path + ".bak")
-    os.replace(tmp, path)
 
 
 class KVConfigManager:
@@ -86,7 +75,7 @@ class KVConfigManager:
 
     def persist(self) -> None:
         """Write the file now, on this thread."""
-        _write_file(self.path, fastjson.dumps({"configTable": self.table}, pretty=True))
+        write_file_atomically(self.path, fastjson.dumps({"configTable": self.table}, pretty=True))
 
     def schedule_persist(self) -> defer.Deferred:
         """A Deferred that fires once a file holding the table as it is now is written (or
@@ -106,7 +95,7 @@ class KVConfigManager:
         snapshot = {"configTable": {ns: dict(kv) for ns, kv in self.table.items()}}
 
         def write() -> None:
-            _write_file(self.path, fastjson.dumps(snapshot, pretty=True))
+            write_file_atomically(self.path, fastjson.dumps(snapshot, pretty=True))
 
         if self._in_thread is not None:
             done = self._in_thread(write)

@@ -14,7 +14,7 @@ import weakref
 from typing import Any
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.logger import Logger, LogLevel
+from twisted.logger import ILogObserver, Logger, LogLevel
 from twisted.python.failure import Failure
 
 #: Lines per second and burst per kind: enough to see what is going on, small enough that
@@ -164,9 +164,22 @@ class RateLimitedLogger(Logger):
     :data:`MAX_LOGGED_TEXT`. The format string must be a literal: text that varies goes in
     keyword values (``log.warn("{text}", text=remark)``), or each variant is a bucket.
 
-    Used as a class attribute like ``Logger`` (``log = RateLimitedLogger()``)."""
+    Used as a class attribute like ``Logger`` (``log = RateLimitedLogger()``): its buckets are then
+    on the global reactor; ``RateLimitedLogger(clock=...)`` puts them on an injected clock (a
+    ``task.Clock`` in unit tests), kept when it is a class attribute too."""
+
+    def __init__(self, namespace: str | None = None, source: object | None = None,
+                 observer: ILogObserver | None = None, clock: IReactorTime | None = None) -> None:
+        super().__init__(namespace, source, observer)
+        self.clock = clock
+
+    def __get__(self, instance: object, owner: type | None = None) -> RateLimitedLogger:
+        bound = super().__get__(instance, owner)
+        assert isinstance(bound, RateLimitedLogger)
+        bound.clock = self.clock
+        return bound
 
     def emit(self, level: LogLevel, format: str | None = None, **kwargs: Any) -> None:  # noqa: A002
-        if not limiter_for(None).allow(f"{self.namespace}: {format}"):
+        if not limiter_for(self.clock).allow(f"{self.namespace}: {format}"):
             return
         super().emit(level, format, **_clipped(kwargs))

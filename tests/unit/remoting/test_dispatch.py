@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 from twisted.internet import defer, task
 from twisted.internet.testing import StringTransport
-from twisted.logger import globalLogPublisher
 from twisted.python.failure import Failure
 
 from rmqpy.protocol import command as codec
@@ -49,14 +48,6 @@ def request(opaque: int = 7, oneway: bool = False, serialize_type: int = Seriali
     cmd = RemotingCommand.request(CODE, oneway=oneway, serialize_type=serialize_type)
     cmd.opaque = opaque
     return codec.encode(cmd)
-
-
-@pytest.fixture
-def logged():
-    events: list[dict] = []
-    globalLogPublisher.addObserver(events.append)
-    yield events
-    globalLogPublisher.removeObserver(events.append)
 
 
 @pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])

@@ -2,7 +2,6 @@
 or bad frames writes a bounded number of lines, without tracebacks, and says what it held back."""
 from __future__ import annotations
 
-import pytest
 from twisted.internet import task
 from twisted.internet.testing import StringTransport
 from twisted.logger import LogLevel, globalLogPublisher
@@ -15,14 +14,6 @@ from rmqpy.remoting.protocol import RemotingServerFactory
 from rmqpy.remoting.ratelimit import DEFAULT_BURST, DEFAULT_SUMMARY_INTERVAL, LogRateLimiter, limiter_for
 
 CODE = 4243
-
-
-@pytest.fixture
-def logged():
-    events: list[dict] = []
-    globalLogPublisher.addObserver(events.append)
-    yield events
-    globalLogPublisher.removeObserver(events.append)
 
 
 def _texts(events: list[dict]) -> list[str]:
@@ -147,7 +138,7 @@ def test_clip_bounds_client_text_and_escapes_control_characters():
 def test_rate_limited_logger_limits_per_call_site_and_clips():
     import weakref
 
-    from twisted.logger import formatEvent, globalLogPublisher
+    from twisted.logger import formatEvent
 
     from rmqpy.remoting import ratelimit
 
