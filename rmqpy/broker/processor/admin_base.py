@@ -1,7 +1,8 @@
 """What the families of AdminBrokerProcessor share: constants, helpers and the answers' shapes."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from twisted.internet import defer
 
@@ -60,6 +61,20 @@ def language_name(code: Any) -> str:
 
 def version_desc(version: int) -> str:
     return MQVersion.name_of(version) or str(version)
+
+
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+def master_only(handler: _Handler) -> _Handler:
+    """A request Java's AdminBrokerProcessor refuses on a slave: answered SYSTEM_ERROR with
+    :data:`SLAVE_REMARK` before ``handler`` runs."""
+    @functools.wraps(handler)
+    def refuse_on_slave(self: AdminBase, channel: Any, request: RemotingCommand) -> Any:
+        if self._is_slave():
+            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        return handler(self, channel, request)
+    return refuse_on_slave  # type: ignore[return-value]
 
 
 class AdminBase:

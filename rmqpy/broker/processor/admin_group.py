@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmqpy.broker.processor.admin_base import SLAVE_REMARK, AdminBase, language_name
+from rmqpy.broker.processor.admin_base import AdminBase, language_name, master_only
 from rmqpy.broker.validation import validate_group
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
@@ -28,9 +28,8 @@ class GroupAdmin(AdminBase):
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
         return self._ok(request, fastjson.dumps(config).encode())
 
+    @master_only
     def update_and_create_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        if self._is_slave():
-            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         self.log.info("updateAndCreateSubscriptionGroup called by {a}", a=channel.remote_address)
         obj = fastjson.loads(request.body or b"{}")
         if obj:
@@ -51,9 +50,8 @@ class GroupAdmin(AdminBase):
             return request.response(ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
         return self._ok(request, content.encode())
 
+    @master_only
     def delete_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        if self._is_slave():
-            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         h = request.decode_header(DeleteSubscriptionGroupRequestHeader)
         self.broker.subscription_group_manager.delete(h.groupName)
         if h.removeOffset:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmqpy.broker.processor.admin_base import SLAVE_REMARK, AdminBase
+from rmqpy.broker.processor.admin_base import AdminBase, master_only
 from rmqpy.broker.topic_attributes import AttributeError_, alter
 from rmqpy.broker.validation import validate_queue_nums
 from rmqpy.protocol import fastjson
@@ -14,9 +14,8 @@ from rmqpy.protocol.headers.admin import CreateTopicRequestHeader, TopicRequestH
 
 
 class TopicAdmin(AdminBase):
+    @master_only
     def update_and_create_topic(self, channel: Any, request: RemotingCommand) -> Any:
-        if self._is_slave():
-            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         h = request.decode_header(CreateTopicRequestHeader)
         self.log.info("updateAndCreateTopic called by {a}", a=channel.remote_address)
         error = self._topic_checks(request, h.topic)
@@ -41,9 +40,8 @@ class TopicAdmin(AdminBase):
             return self.broker.register_broker_all().addBoth(lambda _: self._ok(request))
         return self._ok(request)
 
+    @master_only
     def delete_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        if self._is_slave():
-            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         h = request.decode_header(TopicRequestHeader)
         self.log.info("deleteTopic called by {a}", a=channel.remote_address)
         error = self._topic_checks(request, h.topic)
