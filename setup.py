@@ -5,4 +5,12 @@ purpose (Twisted owns that namespace), so it is named here explicitly.
 """
 from setuptools import find_packages, setup
 
-setup(packages=find_packages(include=["rmqpy", "rmqpy.*"]) + ["twisted.plugins"])
+# package_dir {"": "."} keeps setuptools' editable install a plain .pth of the checkout, so that
+# `pip install -e .` puts the checkout's twisted/plugins on sys.path (Twisted finds dropins by
+# scanning sys.path; the import-hook editable mode would hide them).
+setup(
+    package_dir={"": "."},
+    packages=find_packages(include=["rmqpy", "rmqpy.*"]) + ["twisted.plugins"],
+    # sample configs (conf/*.conf link to rmqpy/conf) and the Java defaults of docs/configuration.md
+    package_data={"rmqpy": ["conf/*.conf"], "rmqpy.tools": ["java_defaults/*.properties"]},
+)

@@ -41,3 +41,10 @@ def test_admin_connection_refused_is_one_line(capsys):
 
 def test_perm_string_is_javas():
     assert [admin._perm_string(p) for p in (6, 4, 2, 7, 0)] == ["RW-", "R--", "-W-", "RWX", "---"]
+
+
+def test_every_source_directory_is_a_package_so_the_wheel_ships_it():
+    root = ROOT / "rmqpy"
+    missing = [str(d.relative_to(ROOT)) for d in root.rglob("*") if d.is_dir() and d.name != "__pycache__"
+               and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
+    assert missing == []   # find_packages (setup.py) skips a directory without __init__.py

@@ -1,0 +1,1 @@
+"""ACL 1.0 (aclEnable=true): plain_acl.yml accounts, white addresses and signatures."""

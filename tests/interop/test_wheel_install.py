@@ -1,0 +1,83 @@
+"""``python -m build`` gives an sdist and a wheel that install into a fresh venv and run.
+
+The wheel (built from the sdist, as ``python -m build`` does) goes into a new venv with its
+dependencies from the package index; the venv's ``mqnamesrv`` and ``mqbroker`` run from a
+directory outside the checkout, with no PYTHONPATH; the official Java 5.3.3 client sends through
+them and consumes what it sent.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.interop import clients, servers
+
+pytestmark = pytest.mark.interop
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(cmd, **kw) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+    assert proc.returncode == 0, f"{cmd}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def _start(argv, log: Path, env, cwd: Path, port: int) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    servers.wait_port("127.0.0.1", port, 60, proc, log)
+    deadline = time.time() + 60
+    while b"boot success" not in log.read_bytes():
+        assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
+    return proc
+
+
+def test_wheel_in_a_fresh_venv_runs_a_name_server_and_broker_for_a_java_client(java_built, client_host, tmp_path):
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)])
+    wheels, sdists = list(dist.glob("rmqpy-*.whl")), list(dist.glob("rmqpy-*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1, list(dist.iterdir())
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # nothing of the checkout: with it on PYTHONPATH pip would take rmqpy as installed already
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
+    env["HOME"] = str(run_dir)
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], env=env)
+    bin_ = venv / "bin"
+    _run([str(bin_ / "pip"), "install", "-q", "--disable-pip-version-check", str(wheels[0])], env=env, cwd=run_dir)
+    where = _run([str(bin_ / "python"), "-c", "import rmqpy, os; print(rmqpy.__file__); "
+                  "print(sorted(os.listdir(os.path.join(os.path.dirname(rmqpy.__file__), 'conf'))))"],
+                 cwd=run_dir, env=env)
+    assert where.startswith(str(venv)) and "['broker.conf', 'namesrv.conf']" in where, where
+    assert "rmq-broker" in _run([str(bin_ / "twistd"), "--help"], cwd=run_dir, env=env)
+
+    ns_port, broker_port = servers.free_port(), servers.free_port()
+    host_ip = client_host.host_ip
+    procs = []
+    try:
+        procs.append(_start([str(bin_ / "mqnamesrv"), "-D", f"listenPort={ns_port}"], run_dir / "ns.log", env,
+                            run_dir, ns_port))
+        ns_addr = f"{host_ip}:{ns_port}"
+        procs.append(_start([str(bin_ / "mqbroker"), "-n", ns_addr, "-D", f"listenPort={broker_port}",
+                             "-D", f"brokerIP1={host_ip}", "-D", "mappedFileSizeCommitLog=4194304"],
+                            run_dir / "broker.log", env, run_dir, broker_port))
+        assert (run_dir / "store" / "checkpoint").is_file()   # ~/store, as Java's ${user.home}/store
+        sent = clients.harness(client_host, "5.3.3", ["produce", "-n", ns_addr, "--topic", "WheelT", "--count", "5"])
+        assert len(sent.of("sent")) == 5, sent
+        got = clients.harness(client_host, "5.3.3", [
+            "consume-push", "-n", ns_addr, "--poll-namesrv-ms", "1000", "--topic", "WheelT", "--group", "wheel_g",
+            "--count", "5", "--from", "first", "--timeout-ms", "60000"], timeout=120)
+        assert len(got.of("received")) >= 5, got
+    finally:
+        for proc in reversed(procs):
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
