@@ -16,7 +16,9 @@ UPDATE_CONSUMER_OFFSET for it after having read a newer member list than the one
 to hold the queue. An update without such a read (the client's periodic ``persistAll``, every 5 s) is
 not a hand-over: the member still consumes the queue. The requests of one member travel on its one
 connection, in the order it sent them; a member list is told apart from an older one by the group's
-generation (:attr:`ConsumerManager.generation`, counted up at each change).
+generation (:attr:`ConsumerManager.generation`, counted up at each change). A member that keeps a queue
+across a change and then commits it periodically counts as having let go until its next pull reaches the
+broker: a narrow residue, as the queue would have to change hands again in that moment.
 """
 from __future__ import annotations
 
