@@ -141,6 +141,11 @@ class BrokerConfig:
     defaultMessageRequestMode: str = "PULL"
     defaultPopShareQueueNum: int = -1
     serverLoadBalancerEnable: bool = True
+    # the gRPC endpoint of RocketMQ 5 clients (rmqpy/proxy/grpc/): the Java proxy's keys and port;
+    # grpcServerPort=-1 turns it off; grpcThreadPoolNums threads serve calls in progress
+    grpcServerPort: int = 8081
+    grpcThreadPoolNums: int = 64
+    grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
     # Java 5.x metrics (rmqpy/broker/metrics.py): DISABLE or PROM (OTLP_GRPC and LOG are not served);
     # the Prometheus endpoint listens on metricsPromExporterHost (brokerIP1 when blank):metricsPromExporterPort
     metricsExporterType: str = "DISABLE"
@@ -246,6 +251,10 @@ def validate(settings: BrokerSettings) -> None:
                                   "rmqpy; use aclEnable=true (plain ACL, $ROCKETMQ_HOME/conf/plain_acl.yml)")
     if b.defaultMessageRequestMode not in ("PULL", "POP"):
         raise PropertiesError(f"defaultMessageRequestMode: {b.defaultMessageRequestMode!r} is not PULL or POP")
+    if not (b.grpcServerPort == -1 or 0 <= b.grpcServerPort <= 65535):
+        raise PropertiesError(f"grpcServerPort: {b.grpcServerPort} is not -1 (off) or a port")
+    if not 1 <= b.grpcThreadPoolNums <= 1024:
+        raise PropertiesError(f"grpcThreadPoolNums: {b.grpcThreadPoolNums} is not in 1..1024")
     if b.reviveInterval < 10:
         raise PropertiesError(f"reviveInterval: {b.reviveInterval} ms is below 10 ms")
     try:

@@ -4,9 +4,10 @@
 naming the line), ``-D key=value`` sets any key on top of it (an unknown key is an error),
 ``-n`` overrides namesrvAddr (``;``-separated), ``-p`` prints every config item and exits,
 ``-m`` prints the important ones and exits, ``--version`` prints the versions. The service is a
-MultiService: the broker controller first, then the main port (listenPort) and the fast
-port (listenPort - 2); stopping closes the ports, unregisters from the name servers and
-flushes the config files and the store.
+MultiService: the broker controller first, then the main port (listenPort), the fast port
+(listenPort - 2) and the gRPC endpoint of 5.x clients (grpcServerPort, 8081; -1: none);
+stopping closes the ports, unregisters from the name servers and flushes the config files
+and the store.
 """
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         raise SystemExit(0)
 
     if reactor is None:
+        grpc_port = settings.broker.grpcServerPort
         check_ports_free(Options.tap_name, settings.netty.bindAddress,
-                         (settings.netty.listenPort, settings.netty.listenPort - 2))
+                         (settings.netty.listenPort, settings.netty.listenPort - 2) + ((grpc_port,) if grpc_port > 0 else ()))
         bc = settings.broker
         if bc.metricsExporterType.strip().upper() == "PROM":  # the metrics endpoint too (Java's host default)
             check_ports_free(Options.tap_name, bc.metricsPromExporterHost or bc.brokerIP1,
@@ -97,6 +99,12 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     # classic HA (Java listens on haListenPort = listenPort + 1, plain TCP, every role)
     strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
                      controller.replication.service).setServiceParent(top)
+    if bc.grpcServerPort >= 0:  # RocketMQ 5 clients' gRPC endpoint (rmqpy/proxy/grpc/)
+        from rmqpy.proxy.grpc.activities import MessagingActivities
+        from rmqpy.proxy.grpc.server import GrpcServerService
+        GrpcServerService(MessagingActivities(controller, controller.dispatcher, bc.grpcServerPort), reactor, settings.netty.bindAddress,
+                          bc.grpcServerPort, bc.grpcThreadPoolNums, max_inbound=bc.grpcMaxInboundMessageSize
+                          ).setServiceParent(top)
     if controller.metrics_manager is not None:  # metricsExporterType=PROM
         from rmqpy.common.metrics import metrics_service
         metrics_service(controller.metrics_manager.registry, *controller.metrics_manager.address()

@@ -127,7 +127,9 @@ def start_broker(workdir: Path, namesrv_addr: str, props: dict[str, object] | No
         "brokerClusterName": "DefaultCluster", "brokerName": "broker-py", "brokerId": 0,
         "listenPort": port, "namesrvAddr": namesrv_addr, "brokerIP1": host,
         "storePathRootDir": workdir / "store", "mappedFileSizeCommitLog": 4 * 1024 * 1024,
-        "autoCreateTopicEnable": True, **(props or {})})
+        "autoCreateTopicEnable": True,
+        "grpcServerPort": -1,  # the gRPC endpoint (8081 by default) only where a test asks for it
+        **(props or {})})
     return ServerProcess("rmq-broker", ["-c", str(conf)], workdir, port, host).start(timeout)
 
 

@@ -1,0 +1,1 @@
+"""What RocketMQ 5's proxy module serves, inside the broker process (rmqpy/proxy/grpc/)."""

@@ -1,0 +1,472 @@
+"""The calls of ``apache.rocketmq.v2.MessagingService`` as 5.3.3's proxy answers them, on the reactor.
+
+Each activity checks the request as the proxy's ``GrpcValidator`` and activities do (with
+their ``Code`` answers), turns it into the broker's own remoting request (SEND_MESSAGE_V2,
+POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, CONSUMER_SEND_MSG_BACK, END_TRANSACTION)
+and runs it through the broker's dispatcher on the client's :class:`LocalChannel`, as the proxy's
+local mode hands it to its broker's processors; the remoting answer becomes the gRPC one.
+Routes and assignments name this broker, at the address the client reached it on.
+
+Receipt handles are 5.3.3's ``ReceiptHandle``: the broker's ``POP_CK`` receipt and the
+message's commit log offset, space-separated.
+
+Every method returns a Deferred of the response message (``receive`` of the list of stream
+responses); :mod:`rmqpy.proxy.grpc.server` calls them from grpcio's threads.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from twisted.internet import defer
+
+from rmqpy.broker.pop.receipt import ReceiptError, build_receipt, parse_receipt, real_topic
+from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2
+from rmqpy.protocol.headers.pop import (AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader,
+                                        PopMessageRequestHeader)
+from rmqpy.protocol.message import decode_records, java_string_hash, properties_to_string
+from rmqpy.proxy.grpc.convert import SYSTEM_PROPERTIES, Code, remoting_status, resource, status, to_grpc_message
+from rmqpy.proxy.grpc.local import LocalChannel
+
+if TYPE_CHECKING:
+    from rmqpy.broker.api import Broker
+
+# ProxyConfig defaults of 5.3.3
+MIN_INVISIBLE_MS = 10 * 1000  # minInvisibleTimeMillsForRecv
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # maxInvisibleTimeMills
+MAX_POLLING_MS = 20 * 1000  # grpcClientConsumerMaxLongPollingTimeoutMillis
+POLLING_RESERVE_MS = 100  # longPollingReserveTimeInMillis
+MAX_BATCH = 32
+MAX_MESSAGE_GROUP = 64  # maxMessageGroupSize
+MAX_USER_PROPERTIES = 128  # userPropertyMaxNum
+MAX_USER_PROPERTY_SIZE = 16 * 1024  # maxUserPropertySize
+MAX_DELAY_MS = 24 * 3600 * 1000  # maxDelayTimeMills
+_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")  # TopicValidator / GroupValidator patterns, 127: topic max
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_OK_PUT = (ResponseCode.SUCCESS,)
+PRODUCER_GROUP = "rmqpy_grpc_producer"  # the proxy sends with a producer group of its own too
+
+
+class Refused(Exception):
+    """A request the activity answers with ``code`` and ``message`` without running it."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _name(res: Any, bad: int, what: str) -> str:
+    name = res.name
+    if not name:
+        raise Refused(bad, f"{what} name cannot be empty")
+    if not _NAME.match(name):
+        raise Refused(bad, f"{what} name {name[:130]!r} is illegal")
+    return name
+
+
+def _duration_ms(d: Any) -> int:
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+class MessagingActivities:
+    """One per broker; ``channel_of`` gives the :class:`LocalChannel` of a client id (one per
+    client, so that a client's requests share a channel as its gRPC connection shares them)."""
+
+    def __init__(self, broker: "Broker", dispatcher: Any, grpc_port: int) -> None:
+        self.broker = broker
+        self.dispatcher = dispatcher  # the broker's RequestDispatcher: its processors and hooks
+        self.grpc_port = grpc_port
+        self._channels: dict[str, LocalChannel] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def channel_of(self, client_id: str, peer: str) -> LocalChannel:
+        ch = self._channels.get(client_id)
+        if ch is None:
+            ch = self._channels[client_id] = LocalChannel(peer, self.broker.reactor)
+        return ch
+
+    def forget(self, client_id: str) -> None:
+        self._channels.pop(client_id, None)
+
+    def _invoke(self, ch: LocalChannel, request: RemotingCommand) -> defer.Deferred[RemotingCommand]:
+        return ch.invoke(self.dispatcher, request)
+
+    def _topic(self, res: Any, write: bool = False, read: bool = False) -> Any:
+        name = _name(res, Code.ILLEGAL_TOPIC, "topic")
+        tc = self.broker.topic_config_manager.select(name)
+        if tc is None:
+            raise Refused(Code.TOPIC_NOT_FOUND, f"topic {name} not found")
+        if (write and not tc.perm & PERM_WRITE) or (read and not tc.perm & PERM_READ):
+            raise Refused(Code.FORBIDDEN, f"topic {name} is not {'writable' if write else 'readable'}")
+        return tc
+
+    def _group(self, res: Any) -> str:
+        return _name(res, Code.ILLEGAL_CONSUMER_GROUP, "group")
+
+    def _broker(self, endpoints: Any) -> Any:
+        """This broker as the route names it: the host the client used, on the gRPC port."""
+        bc = self.broker.broker_config
+        ep = pb.Endpoints(scheme=pb.AddressScheme.IPv4)
+        hosts = [a.host for a in endpoints.addresses if a.host][:8]
+        if hosts and endpoints.scheme in (pb.AddressScheme.IPv4, pb.AddressScheme.IPv6,
+                                          pb.AddressScheme.DOMAIN_NAME):
+            ep.scheme = endpoints.scheme
+        for host in hosts or [bc.brokerIP1]:
+            ep.addresses.add(host=host[:255], port=self.grpc_port)
+        return pb.Broker(name=bc.brokerName, id=0, endpoints=ep)
+
+    @staticmethod
+    def _permission(perm: int) -> int:
+        r, w = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+        if r and w:
+            return pb.Permission.READ_WRITE
+        return pb.Permission.READ if r else pb.Permission.WRITE if w else pb.Permission.NONE
+
+    @staticmethod
+    def _accept_types(tc: Any) -> list[int]:
+        """TopicMessageType from the ``message.type`` attribute; a topic without one is MIXED here
+        (Java: NORMAL), so that one topic takes every message type as the 4.x broker did."""
+        kind = (tc.attributes.get("+message.type") or tc.attributes.get("message.type") or "MIXED").upper()
+        types = {"NORMAL": [pb.MessageType.NORMAL], "FIFO": [pb.MessageType.FIFO],
+                 "DELAY": [pb.MessageType.DELAY], "TRANSACTION": [pb.MessageType.TRANSACTION]}
+        return types.get(kind, [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY,
+                                pb.MessageType.TRANSACTION])
+
+    # ------------------------------------------------------------------ route
+    def query_route(self, req: Any) -> Any:
+        tc = self._topic(req.topic)
+        broker = self._broker(req.endpoints)
+        perm = tc.perm & self.broker.broker_config.brokerPermission
+        queues = []
+        # RouteActivity.genMessageQueueFromQueueData: read-only, write-only, then read-write queues
+        r = w = rw = 0
+        if perm & PERM_READ and perm & PERM_WRITE:
+            rw = min(tc.readQueueNums, tc.writeQueueNums)
+            r, w = tc.readQueueNums - rw, tc.writeQueueNums - rw
+        elif perm & PERM_WRITE:
+            w = tc.writeQueueNums
+        elif perm & PERM_READ:
+            r = tc.readQueueNums
+        kinds = [pb.Permission.READ] * r + [pb.Permission.WRITE] * w + [pb.Permission.READ_WRITE] * rw
+        if not kinds:
+            kinds = [pb.Permission.NONE] * max(1, tc.readQueueNums, tc.writeQueueNums)
+        accept = self._accept_types(tc)
+        for i, permission in enumerate(kinds):
+            queues.append(pb.MessageQueue(topic=resource(tc.topicName), id=i, permission=permission, broker=broker,
+                                          accept_message_types=accept))
+        return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
+
+    def query_assignment(self, req: Any) -> Any:
+        tc = self._topic(req.topic)
+        self._group(req.group)
+        perm = tc.perm & self.broker.broker_config.brokerPermission
+        if not perm & PERM_READ or tc.readQueueNums <= 0:
+            return spb.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
+        mq = pb.MessageQueue(topic=resource(tc.topicName), id=-1, permission=self._permission(perm),
+                             broker=self._broker(req.endpoints))
+        return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=mq)])
+
+    # ------------------------------------------------------------------ client
+    def heartbeat(self, req: Any) -> Any:
+        if req.client_type != pb.ClientType.PRODUCER and req.HasField("group"):
+            self._group(req.group)
+        return spb.HeartbeatResponse(status=status(Code.OK))
+
+    def notify_client_termination(self, req: Any, client_id: str) -> Any:
+        self.forget(client_id)
+        return spb.NotifyClientTerminationResponse(status=status(Code.OK))
+
+    def settings(self, cmd: Any) -> Any:
+        """The telemetry answer to a client's settings (``GrpcClientSettingsManager``)."""
+        s = pb.Settings()
+        s.CopyFrom(cmd.settings)
+        if s.HasField("publishing"):
+            s.publishing.max_body_size = self.broker.store_config.maxMessageSize
+            s.publishing.validate_message_type = True
+            s.backoff_policy.max_attempts = max(1, s.backoff_policy.max_attempts or 3)
+            if not s.backoff_policy.HasField("exponential_backoff") and \
+                    not s.backoff_policy.HasField("customized_backoff"):
+                s.backoff_policy.exponential_backoff.initial.nanos = 10_000_000
+                s.backoff_policy.exponential_backoff.max.seconds = 1
+                s.backoff_policy.exponential_backoff.multiplier = 2.0
+        elif s.HasField("subscription"):
+            group = s.subscription.group.name
+            sgc = self.broker.subscription_group_manager.find(group) if _NAME.match(group or "") else None
+            retry = sgc.retryMaxTimes if sgc is not None else 16
+            s.backoff_policy.Clear()
+            s.backoff_policy.max_attempts = retry + 1
+            levels = self.broker.store_config.delay_levels
+            for level in [ms for lv, ms in sorted(levels.items()) if lv >= 3]:
+                d = s.backoff_policy.customized_backoff.next.add()
+                d.seconds, d.nanos = level // 1000, (level % 1000) * 1_000_000
+            s.subscription.receive_batch_size = MAX_BATCH
+            s.subscription.long_polling_timeout.seconds = MAX_POLLING_MS // 1000
+        else:
+            return pb.Status(code=Code.UNRECOGNIZED_CLIENT_TYPE, message="settings without publishing or subscription")
+        s.metric.on = False
+        return spb.TelemetryCommand(status=status(Code.OK), settings=s)
+
+    # ------------------------------------------------------------------ send
+    def send_message(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+        msgs = list(req.messages)
+        if not msgs:
+            raise Refused(Code.MESSAGE_CORRUPTED, "no message to send")
+        if len(msgs) > MAX_BATCH * 32:
+            raise Refused(Code.BAD_REQUEST, "too many messages in one request")
+        topic = msgs[0].topic.name
+        if any(m.topic.name != topic for m in msgs):
+            raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        tc = self._topic(msgs[0].topic, write=True)
+        requests = [self._send_request(m, tc) for m in msgs]
+        sends = [self._invoke(ch, r) for r in requests]
+        return defer.gatherResults(sends, consumeErrors=True).addCallback(self._send_response, msgs)
+
+    def _send_request(self, m: Any, tc: Any) -> RemotingCommand:
+        sp = m.system_properties
+        body = bytes(m.body)
+        if not body:
+            raise Refused(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
+        limit = self.broker.store_config.maxMessageSize
+        if len(body) > limit:
+            raise Refused(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {limit}")
+        props: dict[str, str] = {}
+        if len(m.user_properties) > MAX_USER_PROPERTIES:
+            raise Refused(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {MAX_USER_PROPERTIES}")
+        size = 0
+        for k, v in m.user_properties.items():
+            if k in SYSTEM_PROPERTIES:
+                raise Refused(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {k[:64]}")
+            if not k or _CONTROL.search(k) or any(c in k for c in "\x01\x02"):
+                raise Refused(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the key of property cannot contain control character")
+            if _CONTROL.search(v):
+                raise Refused(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                              "the value of property cannot contain control character")
+            size += len(k) + len(v)
+            props[k] = v
+        if size > MAX_USER_PROPERTY_SIZE:
+            raise Refused(Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                          f"the total size of user property is too large, max is {MAX_USER_PROPERTY_SIZE}")
+        if sp.HasField("tag"):
+            if not sp.tag.strip() or "|" in sp.tag or _CONTROL.search(sp.tag):
+                raise Refused(Code.ILLEGAL_MESSAGE_TAG, "tag cannot be blank, contain '|' or control characters")
+            props["TAGS"] = sp.tag
+        for key in sp.keys:
+            if not key.strip():
+                raise Refused(Code.ILLEGAL_MESSAGE_KEY, "key cannot be the char sequence of whitespace")
+            if _CONTROL.search(key):
+                raise Refused(Code.ILLEGAL_MESSAGE_KEY, "key cannot contain control character")
+        if sp.keys:
+            props["KEYS"] = " ".join(sp.keys)
+        if not sp.message_id or len(sp.message_id) > 128 or _CONTROL.search(sp.message_id):
+            raise Refused(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+        props["UNIQ_KEY"] = sp.message_id
+        queue_id: int | None = None
+        if sp.HasField("message_group"):
+            group = sp.message_group
+            if not group.strip():
+                raise Refused(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be the char sequence of whitespace")
+            if len(group) > MAX_MESSAGE_GROUP:
+                raise Refused(Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {MAX_MESSAGE_GROUP}")
+            if _CONTROL.search(group):
+                raise Refused(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control character")
+            props["__SHARDINGKEY"] = group
+            # SendMessageQueueSelector: one queue per message group, by its Java hash
+            queue_id = abs(int(math.fmod(_signed(java_string_hash(group)), max(tc.writeQueueNums, 1))))
+        if sp.HasField("delivery_timestamp"):
+            deliver = _duration_ms(sp.delivery_timestamp)
+            now = int(time.time() * 1000)
+            if deliver - now > MAX_DELAY_MS:
+                raise Refused(Code.ILLEGAL_DELIVERY_TIME,
+                              f"the max delay time of message is too large, max is {MAX_DELAY_MS}")
+            if deliver > now:
+                props["TIMER_DELIVER_MS"] = str(deliver)
+        if sp.message_type == pb.MessageType.TRANSACTION:
+            props["TRAN_MSG"] = "true"
+        props["PGROUP"] = PRODUCER_GROUP
+        if sp.HasField("trace_context"):
+            props["TRACE_CONTEXT"] = sp.trace_context[:1024]
+        if sp.born_host:
+            props["BORN_HOST"] = sp.born_host[:128]
+        born = _duration_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
+        props["BORN_TIMESTAMP"] = str(born)
+        if queue_id is None:
+            queue_id = sp.queue_id if 0 <= sp.queue_id < tc.writeQueueNums else 0
+        header = SendMessageRequestHeaderV2(
+            a=PRODUCER_GROUP, b=tc.topicName, c="TBW102", d=4, e=queue_id,
+            f=0x4 if props.get("TRAN_MSG") == "true" else 0,  # TRANSACTION_PREPARED_TYPE
+            g=born, h=0, i=properties_to_string(props), j=0, k=False, m=False,
+            n=self.broker.broker_config.brokerName)
+        return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, body)
+
+    @staticmethod
+    def _send_response(responses: list[RemotingCommand], msgs: list[Any]) -> Any:
+        entries = []
+        for resp, m in zip(responses, msgs):
+            ext = resp.ext_fields or {}
+            entry = spb.SendResultEntry(status=remoting_status(resp.code, resp.remark),
+                                        message_id=m.system_properties.message_id)
+            if resp.code in _OK_PUT:
+                entry.offset = int(ext.get("queueOffset", "0") or 0)
+                entry.transaction_id = ext.get("transactionId") or ""
+            entries.append(entry)
+        codes = {e.status.code for e in entries}
+        if len(codes) == 1:
+            top = status(entries[0].status.code, entries[0].status.message)
+        else:
+            top = status(Code.MULTIPLE_RESULTS)
+        return spb.SendMessageResponse(status=top, entries=entries)
+
+    # ------------------------------------------------------------------ receive
+    def receive_message(self, req: Any, ch: LocalChannel, remaining_ms: int) -> defer.Deferred[list[Any]]:
+        group = self._group(req.group)
+        tc = self._topic(req.message_queue.topic, read=True)
+        if not 0 < req.batch_size <= MAX_BATCH:
+            raise Refused(Code.ILLEGAL_POLLING_TIME if req.batch_size > MAX_BATCH else Code.BAD_REQUEST,
+                          f"batch size must be in [1, {MAX_BATCH}], not {req.batch_size}")
+        if req.auto_renew:
+            raise Refused(Code.NOT_IMPLEMENTED, "auto_renew (push consumers) is not served yet")
+        invisible = _duration_ms(req.invisible_duration)
+        if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+            raise Refused(Code.ILLEGAL_INVISIBLE_TIME,
+                          f"the invisibleTime must be in [{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+        polling = _duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") else MAX_POLLING_MS
+        if polling < 0 or polling > MAX_POLLING_MS:
+            raise Refused(Code.ILLEGAL_POLLING_TIME, f"long polling timeout must be in [0, {MAX_POLLING_MS}] ms")
+        polling = max(0, min(polling, remaining_ms - POLLING_RESERVE_MS))
+        fe = req.filter_expression
+        exp_type = "SQL92" if fe.type == pb.FilterType.SQL else "TAG"
+        exp = fe.expression or "*"
+        if len(exp) > 4096:
+            raise Refused(Code.ILLEGAL_FILTER_EXPRESSION, "filter expression is too long")
+        qid = req.message_queue.id if req.message_queue.id >= 0 else -1
+        header = PopMessageRequestHeader(consumerGroup=group, topic=tc.topicName, queueId=qid,
+                                         maxMsgNums=req.batch_size, invisibleTime=invisible, pollTime=polling,
+                                         bornTime=self.broker.now_ms(), initMode=0, expType=exp_type, exp=exp,
+                                         order=False)
+        pop = RemotingCommand.request(RequestCode.POP_MESSAGE, header)
+        return self._invoke(ch, pop).addCallback(self._received, tc.topicName)
+
+    def _received(self, resp: RemotingCommand, topic: str) -> list[Any]:
+        if resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
+            return [spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))]
+        if resp.code == ResponseCode.POLLING_FULL:
+            return [spb.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, "polling full"))]
+        if resp.code != ResponseCode.SUCCESS:
+            return [spb.ReceiveMessageResponse(status=remoting_status(resp.code, resp.remark))]
+        ext = resp.ext_fields or {}
+        pop_time, invisible = int(ext["popTime"]), int(ext["invisibleTime"])
+        revive_qid = int(ext["reviveQid"])
+        starts = {}  # (retry mark, queueId) -> the checkpoint's start offset
+        for item in (ext.get("startOffsetInfo") or "").split(";"):
+            parts = item.split(" ")
+            if len(parts) == 3:
+                starts[(parts[0], int(parts[1]))] = int(parts[2])
+        broker_name = self.broker.broker_config.brokerName
+        out = [spb.ReceiveMessageResponse(status=status(Code.OK))]
+        for msg in decode_records(resp.body or b""):
+            ck = msg.properties.get("POP_CK")
+            if ck is None:  # a message of the topic itself; pop retry ones carry their receipt
+                start = starts.get(("0", msg.queue_id), msg.queue_offset)
+                ck = build_receipt(start, pop_time, invisible, revive_qid, topic, broker_name, msg.queue_id,
+                                   msg.queue_offset)
+            handle = f"{ck} {msg.commit_log_offset}"
+            msg.properties.pop("POP_CK", None)
+            out.append(spb.ReceiveMessageResponse(message=to_grpc_message(msg, handle)))
+        if len(out) == 1:
+            return [spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))]
+        return out
+
+    # ------------------------------------------------------------------ ack / invisible time
+    def _handle(self, text: str) -> tuple[Any, str]:
+        if not text:
+            raise Refused(Code.INVALID_RECEIPT_HANDLE, "receipt handle cannot be empty")
+        try:
+            receipt = parse_receipt(text, self.broker.broker_config.reviveQueueNum)
+        except ReceiptError as exc:
+            raise Refused(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
+        if receipt.queue_offset is None:
+            raise Refused(Code.INVALID_RECEIPT_HANDLE, "receipt handle has no queue offset")
+        parts = text.split(" ")
+        return receipt, " ".join(parts[:8])
+
+    def ack_message(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+        group = self._group(req.group)
+        tc = self._topic(req.topic)
+        if not req.entries or len(req.entries) > 1024:
+            raise Refused(Code.BAD_REQUEST, "ack entries must be 1 to 1024")
+        acks = []
+        for e in req.entries:
+            acks.append(self._ack_one(ch, group, tc.topicName, e))
+        return defer.gatherResults(acks, consumeErrors=True).addCallback(self._ack_response)
+
+    def _ack_one(self, ch: LocalChannel, group: str, topic: str, e: Any) -> defer.Deferred[Any]:
+        entry = spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle)
+        try:
+            receipt, extra = self._handle(e.receipt_handle)
+            real = real_topic(topic, group, receipt.retry)
+        except (Refused, ReceiptError) as exc:
+            code = exc.code if isinstance(exc, Refused) else Code.INVALID_RECEIPT_HANDLE
+            entry.status.CopyFrom(status(code, str(exc)))
+            return defer.succeed(entry)
+        header = AckMessageRequestHeader(consumerGroup=group, topic=real, queueId=receipt.queue_id, extraInfo=extra,
+                                         offset=receipt.queue_offset)
+
+        def answered(resp: RemotingCommand) -> Any:
+            if resp.code == ResponseCode.SUCCESS:
+                entry.status.CopyFrom(status(Code.OK))
+            else:
+                entry.status.CopyFrom(status(Code.INVALID_RECEIPT_HANDLE if resp.code in (
+                    ResponseCode.NO_MESSAGE, ResponseCode.MESSAGE_ILLEGAL) else remoting_status(
+                        resp.code, resp.remark).code, resp.remark or ""))
+            return entry
+        return self._invoke(ch, RemotingCommand.request(RequestCode.ACK_MESSAGE, header)).addCallback(answered)
+
+    @staticmethod
+    def _ack_response(entries: list[Any]) -> Any:
+        codes = {e.status.code for e in entries}
+        top = status(entries[0].status.code, entries[0].status.message) if len(codes) == 1 else \
+            status(Code.MULTIPLE_RESULTS)
+        return spb.AckMessageResponse(status=top, entries=entries)
+
+    def change_invisible_duration(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+        group = self._group(req.group)
+        tc = self._topic(req.topic)
+        invisible = _duration_ms(req.invisible_duration)
+        if not 0 < invisible <= MAX_INVISIBLE_MS:
+            raise Refused(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime must be in (0, {MAX_INVISIBLE_MS}] ms")
+        receipt, extra = self._handle(req.receipt_handle)
+        try:
+            real = real_topic(tc.topicName, group, receipt.retry)
+        except ReceiptError as exc:
+            raise Refused(Code.INVALID_RECEIPT_HANDLE, str(exc)) from None
+        commit_log_offset = req.receipt_handle.split(" ")[8] if req.receipt_handle.count(" ") == 8 else "-1"
+        header = ChangeInvisibleTimeRequestHeader(consumerGroup=group, topic=real, queueId=receipt.queue_id,
+                                                  extraInfo=extra, offset=receipt.queue_offset,
+                                                  invisibleTime=invisible)
+
+        def answered(resp: RemotingCommand) -> Any:
+            if resp.code != ResponseCode.SUCCESS:
+                code = Code.INVALID_RECEIPT_HANDLE if resp.code in (ResponseCode.NO_MESSAGE,
+                                                                    ResponseCode.MESSAGE_ILLEGAL) else \
+                    remoting_status(resp.code, resp.remark).code
+                return spb.ChangeInvisibleDurationResponse(status=status(code, resp.remark or ""))
+            ext = resp.ext_fields or {}
+            assert receipt.queue_offset is not None
+            handle = build_receipt(receipt.queue_offset, int(ext["popTime"]), int(ext["invisibleTime"]),
+                                   int(ext["reviveQid"]), real, receipt.broker_name, receipt.queue_id,
+                                   receipt.queue_offset)
+            return spb.ChangeInvisibleDurationResponse(status=status(Code.OK),
+                                                       receipt_handle=f"{handle} {commit_log_offset}")
+        return self._invoke(ch, RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
+                            ).addCallback(answered)
+
+
+def _signed(h: int) -> int:
+    return h - (1 << 32) if h & 0x80000000 else h

@@ -1,0 +1,195 @@
+"""The broker's gRPC endpoint: ``apache.rocketmq.v2.MessagingService`` on ``grpcServerPort``.
+
+How grpcio shares the process with Twisted: grpcio's own server runs its calls on a bounded
+thread pool, and each call hands its work to the reactor (``callFromThread``, then waits for the
+Deferred's result, as ``blockingCallFromThread`` does); the activities
+(:mod:`rmqpy.proxy.grpc.activities`) return Deferreds and touch broker state only on the reactor
+thread. This needs no reactor choice: ``twistd`` keeps its default reactor, where ``grpc.aio``
+would need Twisted's asyncio reactor installed before anything imports the reactor.
+
+The price is a thread per call in progress: long-polling receives and each client's telemetry
+stream hold one for their length. The pool is ``grpcServerThreadPoolNums`` threads and
+``grpcServerMaxConcurrentCalls`` calls (beyond it grpcio answers RESOURCE_EXHAUSTED at once, so
+nothing queues without bound); a request larger than ``grpcMaxInboundMessageSize`` is refused by
+grpcio (RESOURCE_EXHAUSTED), and a malformed protobuf by grpcio too (INTERNAL).
+
+TLS: the endpoint is plain text. rmqpy does not yet put the ``tls.*`` keys of the remoting ports
+on it (the Java proxy's ``tlsTestModeEnable`` default serves TLS and plain text on one port).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+from typing import Any, Callable, Iterator
+
+import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
+from twisted.application import service
+from twisted.internet import defer, threads
+from twisted.python.failure import Failure
+
+from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
+from rmqpy.proxy.grpc.convert import Code, status
+from rmqpy.remoting.ratelimit import RateLimitedLogger
+
+CLIENT_ID = "x-mq-client-id"
+MAX_TELEMETRY_COMMANDS = 10_000  # per stream: a client sends its settings once, then every 5 minutes
+
+
+class _Servicer(sgrpc.MessagingServiceServicer):
+    log = RateLimitedLogger()
+
+    def __init__(self, activities: MessagingActivities, reactor: Any) -> None:
+        self.a = activities
+        self.reactor = reactor
+        self.stopping = False
+
+    # ------------------------------------------------------------------ the bridge
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn`` on the reactor and wait for its result (a Deferred's, if it returns one).
+
+        As ``blockingCallFromThread``, but a call still waiting when the service stops gives up
+        (the reactor may never answer it), so that no grpcio thread outlives the reactor."""
+        answer: queue.Queue[Any] = queue.Queue(1)
+        self.reactor.callFromThread(lambda: defer.maybeDeferred(fn, *args).addBoth(answer.put))
+        while True:
+            try:
+                result = answer.get(timeout=0.5)
+            except queue.Empty:
+                if self.stopping:
+                    raise Refused(Code.INTERNAL_SERVER_ERROR, "the broker is shutting down") from None
+                continue
+            if isinstance(result, Failure):
+                result.raiseException()
+            return result
+
+    def _answer(self, make: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn``'s response, or the error response built by ``make(status)`` (the proxy answers
+        a refused request with an OK gRPC call carrying the Code)."""
+        try:
+            return self._call(fn, *args)
+        except Refused as exc:
+            return make(status(exc.code, exc.message))
+        except Exception as exc:  # a bug: one line, and the proxy's INTERNAL_SERVER_ERROR
+            self.log.failure("grpc call failed", Failure())
+            return make(status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {str(exc)[:200]}"))
+
+    def _channel(self, context: Any) -> Any:
+        client_id = dict(context.invocation_metadata()).get(CLIENT_ID, "")
+        if not client_id or len(client_id) > 256:
+            return None
+        return self._call(self.a.channel_of, client_id, context.peer()[:128])
+
+    @staticmethod
+    def _remaining_ms(context: Any) -> int:
+        left = context.time_remaining()
+        return int(left * 1000) if left is not None else 30_000
+
+    def _no_client(self, make: Callable[[Any], Any]) -> Any:
+        return make(status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
+
+    # ------------------------------------------------------------------ unary calls
+    def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802 (the service's names)
+        make = lambda s: spb.QueryRouteResponse(status=s)  # noqa: E731
+        return self._answer(make, self.a.query_route, request)
+
+    def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.HeartbeatResponse(status=s)  # noqa: E731
+        return self._answer(make, self.a.heartbeat, request)
+
+    def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.QueryAssignmentResponse(status=s)  # noqa: E731
+        return self._answer(make, self.a.query_assignment, request)
+
+    def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.SendMessageResponse(status=s)  # noqa: E731
+        ch = self._channel(context)
+        if ch is None:
+            return self._no_client(make)
+        return self._answer(make, self.a.send_message, request, ch)
+
+    def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.AckMessageResponse(status=s)  # noqa: E731
+        ch = self._channel(context)
+        if ch is None:
+            return self._no_client(make)
+        return self._answer(make, self.a.ack_message, request, ch)
+
+    def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.ChangeInvisibleDurationResponse(status=s)  # noqa: E731
+        ch = self._channel(context)
+        if ch is None:
+            return self._no_client(make)
+        return self._answer(make, self.a.change_invisible_duration, request, ch)
+
+    def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.NotifyClientTerminationResponse(status=s)  # noqa: E731
+        client_id = dict(context.invocation_metadata()).get(CLIENT_ID, "")
+        return self._answer(make, self.a.notify_client_termination, request, client_id)
+
+    # ------------------------------------------------------------------ streams
+    def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
+        make = lambda s: [spb.ReceiveMessageResponse(status=s)]  # noqa: E731
+        ch = self._channel(context)
+        answers = self._no_client(make) if ch is None else \
+            self._answer(make, self.a.receive_message, request, ch, self._remaining_ms(context))
+        yield from answers
+        now = self.a.broker.now_ms()
+        done = spb.ReceiveMessageResponse()
+        done.delivery_timestamp.seconds, done.delivery_timestamp.nanos = now // 1000, (now % 1000) * 1_000_000
+        yield done
+
+    def Telemetry(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
+        for n, cmd in enumerate(request_iterator):
+            if n >= MAX_TELEMETRY_COMMANDS:
+                return
+            kind = cmd.WhichOneof("command")
+            if kind == "settings":
+                answer = self._answer(lambda s: s, self.a.settings, cmd)
+                if isinstance(answer, pb.Status):
+                    yield spb.TelemetryCommand(status=answer)
+                else:
+                    yield answer
+            # thread stack traces and verify results answer commands this broker never sends
+
+
+class GrpcServerService(service.Service):
+    """Serves the endpoint while the broker runs; ``bound_port`` once started (0: an ephemeral port)."""
+
+    log = RateLimitedLogger()
+
+    def __init__(self, activities: MessagingActivities, reactor: Any, host: str, port: int, threads_n: int = 64,
+                 max_calls: int = 1024, max_inbound: int = 130 * 1024 * 1024) -> None:
+        self.activities, self.reactor, self.host, self.port = activities, reactor, host, port
+        self.threads_n, self.max_calls, self.max_inbound = threads_n, max_calls, max_inbound
+        self.server: Any = None
+        self.bound_port = 0
+
+    def startService(self) -> None:  # noqa: N802 (Twisted's name)
+        super().startService()
+        pool = concurrent.futures.ThreadPoolExecutor(self.threads_n, thread_name_prefix="grpc")
+        server = grpc.server(pool, maximum_concurrent_rpcs=self.max_calls, options=[
+            ("grpc.max_receive_message_length", self.max_inbound),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.so_reuseport", 0),
+        ])
+        self.servicer = _Servicer(self.activities, self.reactor)
+        sgrpc.add_MessagingServiceServicer_to_server(self.servicer, server)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.bound_port = server.add_insecure_port(f"{host}:{self.port}")
+        self.activities.grpc_port = self.bound_port  # what routes name when grpcServerPort=0
+        server.start()
+        self.server = server
+        self.log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on {h}:{p}", h=self.host,
+                      p=self.bound_port)
+
+    def stopService(self) -> Any:  # noqa: N802
+        super().stopService()
+        server, self.server = self.server, None
+        if server is None:
+            return None
+        self.servicer.stopping = True
+        # calls in progress wait on the reactor: it runs until this Deferred fires
+        return threads.deferToThread(lambda: server.stop(grace=1.0).wait(5))
