@@ -13,7 +13,7 @@ from twisted.internet.testing import StringTransport
 
 from rmqpy.protocol import command as codec
 from rmqpy.protocol import fastjson
-from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from rmqpy.protocol.command import FrameError, RemotingCommand
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.protocol import RemotingProtocol
@@ -30,7 +30,7 @@ def _reference_json_header(header: bytes) -> RemotingCommand:
         raise FrameError("JSON header is not an object with a code")
     language = doc.get("language", "JAVA")
     if isinstance(language, str):
-        language = codec._LANGUAGE_BY_NAME.get(language, 8)
+        language = codec._LANGUAGE_BY_NAME.get(language, int(LanguageCode.OTHER))  # as the codec: OTHER (7)
     ext = doc.get("extFields")
     if ext is not None and not isinstance(ext, dict):
         raise FrameError("extFields is not an object")
