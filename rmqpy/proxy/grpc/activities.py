@@ -29,8 +29,7 @@ from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2
-from rmqpy.protocol.headers.pop import (AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader,
-                                        PopMessageRequestHeader)
+from rmqpy.protocol.headers.pop import AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, PopMessageRequestHeader
 from rmqpy.protocol.message import decode_records, java_string_hash, properties_to_string
 from rmqpy.proxy.grpc.convert import SYSTEM_PROPERTIES, Code, remoting_status, resource, status, to_grpc_message
 from rmqpy.proxy.grpc.local import LocalChannel
