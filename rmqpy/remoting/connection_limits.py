@@ -1,22 +1,14 @@
-"""What a server connection may cost (:class:`ConnectionLimits`) and the NettyServerConfig keys
-they come from. Below :mod:`rmqpy.remoting.protocol`, whose connections enforce them, and
-:mod:`rmqpy.remoting.limits`, whose sweeper enforces the time-based ones."""
+"""What a server connection may cost (:class:`ConnectionLimits`), read from the NettyServerConfig
+keys both servers share (:mod:`rmqpy.remoting.netty_config`). Below :mod:`rmqpy.remoting.protocol`,
+whose connections enforce them, and :mod:`rmqpy.remoting.limits`, whose sweeper enforces the
+time-based ones."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+
+from rmqpy.remoting.netty_config import NettyServerConfig
 
 MiB = 1024 * 1024
-
-
-class NettyLimitsConfig(Protocol):
-    """The NettyServerConfig keys :class:`ConnectionLimits` reads (broker and name server both have them)."""
-
-    serverChannelMaxIdleTimeSeconds: int
-    writeBufferHighWaterMark: int
-    serverChannelMaxUnsentBytes: int
-    serverPartialFrameTimeoutSeconds: int
-    serverPartialFramesMaxBytes: int
 
 
 @dataclass
@@ -37,7 +29,7 @@ class ConnectionLimits:
     sweep_interval: float = 1.0
 
     @classmethod
-    def from_config(cls, netty: NettyLimitsConfig) -> "ConnectionLimits":
+    def from_config(cls, netty: NettyServerConfig) -> "ConnectionLimits":
         return cls(
             max_idle_seconds=float(netty.serverChannelMaxIdleTimeSeconds),
             write_high_water=int(netty.writeBufferHighWaterMark),

@@ -18,7 +18,7 @@ from twisted.logger import Logger
 
 from rmqpy.remoting.connection_limits import ConnectionLimits as ConnectionLimits
 from rmqpy.remoting.connection_limits import MiB as MiB
-from rmqpy.remoting.connection_limits import NettyLimitsConfig as NettyLimitsConfig
+from rmqpy.remoting.netty_config import NettyServerConfig
 
 if TYPE_CHECKING:
     from rmqpy.remoting.protocol import RemotingProtocol, RemotingServerFactory
@@ -40,7 +40,7 @@ class ChannelSweeper:
     log = Logger()
 
     def __init__(self, clock: IReactorTime, limits: ConnectionLimits,
-                 factories: Iterable["RemotingServerFactory"] = (), config: NettyLimitsConfig | None = None) -> None:
+                 factories: Iterable["RemotingServerFactory"] = (), config: NettyServerConfig | None = None) -> None:
         self.clock = clock
         self.limits = limits
         # NettyServerConfig, re-read every sweep: UPDATE_*_CONFIG changes apply to every
@@ -70,7 +70,7 @@ class ChannelSweeper:
         if self._loop.running:
             self._loop.stop()
 
-    def _refresh(self, config: NettyLimitsConfig) -> None:
+    def _refresh(self, config: NettyServerConfig) -> None:
         fresh = ConnectionLimits.from_config(config)
         lim = self.limits  # shared with the factories: changed in place
         lim.max_idle_seconds, lim.write_high_water = fresh.max_idle_seconds, fresh.write_high_water
