@@ -556,16 +556,19 @@ def _client_hello_only(addr: str, then_close: bool) -> float:
     for the server to close. Returns seconds until the server closed (0 when we closed)."""
     import ssl
     host, port = addr.split(":")
-    # the hello is built before connecting: the server's handshake timer starts when it accepts,
-    # so t0 must too (building a default SSL context loads the CA store: 100+ ms on a busy host)
+    # the hello is built before connecting (building a default SSL context loads the CA store:
+    # 100+ ms on a busy host). t0 is taken before connect: the server's handshake timer starts
+    # when its reactor accepts, which is after connect began, so the measured time is never
+    # shorter than the timeout; taken after connect returned, t0 could be late by as long as
+    # this thread waited for the GIL while the reactor accepted and armed the timer
     obj = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO())
     try:
         obj.do_handshake()
     except ssl.SSLWantReadError:
         pass
     hello = out.read()
-    s = socket.create_connection((host, int(port)), timeout=5)
     t0 = time.monotonic()
+    s = socket.create_connection((host, int(port)), timeout=5)
     s.sendall(hello)
     if then_close:
         s.recv(65536)  # the server's first flight: the handshake is under way
