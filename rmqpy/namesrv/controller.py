@@ -52,7 +52,8 @@ class NamesrvController(service.MultiService):
         self._scan.clock = self.clock
         self.metrics: NamesrvMetrics | None = None
         if exporter_enabled(config.metricsExporterType, "name server", self.log):
-            self.metrics = NamesrvMetrics(self, self.clock)
+            self.metrics = NamesrvMetrics(self.routes, f"{netty.bindAddress}:{netty.listenPort}",
+                                          config.metricsLabel, self.clock)
             self.dispatcher.rpc_observer = self.metrics.rpc
             host = config.metricsPromExporterHost or netty.bindAddress
             metrics_service(self.metrics.registry, host, config.metricsPromExporterPort).setServiceParent(self)

@@ -8,23 +8,21 @@ routes and the reactor's lag.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from rmqpy.common.metrics import BaseLabels, CallbackCollector, ReactorLag, RpcLatency
-
-if TYPE_CHECKING:
-    from rmqpy.namesrv.controller import NamesrvController
+from rmqpy.namesrv.routeinfo import RouteInfoManager
 
 
 class NamesrvMetrics:
-    def __init__(self, controller: "NamesrvController", clock: Any) -> None:
-        self.controller = controller
-        netty = controller.netty
-        self.base = BaseLabels("", "namesrv", f"{netty.bindAddress}:{netty.listenPort}",
-                               controller.config.metricsLabel)
+    """Reads the route tables it is given when scraped; knows nothing of the controller."""
+
+    def __init__(self, routes: RouteInfoManager, node_id: str, metrics_label: str, clock: Any) -> None:
+        self.routes = routes
+        self.base = BaseLabels("", "namesrv", node_id, metrics_label)
         self.rpc = RpcLatency(clock)
         self.reactor_lag = ReactorLag(clock)
         self.registry = CollectorRegistry(auto_describe=False)
@@ -32,7 +30,7 @@ class NamesrvMetrics:
             lambda: self.rpc.families(self.base), self._routes, lambda: self.reactor_lag.families(self.base)))
 
     def _routes(self) -> Iterable[Metric]:
-        routes = self.controller.routes
+        routes = self.routes
         yield self.base.one("rmqpy_namesrv_brokers", "Brokers registered (live broker addresses)",
                             len(routes.broker_live_table))
         yield self.base.one("rocketmq_topic_number", "Topics routed", len(routes.topic_queue_table))
