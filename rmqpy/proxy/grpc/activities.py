@@ -344,7 +344,7 @@ class MessagingActivities:
         exp = fe.expression or "*"
         if len(exp) > 4096:
             raise Refused(Code.ILLEGAL_FILTER_EXPRESSION, "filter expression is too long")
-        qid = req.message_queue.id if req.message_queue.id >= 0 else -1
+        qid = -1  # as the proxy's ReceiveMessageQueueSelector: the broker's acting queue, every queue of it
         header = PopMessageRequestHeader(consumerGroup=group, topic=tc.topicName, queueId=qid,
                                          maxMsgNums=req.batch_size, invisibleTime=invisible, pollTime=polling,
                                          bornTime=self.broker.now_ms(), initMode=0, expType=exp_type, exp=exp,

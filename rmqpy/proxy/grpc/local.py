@@ -21,7 +21,10 @@ class LocalChannel:
     connected_ = True
 
     def __init__(self, remote_address: str, clock: Any) -> None:
-        self.remote_address = remote_address
+        self.remote_address = remote_address  # host:port, as a remoting connection names its peer
+        host, _, port = remote_address.rpartition(":")
+        self.remote_host = host.strip("[]") or remote_address
+        self.remote_port = int(port) if port.isdigit() else 0
         self.local_address = "grpc"
         self.clock = clock
         self.read_at: float | None = None

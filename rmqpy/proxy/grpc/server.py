@@ -80,7 +80,8 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         client_id = dict(context.invocation_metadata()).get(CLIENT_ID, "")
         if not client_id or len(client_id) > 256:
             return None
-        return self._call(self.a.channel_of, client_id, context.peer()[:128])
+        peer = context.peer()[:128]  # "ipv4:10.0.0.1:5678", "ipv6:[::1]:5678"
+        return self._call(self.a.channel_of, client_id, peer.split(":", 1)[1] if peer.startswith("ipv") else peer)
 
     @staticmethod
     def _remaining_ms(context: Any) -> int:
