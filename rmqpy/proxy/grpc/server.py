@@ -6,6 +6,9 @@ Deferred's result, as ``blockingCallFromThread`` does); the activities
 (:mod:`rmqpy.proxy.grpc.activities`) return Deferreds and touch broker state only on the reactor
 thread. This needs no reactor choice: ``twistd`` keeps its default reactor, where ``grpc.aio``
 would need Twisted's asyncio reactor installed before anything imports the reactor.
+Measured (bench/grpc_python_demo.py, one host): the official Python client sends 300 messages
+one by one in 0.31-0.37 s and receives and acks them in 0.40-0.45 s through this bridge; the
+client's own round trip dominates. The ``grpc.aio`` variant has not been measured yet.
 
 The price is a thread per call in progress: long-polling receives and each client's telemetry
 stream hold one for their length. The pool is ``grpcServerThreadPoolNums`` threads and
