@@ -1,0 +1,88 @@
+"""The gRPC activities on a real BrokerController (task.Clock): the Codes bad input gets, and a send
+then receive then ack through the broker's own processors."""
+from __future__ import annotations
+
+import pytest
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+
+from rmqpy.protocol.bodies.topic import TopicConfig
+from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
+from tests.unit.broker.helpers import make_broker
+
+
+@pytest.fixture
+def env(tmp_path):
+    broker, clock = make_broker(tmp_path)
+    tc = TopicConfig("GrpcT")
+    tc.readQueueNums = tc.writeQueueNums = 2
+    broker.topic_config_manager.update_topic_config(tc)
+    acts = MessagingActivities(broker, broker.dispatcher, 8081)
+    yield acts, acts.channel_of("client-1", "127.0.0.1:5000")
+    broker.shutdown()
+
+
+def _message(topic: str, body: bytes, msg_id: str = "MSGID1") -> pb.Message:
+    m = pb.Message(topic=pb.Resource(name=topic), body=body)
+    m.system_properties.message_id = msg_id
+    m.system_properties.tag = "TagA"
+    return m
+
+
+def _result(d):
+    out = []
+    d.addBoth(out.append)
+    assert out, "the Deferred did not fire"
+    return out[0]
+
+
+def test_unknown_topic_is_topic_not_found(env) -> None:
+    acts, ch = env
+    with pytest.raises(Refused) as err:
+        acts.query_route(spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")))
+    assert err.value.code == pb.Code.TOPIC_NOT_FOUND
+    with pytest.raises(Refused) as err:
+        acts.send_message(spb.SendMessageRequest(messages=[_message("NoSuchTopic", b"x")]), ch)
+    assert err.value.code == pb.Code.TOPIC_NOT_FOUND
+
+
+def test_oversized_and_empty_bodies_are_refused_with_the_proxys_codes(env) -> None:
+    acts, ch = env
+    big = b"x" * (acts.broker.store_config.maxMessageSize + 1)
+    with pytest.raises(Refused) as err:
+        acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcT", big)]), ch)
+    assert err.value.code == pb.Code.MESSAGE_BODY_TOO_LARGE
+    with pytest.raises(Refused) as err:
+        acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcT", b"")]), ch)
+    assert err.value.code == pb.Code.MESSAGE_BODY_EMPTY
+
+
+def test_route_names_this_broker_on_the_grpc_port(env) -> None:
+    acts, _ = env
+    req = spb.QueryRouteRequest(topic=pb.Resource(name="GrpcT"))
+    req.endpoints.addresses.add(host="10.1.2.3", port=8081)
+    resp = acts.query_route(req)
+    assert resp.status.code == pb.Code.OK
+    assert [q.id for q in resp.message_queues] == [0, 1]
+    assert {(a.host, a.port) for q in resp.message_queues for a in q.broker.endpoints.addresses} == {("10.1.2.3", 8081)}
+
+
+def test_send_receive_ack(env) -> None:
+    acts, ch = env
+    sent = _result(acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcT", b"hello")]), ch))
+    assert sent.status.code == pb.Code.OK, sent
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name="g1"), batch_size=4,
+                                    message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcT"), id=0))
+    req.invisible_duration.seconds = 30
+    req.long_polling_timeout.seconds = 0
+    got = _result(acts.receive_message(req, ch, 10_000))
+    msgs = [r.message for r in got if r.WhichOneof("content") == "message"]
+    assert [m.body for m in msgs] == [b"hello"] and msgs[0].system_properties.message_id == "MSGID1"
+    handle = msgs[0].system_properties.receipt_handle
+    ack = spb.AckMessageRequest(group=pb.Resource(name="g1"), topic=pb.Resource(name="GrpcT"),
+                                entries=[spb.AckMessageEntry(message_id="MSGID1", receipt_handle=handle)])
+    acked = _result(acts.ack_message(ack, ch))
+    assert acked.status.code == pb.Code.OK, acked
+    bad = spb.AckMessageRequest(group=pb.Resource(name="g1"), topic=pb.Resource(name="GrpcT"),
+                                entries=[spb.AckMessageEntry(message_id="MSGID1", receipt_handle="forged")])
+    assert _result(acts.ack_message(bad, ch)).entries[0].status.code == pb.Code.INVALID_RECEIPT_HANDLE
