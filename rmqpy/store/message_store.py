@@ -632,7 +632,8 @@ class MessageStore(DiskSpaceGuard):
                 status = GetMessageStatus.NO_MATCHED_MESSAGE
                 next_phy_file_start = None
                 max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
-                memory = TOTAL_PHYSICAL_MEMORY_SIZE * self.config.accessMessageInMemoryMaxRatio / 100.0
+                # Java: (long) (TOTAL_PHYSICAL_MEMORY_SIZE * (ratio / 100.0))
+                memory = int(TOTAL_PHYSICAL_MEMORY_SIZE * (self.config.accessMessageInMemoryMaxRatio / 100.0))
                 max_phy_pulling = 0
                 i = 0
                 # the filter's per-message checks, skipped when it says it takes everything

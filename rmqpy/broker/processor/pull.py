@@ -166,6 +166,12 @@ class PullMessageProcessor:
         if bc.slaveReadEnable:
             header.suggestWhichBrokerId = (sgc.whichBrokerWhenConsumeSlowly if result.suggest_pulling_from_slave
                                            else sgc.brokerId)
+        # a slave does not correct offsets (offsetCheckInSlave off): the consumer retries at once
+        # and is sent to the group's broker, which is the master by default (4.9.7's OFFSET_MOVED case)
+        if code == ResponseCode.PULL_OFFSET_MOVED and b.store_config.brokerRole == "SLAVE" \
+                and not b.store_config.offsetCheckInSlave:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            header.suggestWhichBrokerId = sgc.brokerId
 
         response: Any = request.response(code, status, header=header)
         if code == ResponseCode.SUCCESS:
