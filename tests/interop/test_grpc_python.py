@@ -83,3 +83,34 @@ def test_unacked_message_comes_back_after_its_invisible_duration(env: Env) -> No
     again = env.client("receive", topic, "grpc_own_unacked", "2", "20", "--linger", "2")[0].of("received")
     assert sorted(r["msgId"] for r in again) == sorted(s["msgId"] for s in sent), again
     assert all(r["attempt"] == 2 for r in again), again
+
+
+BAD_INPUT = """
+import sys, grpc
+from rocketmq.grpc_protocol import definition_pb2 as d, service_pb2 as s, service_pb2_grpc as g
+ch = grpc.insecure_channel(sys.argv[1]); stub = g.MessagingServiceStub(ch)
+md = [("x-mq-client-id", "bad-input")]
+r = stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="NoSuchTopicHere")), metadata=md, timeout=10)
+print("route", d.Code.Name(r.status.code))
+m = d.Message(topic=d.Resource(name=sys.argv[2]), body=b"x" * (4 * 1024 * 1024 + 1))
+m.system_properties.message_id = "BIGONE"
+r = stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=md, timeout=10)
+print("big", d.Code.Name(r.status.code))
+raw = ch.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+try:
+    raw(b"\\xff\\xff\\xff", metadata=md, timeout=10)
+    print("malformed answered")
+except grpc.RpcError as e:
+    print("malformed", e.code().name)
+"""
+
+
+def test_bad_input_gets_the_proxys_codes(env: Env) -> None:
+    topic = "GrpcOwnBad"
+    env.create_topic(topic)
+    proc = env.host.run([sys.executable, "-c", BAD_INPUT, env.endpoint, topic], timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")
+    assert "route TOPIC_NOT_FOUND" in lines and "big MESSAGE_BODY_TOO_LARGE" in lines, proc.stdout
+    # a request that is no protobuf is refused by grpcio before any activity runs
+    assert "malformed INTERNAL" in lines, proc.stdout
