@@ -76,3 +76,39 @@ def test_cluster_list_and_broker_status_print_what_mqadmin_prints(cluster) -> No
     a = [line.split(":")[0].strip() for line in ours(c, "brokerStatus", "-b", c.broker_addr).splitlines()]
     b = [line.split(":")[0].strip() for line in theirs(c, host, "brokerStatus", "-b", c.broker_addr).splitlines()]
     assert a == b and "brokerVersionDesc" in a
+
+
+def _without(text: str, *prefixes: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines() if line.strip() and not line.startswith(prefixes)]
+
+
+def test_consumer_progress_and_message_queries_print_what_mqadmin_prints(cluster) -> None:
+    """A Java 5.3.3 producer sends 3 keyed messages, a push consumer takes them and leaves; then
+    both tools show the group's progress and find the messages by key, offset id and unique id."""
+    c, host = cluster
+    ours(c, "updateTopic", "-b", c.broker_addr, "-t", "AdmMsg", "-r", "2", "-w", "2")
+    sent = clients.harness(host, VERSION, ["produce", "-n", c.ns_addr, "--topic", "AdmMsg", "--count", "3",
+                                           "--keys", "akey{i}", "--tags", "TagA"]).of("sent")
+    assert len(sent) == 3, sent
+    got = clients.harness(host, VERSION, ["consume-push", "-n", c.ns_addr, "--topic", "AdmMsg", "--group", "adm_g",
+                                          "--count", "3", "--from", "first", "--timeout-ms", "60000"], timeout=120)
+    assert len(got.of("received")) >= 3, got
+
+    a = ours(c, "consumerProgress", "-g", "adm_g")
+    b = theirs(c, host, "consumerProgress", "-g", "adm_g")
+    assert _without(a, "Consume TPS") == _without(b, "Consume TPS"), f"ours:\n{a}\nmqadmin:\n{b}"
+    assert "Consume Diff Total: 0" in a and a.count("AdmMsg") == 2
+    a, b = ours(c, "consumerProgress"), theirs(c, host, "consumerProgress")
+    row = [line.split() for line in a.splitlines() if line.startswith("adm_g ")]
+    assert a.splitlines()[0] == b.splitlines()[0] and row, f"ours:\n{a}\nmqadmin:\n{b}"
+    assert row == [line.split() for line in b.splitlines() if line.startswith("adm_g ")]
+
+    m = sent[1]
+    a = ours(c, "queryMsgByKey", "-t", "AdmMsg", "-k", "akey1")
+    b = theirs(c, host, "queryMsgByKey", "-t", "AdmMsg", "-k", "akey1")
+    assert a == b and m["msgId"] in a, f"ours:\n{a}\nmqadmin:\n{b}"
+    for msg_id in (m["offsetMsgId"], m["msgId"]):
+        a = ours(c, "queryMsgById", "-t", "AdmMsg", "-i", msg_id, "-f", "UTF-8")
+        b = theirs(c, host, "queryMsgById", "-t", "AdmMsg", "-i", msg_id, "-f", "UTF-8")
+        assert _without(a) == _without(b), f"ours:\n{a}\nmqadmin:\n{b}"
+        assert f"OffsetID:            {m['offsetMsgId']}" in a and "Keys:                [akey1]" in a
