@@ -66,8 +66,9 @@ def _props(ip: str, ns: str, role: str, broker_id: int) -> dict[str, object]:
             "autoCreateTopicEnable": True, "flushDiskType": "ASYNC_FLUSH", **SIZES}
 
 
-def _start(kind: str, workdir: Path, ip: str, ns: str, role: str, broker_id: int) -> Node:
-    props = _props(ip, ns, role, broker_id)
+def _start(kind: str, workdir: Path, ip: str, ns: str, role: str, broker_id: int,
+           extra: dict[str, object] | None = None) -> Node:
+    props = {**_props(ip, ns, role, broker_id), **(extra or {})}
     if kind == "rmqpy":
         port = servers.free_port()
         proc = servers.start_broker(workdir, ns, props={**props, "listenPort": port,
@@ -110,6 +111,9 @@ def _consume_queues(store: Path, topic: str) -> dict[str, bytes]:
 
 # a 5.3.3 SYNC_MASTER waits for inSyncReplicas (default 1: itself), not for a slave, so the
 # Java 5.3.3 master runs ASYNC_MASTER
+#: the pair that also serves a consumer: every pull counts as behind (0 % of physical memory in
+#: memory), so the master names the slave (whichBrokerWhenConsumeSlowly) and so does the slave
+READ_FROM_SLAVE = {"slaveReadEnable": True, "accessMessageInMemoryMaxRatio": 0}
 CASES = [("rmqpy", "rmqpy", "ASYNC_MASTER"), ("rmqpy", "rmqpy", "SYNC_MASTER"),
          ("rmqpy", "java", "SYNC_MASTER"), ("java", "rmqpy", "SYNC_MASTER"),
          ("rmqpy", "java5", "SYNC_MASTER"), ("java5", "rmqpy", "ASYNC_MASTER")]
@@ -122,10 +126,12 @@ def test_slave_commit_log_is_the_masters(java_built, client_host, master_kind, s
     ns = servers.start_namesrv(workdir / "ns", host=ip)
     ns_addr = f"{ip}:{ns.port}"
     nodes: list[Node] = []
+    reads = (master_kind, slave_kind, role) == ("rmqpy", "rmqpy", "SYNC_MASTER")
+    extra = READ_FROM_SLAVE if reads else None
     try:
-        master = _start(master_kind, workdir / "master", ip, ns_addr, role, 0)
+        master = _start(master_kind, workdir / "master", ip, ns_addr, role, 0, extra)
         nodes.append(master)
-        slave = _start(slave_kind, workdir / "slave", ip, ns_addr, "SLAVE", 1)
+        slave = _start(slave_kind, workdir / "slave", ip, ns_addr, "SLAVE", 1, extra)
         nodes.append(slave)
         # before the slave is connected a SYNC_MASTER answers SLAVE_NOT_AVAILABLE, and before
         # its first report (a Java slave sends it 5 s after connecting) sends time out
@@ -155,7 +161,9 @@ def test_slave_commit_log_is_the_masters(java_built, client_host, master_kind, s
                                 f"{sorted(_consume_queues(master.store, topic))}")
         if JAVA_VERSION.get(master_kind, JAVA) == JAVA and JAVA_VERSION.get(slave_kind, JAVA) == JAVA \
                 and role == "SYNC_MASTER":
-            _check_slave_metadata(client_host, ns_addr, master, slave, topic)
+            _check_slave_metadata(client_host, ns_addr, master, slave, topic, role)
+        if reads:
+            _check_reads_from_slave(client_host, ns_addr, master, slave, topic)
     finally:
         for n in reversed(nodes):
             n.stop()
@@ -163,9 +171,10 @@ def test_slave_commit_log_is_the_masters(java_built, client_host, master_kind, s
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _check_slave_metadata(client_host, ns_addr: str, master: Node, slave: Node, topic: str) -> None:
+def _check_slave_metadata(client_host, ns_addr: str, master: Node, slave: Node, topic: str, role: str) -> None:
     """The topic, a group and its offset made on the master reach the slave within a sync
-    period (3 s after start, then every 10 s); mqadmin clusterList shows an rmqpy pair as BID 0
+    period (3 s after start, then every 10 s); mqadmin getBrokerConfig -c shows master and slave
+    with their role and id, whichever broker each is; clusterList shows an rmqpy pair as BID 0
     and 1."""
     group = f"GID_{topic}"
     _admin(master.addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
@@ -176,6 +185,10 @@ def _check_slave_metadata(client_host, ns_addr: str, master: Node, slave: Node, 
     wait_until(lambda: _metadata(slave.addr, topic, group) == (True, True, 17), 15,
                what="the master's topic, group and offset on the slave",
                diag=lambda: f"{_metadata(slave.addr, topic, group)}\n{slave.tail()}")
+    sections = _broker_configs(clients.mqadmin(client_host, JAVA, ["getBrokerConfig", "-c", "HaCluster"], ns_addr))
+    assert {title: (conf.get("brokerRole"), conf.get("brokerId")) for title, conf in sections.items()} == {
+        f"Master: {master.addr}": (role, "0"),
+        f"My Master: {master.addr}=====Slave: {slave.addr}": ("SLAVE", "1")}, sections.keys()
     if master.kind != "rmqpy" or slave.kind != "rmqpy":
         return
     out = clients.mqadmin(client_host, JAVA, ["clusterList"], ns_addr)
@@ -184,6 +197,37 @@ def _check_slave_metadata(client_host, ns_addr: str, master: Node, slave: Node, 
     status = clients.mqadmin(client_host, JAVA, ["brokerStatus", "-b", master.addr], ns_addr)
     fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in status.splitlines())}
     assert fields.get("haSlaveConnections") == "1", status
+
+
+def _broker_configs(out: str) -> dict[str, dict[str, str]]:
+    """mqadmin getBrokerConfig's output: per ``============TITLE============`` its ``key  =  value`` lines."""
+    sections: dict[str, dict[str, str]] = {}
+    current: dict[str, str] = {}
+    for line in out.splitlines():
+        if line.startswith("============") and line.endswith("============"):
+            current = sections[line.strip("=")] = {}
+        elif "=" in line:
+            key, _, value = line.partition("=")
+            current[key.strip()] = value.strip()
+    return sections
+
+
+def _check_reads_from_slave(client_host, ns_addr: str, master: Node, slave: Node, topic: str) -> None:
+    """The official push consumer reads the topic with both brokers counting every pull as behind:
+    after its first pull of each queue from the master it is sent to the slave (brokerId 1) and
+    stays there; it gets each message once, and the slave is the one that served them
+    (msgGetTotalTodayNow: messages its store handed out)."""
+    before = {n.addr: int(n.runtime()["msgGetTotalTodayNow"]) for n in (master, slave)}
+    ev = clients.harness(client_host, JAVA, ["consume-push", "-n", ns_addr, "-t", topic, "-g", f"GID_{topic}_read",
+                                             "-c", str(COUNT), "--linger-ms", "1500", "--timeout-ms", "90000"],
+                         timeout=150, check=False)
+    assert ev.done and ev.done.get("ok"), (ev.errors[:5], ev[-3:])
+    keys = [e.get("keys") for e in ev.of("received")]
+    assert len(keys) == COUNT and set(keys) == {f"k{i}" for i in range(COUNT)}, (len(keys), len(set(keys)))
+    served = {n.addr: int(n.runtime()["msgGetTotalTodayNow"]) - before[n.addr] for n in (master, slave)}
+    queues = 4  # the topic's read queues; the master serves at most each one's first pull: 8 messages
+    # (maxTransferCountOnMessageInDisk, every message being "on disk" at ratio 0)
+    assert served[master.addr] <= queues * 8 and served[slave.addr] >= COUNT - queues * 8, served
 
 
 def test_push_consumer_reads_the_slave_while_the_master_is_down(java_built, client_host, tmp_path):
