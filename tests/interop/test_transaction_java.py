@@ -213,11 +213,23 @@ def replies_sent_ok(out, received: dict[str, dict]) -> None:
 
 
 def quick_request_timeouts(out, n: int, timeout: int) -> bool:
-    """The 5.3.3 client's signature: every request() threw RequestTimeoutException long before its timeout."""
+    """The 5.3.3 client's signature: every request() threw RequestTimeoutException before its timeout ran out."""
     errs = out.errors
     return len(errs) == n and not out.of("replied") and all(
-        e["class"].endswith("RequestTimeoutException") and e["elapsedMs"] < timeout / 2
+        e["class"].endswith("RequestTimeoutException") and returned_early(e, timeout)
         and f"OK, but wait reply message timeout, {timeout} ms." in e["message"] for e in errs)
+
+
+def returned_early(err: dict, timeout: int) -> bool:
+    """request() threw before its timeout had run out, i.e. without waiting for the reply.
+
+    A client that waits awaits the reply for ``timeout - cost`` after a send that took ``cost``, so it
+    throws at ``timeout`` or later, however loaded the host. The 5.3.3 client's send callback releases
+    that wait, so it throws once the send is answered, which is within ``timeout - cost`` or the send fails
+    with another exception. ``elapsedMs`` (the harness's clock around request()) is thus below ``timeout``
+    exactly when the client did not wait; how far below depends on the load, so no fraction of it is used.
+    """
+    return err["elapsedMs"] < timeout
 
 
 def test_request_reaches_replier_and_reply_reaches_requester(env: Env) -> None:
@@ -260,7 +272,7 @@ def test_request_without_replier_times_out(env: Env) -> None:
     assert "OK, but wait reply message timeout, 3000 ms." in err["message"], err
     if env.version.startswith("5.") and quick_request_timeouts(out, 1, 3000):
         pytest.xfail(CLIENT_533_REQUEST_BUG)
-    assert err["elapsedMs"] >= 2900
+    assert not returned_early(err, 3000), err
 
 
 def test_reply_to_a_requester_that_is_gone_gets_java_system_error(env: Env) -> None:
@@ -337,7 +349,7 @@ def _outcome(out, timeout: int) -> dict:
     return {
         "exit": out.returncode,
         "events": sorted({e["event"] for e in out}),
-        "requester": sorted((e["i"], e["class"], norm(e["message"]), e["elapsedMs"] < timeout / 2)
+        "requester": sorted((e["i"], e["class"], norm(e["message"]), returned_early(e, timeout))
                             for e in out.errors),
         "callbacks": [(c["i"], c["kind"], c.get("nullMessage"), c.get("class")) for c in out.of("callback")],
         "replied": sorted((r["i"], r["topic"], r["body"], keys(r["properties"], "MSG_TYPE", "TTL", "CLUSTER"))

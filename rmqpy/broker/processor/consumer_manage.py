@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rmqpy.broker.topic import RETRY_GROUP_TOPIC_PREFIX
 from rmqpy.broker.validation import is_group_auto_creatable, validate_topic
 from rmqpy.protocol.bodies.heartbeat import consumer_list_body
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
@@ -80,7 +81,8 @@ class ConsumerManageProcessor:
         3. a queue that never had a message (max offset 0): 0, for every client. Nothing is there to
            replay and nothing can be skipped. Java 4.9.7 answers 0 here too; Java 5.x answers
            QUERY_NOT_FOUND and so skips what arrives in the window above (measured with 4.9.8 and 5.3.3
-           clients against the 5.3.3 broker);
+           clients against the 5.3.3 broker). A ``%RETRY%`` queue of a group that does not consume from a
+           timestamp is left to rule 4, where no window opens (:meth:`_no_window`);
         4. otherwise the rule of the client's generation (``version``, MQVersion ordinal): from V5_0_0
            (413) on, 5.3.3's: 0 while the queue starts at 0 and its message 0 is still in memory
            (``checkInMemByConsumeOffset(topic, queueId, 0, 1)``), else QUERY_NOT_FOUND; older clients,
@@ -97,7 +99,7 @@ class ConsumerManageProcessor:
             return request.response(ResponseCode.QUERY_NOT_FOUND,
                                     "Not found, do not set to zero, maybe this group boot first")
         store = b.message_store
-        if store.get_max_offset_in_queue(h.topic, h.queueId) <= 0:
+        if store.get_max_offset_in_queue(h.topic, h.queueId) <= 0 and not self._no_window(h.consumerGroup, h.topic):
             return request.response(ResponseCode.SUCCESS, None, header=QueryConsumerOffsetResponseHeader(0))
         min_offset = store.get_min_offset_in_queue(h.topic, h.queueId)
         if request.version >= MQVersion.V5_0_0:
@@ -108,6 +110,20 @@ class ConsumerManageProcessor:
             return request.response(ResponseCode.SUCCESS, None, header=QueryConsumerOffsetResponseHeader(0))
         return request.response(ResponseCode.QUERY_NOT_FOUND,
                                 "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+    def _no_window(self, group: str, topic: str) -> bool:
+        """Whether a QUERY_NOT_FOUND for this never-used queue opens no skip window, so the generation's
+        own rule can answer: true for the ``%RETRY%`` queue of a group that does not consume from a
+        timestamp. On not found both clients (4.9.8, 5.3.3 ``RebalancePushImpl.computePullFromWhere``)
+        start a retry queue at 0 by themselves, except CONSUME_FROM_TIMESTAMP (the max offset, read
+        later), and keep no offset for it, so they commit none. Answered 0, they keep 0 and commit it at
+        their next persist or at shutdown, and mqadmin consumerProgress prints a ``%RETRY%group`` row
+        the Java 5.3.3 broker does not have, depending only on whether the consumer had learned the
+        retry topic's route before it shut down (on a loaded host it had)."""
+        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return False
+        info = self.broker.consumer_manager.get(group)
+        return info is not None and info.consume_from_where != "CONSUME_FROM_TIMESTAMP"
 
     def _memory_window(self) -> float:
         """Bytes from the commit log's end that Java counts as in memory (accessMessageInMemoryMaxRatio

@@ -231,6 +231,32 @@ def test_query_consumer_offset_empty_queue_answers_zero_for_every_client(broker,
     assert "offset" not in (resp.ext_fields or {})
 
 
+@pytest.mark.parametrize("start, v5_code", [("CONSUME_FROM_LAST_OFFSET", ResponseCode.QUERY_NOT_FOUND),
+                                             ("CONSUME_FROM_FIRST_OFFSET", ResponseCode.QUERY_NOT_FOUND),
+                                             ("CONSUME_FROM_TIMESTAMP", ResponseCode.SUCCESS)])
+def test_query_consumer_offset_never_used_retry_queue_of_a_member(broker, start, v5_code):
+    """A member's never-used %RETRY% queue: the generation's rule (5.3.3: not found, as the Java 5.3.3
+    broker, so the 5.3.3 client starts it at 0 by itself and commits no offset, and consumerProgress has no
+    %RETRY% row; 4.9.x: 0), except for a group consuming from a timestamp, which on not found would start
+    at a max offset read later: 0 for it, as for every never-used queue."""
+    ch = FakeChannel()
+    hb = heartbeat("c1", "GR", "TR")
+    data = HeartbeatData.decode(hb.body)
+    data.consumerDataSet[0].consumeFromWhere = start
+    hb.body = data.encode()
+    assert call(broker, ch, hb).code == ResponseCode.SUCCESS
+    resp = _query(broker, ch, "GR", "%RETRY%GR", version=MQVersion.V5_3_3)
+    assert resp.code == v5_code
+    if v5_code == ResponseCode.QUERY_NOT_FOUND:
+        assert resp.remark == NOT_FOUND
+    else:
+        assert resp.ext_fields["offset"] == "0"
+    resp = _query(broker, ch, "GR", "%RETRY%GR", version=MQVersion.V4_9_8)
+    assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "0"
+    # the group's plain topic keeps rule 3 for every client
+    assert _query(broker, ch, "GR", "TR", version=MQVersion.V5_3_3).ext_fields["offset"] == "0"
+
+
 def test_query_consumer_offset_rule_per_client_generation(broker, monkeypatch):
     ch = FakeChannel()
     call(broker, ch, send_request("TO", b"a"))
