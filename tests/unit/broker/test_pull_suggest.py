@@ -146,3 +146,22 @@ def test_a_master_past_its_end_corrects_the_offset(tmp_path):
         assert resp.code == ResponseCode.PULL_OFFSET_MOVED and resp.ext_fields["nextBeginOffset"] == "0"
     finally:
         b.shutdown()
+
+
+def test_a_slave_that_is_itself_behind_keeps_the_consumer(tmp_path, small_memory):
+    """The same rule on a slave (a store written by a master, reopened with brokerRole=SLAVE):
+    with slaveReadEnable a pull behind memory names whichBrokerWhenConsumeSlowly (1), one in memory
+    the group's brokerId (0); without it the slave still serves (4.9.7) and names 0."""
+    b = _broker(tmp_path)
+    try:
+        _send(b, "TOnSlave", 20)
+    finally:
+        b.shutdown()
+    for read_enable, expected in ((True, [1, 0]), (False, [0, 0])):
+        s = _broker(tmp_path, brokerRole="SLAVE", brokerId=1, slaveReadEnable=read_enable)
+        try:
+            answers = [_pull(s, "TOnSlave", i) for i in (0, 19)]
+            assert [r.code for r in answers] == [ResponseCode.SUCCESS] * 2
+            assert [_suggest(r) for r in answers] == expected, read_enable
+        finally:
+            s.shutdown()
