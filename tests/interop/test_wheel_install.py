@@ -3,7 +3,9 @@
 The wheel (built from the sdist, as ``python -m build`` does) goes into a new venv with its
 dependencies from the package index; the venv's ``mqnamesrv`` and ``mqbroker`` run from a
 directory outside the checkout, with no PYTHONPATH; the official Java 5.3.3 client sends through
-them and consumes what it sent.
+them and consumes what it sent. The wheel carries the Spark data source too: ``rmqpy_spark`` imports
+from the venv, with the ``[spark]`` extra's libraries (declared in the wheel's metadata) taken from
+this interpreter rather than downloaded again (pyspark alone is ~450 MB).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -59,6 +62,15 @@ def test_wheel_in_a_fresh_venv_runs_a_name_server_and_broker_for_a_java_client(j
                  cwd=run_dir, env=env)
     assert where.startswith(str(venv)) and "['broker.conf', 'namesrv.conf']" in where, where
     assert "rmq-broker" in _run([str(bin_ / "twistd"), "--help"], cwd=run_dir, env=env)
+
+    # the extra as pip reads it, then the package from the wheel (pyspark & co. appended after the venv)
+    libs = sysconfig.get_paths()["purelib"]
+    spark = _run([str(bin_ / "python"), "-c", "import sys, importlib.metadata as m; "
+                  "print(sorted(r.split(';')[0] for r in m.requires('rmqpy') if 'extra == \"spark\"' in r)); "
+                  f"sys.path.append({libs!r}); import rmqpy_spark; print(rmqpy_spark.__file__); "
+                  "print(rmqpy_spark.register.__module__)"], cwd=run_dir, env=env).splitlines()
+    assert spark[0] == "['numpy>=1.26', 'pyarrow==26.0.1', 'pyspark==4.3.0']", spark
+    assert spark[1].startswith(str(venv)) and spark[2] == "rmqpy_spark.datasource", spark
 
     ns_port, broker_port = servers.free_port(), servers.free_port()
     host_ip = client_host.host_ip
