@@ -48,3 +48,20 @@ def test_every_source_directory_is_a_package_so_the_wheel_ships_it():
     missing = [str(d.relative_to(ROOT)) for d in root.rglob("*") if d.is_dir() and d.name != "__pycache__"
                and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
     assert missing == []   # find_packages (setup.py) skips a directory without __init__.py
+
+
+def test_query_msg_by_id_writes_no_body_outside_its_directory(tmp_path, monkeypatch):
+    """The body file is named after the message's unique id, which the broker returns: an id that
+    is not a plain file name is refused rather than written elsewhere."""
+    from rmqpy.protocol.message import MessageExt
+    monkeypatch.setattr(admin, "BODY_DIR", str(tmp_path / "a" / "bodies"))
+    msg = MessageExt(topic="T", body=b"x", properties={"UNIQ_KEY": "../../escape"})
+    with pytest.raises(admin.AdminError, match="not a file name"):
+        admin._print_msg(admin.Admin("127.0.0.1:1"), msg, None, print)
+    assert not (tmp_path / "escape").exists() and not (tmp_path / "a").exists()
+
+
+def test_query_msg_by_id_says_resend_and_push_are_not_supported(capsys):
+    assert admin.main(["queryMsgById", "-n", "127.0.0.1:1", "-t", "T", "-i", "X", "-s", "true"]) == 1
+    assert "not supported by rmqpy-admin; use mqadmin" in capsys.readouterr().err
+
