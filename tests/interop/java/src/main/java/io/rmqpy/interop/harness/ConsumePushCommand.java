@@ -156,7 +156,11 @@ public final class ConsumePushCommand implements Command {
             boolean accept = n > p.reconsumeLater;
             int delivered = deliveries.incrementAndGet();
             if (p.haltAfter > 0 && delivered > p.haltAfter) {
-                Runtime.getRuntime().halt(0);
+                // a later delivery on another consume thread: never return (no ack, no offset), and leave
+                // the halt to the thread of delivery haltAfter. Halting here could end the JVM before that
+                // thread has written its received/halting lines (seen with --halt-after 1: four popped
+                // messages on four threads, and the run printed only "started").
+                parkForever();
             }
             out.event("received").putAll(Common.messageFields(m, p.maxBodyPrint))
                 .put("delivery", n)
@@ -248,6 +252,17 @@ public final class ConsumePushCommand implements Command {
             .put("stopped", stopped)
             .put("elapsedMs", System.currentTimeMillis() - start).emit();
         return ok ? 0 : 1;
+    }
+
+    /** Blocks the calling thread until the JVM halts. */
+    private static void parkForever() {
+        while (true) {
+            try {
+                Thread.sleep(Long.MAX_VALUE);
+            } catch (InterruptedException e) {
+                // shutdown interrupts the consume threads: keep holding the message
+            }
+        }
     }
 
     /** Emits "assigned" whenever the set of queues this member's rebalance holds changes. */
