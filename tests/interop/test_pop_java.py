@@ -14,6 +14,7 @@ Both brokers run with ``defaultMessageRequestMode=POP``, so the client's QUERY_A
 """
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop import clients, jvm, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -44,6 +46,18 @@ class _Env:
         assert len(sent) == n and all(s["status"] == "SEND_OK" for s in sent), sent
         return [s["msgId"] for s in sent]
 
+    store: Path  # the broker's storePathRootDir
+
+    def offsets_on_disk(self, topic: str, group: str) -> dict[int, int]:
+        """The group's offsets of ``topic`` in the broker's config/consumerOffset.json (what a kill -9 keeps;
+        both brokers write int keys unquoted, as fastjson does)."""
+        try:
+            text = (self.store / "config" / "consumerOffset.json").read_text()
+        except OSError:
+            return {}
+        m = re.search(re.escape(f'"{topic}@{group}"') + r"\s*:\s*\{([^}]*)\}", text)
+        return {int(q): int(o) for q, o in re.findall(r"(\d+)\s*:\s*(-?\d+)", m.group(1))} if m else {}
+
     def pop_consume(self, topic: str, group: str, count: int, *extra: str, timeout_ms: int = 40000,
                     check: bool = True):
         return self.harness("consume-push", "--pop", "--topic", topic, "--group", group, "--count", str(count),
@@ -58,6 +72,7 @@ class PyEnv(_Env):
         self.host = host
         self.cluster = servers.Cluster(tmp, host.host_ip, {"brokerName": "broker-pop-py", **POP_PROPS})
         self.ns_addr = self.cluster.ns_addr
+        self.store = self.cluster.broker.workdir / "store"
 
     def kill9_and_restart(self) -> None:
         self.cluster.broker.kill9()
@@ -76,6 +91,7 @@ class JavaEnv(_Env):
         self.tmp = tmp
         self.cluster = jvm.JavaCluster(VERSION, tmp, host.host_ip, {"brokerName": "broker-pop-j", **POP_PROPS})
         self.ns_addr = self.cluster.ns_addr
+        self.store = self.cluster.broker.home / "store"
 
     def kill9_and_restart(self) -> None:
         c = self.cluster
@@ -127,7 +143,11 @@ def test_unacked_messages_come_back_after_invisible_time_and_broker_kill9(env: _
     (delivered,) = first.of("received")
     assert delivered["msgId"] in ids and delivered["reconsumeTimes"] == 0
     popped_at = time.monotonic()
-    time.sleep(6)  # both brokers flush consumer offsets every 5 s
+    # kill once the broker has written the pop offsets (both brokers persist consumer offsets every 5 s, the
+    # first time 10 s after their start): killed before, it pops the four again from offset 0 besides
+    # reviving them, and each comes twice (seen with this test run alone, the broker started 3 s before the pop)
+    assert wait_until(lambda: env.offsets_on_disk(topic, group) == {0: 1, 1: 1, 2: 1, 3: 1}, 16, 0.2), \
+        env.offsets_on_disk(topic, group)
     env.kill9_and_restart()
     out = env.pop_consume(topic, group, 4, "--linger-ms", "4000", timeout_ms=60000)
     again = out.of("received")
