@@ -91,8 +91,14 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         left = context.time_remaining()
         return int(left * 1000) if left is not None else 30_000
 
-    def _no_client(self, make: Callable[[Any], Any]) -> Any:
-        return make(status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
+    def _answer_as_client(self, make: Callable[[Any], Any], fn: Callable[..., Any], request: Any,
+                          context: Any, *args: Any) -> Any:
+        """``_answer`` for calls made as a client: ``fn(request, channel, *args)``, or
+        CLIENT_ID_REQUIRED when the call names no (valid) client id."""
+        ch = self._channel(context)
+        if ch is None:
+            return make(status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
+        return self._answer(make, fn, request, ch, *args)
 
     # ------------------------------------------------------------------ unary calls
     def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802 (the service's names)
@@ -109,24 +115,15 @@ class _Servicer(sgrpc.MessagingServiceServicer):
 
     def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.SendMessageResponse(status=s)  # noqa: E731
-        ch = self._channel(context)
-        if ch is None:
-            return self._no_client(make)
-        return self._answer(make, self.a.send_message, request, ch)
+        return self._answer_as_client(make, self.a.send_message, request, context)
 
     def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.AckMessageResponse(status=s)  # noqa: E731
-        ch = self._channel(context)
-        if ch is None:
-            return self._no_client(make)
-        return self._answer(make, self.a.ack_message, request, ch)
+        return self._answer_as_client(make, self.a.ack_message, request, context)
 
     def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.ChangeInvisibleDurationResponse(status=s)  # noqa: E731
-        ch = self._channel(context)
-        if ch is None:
-            return self._no_client(make)
-        return self._answer(make, self.a.change_invisible_duration, request, ch)
+        return self._answer_as_client(make, self.a.change_invisible_duration, request, context)
 
     def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.NotifyClientTerminationResponse(status=s)  # noqa: E731
@@ -136,10 +133,8 @@ class _Servicer(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ streams
     def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
         make = lambda s: [spb.ReceiveMessageResponse(status=s)]  # noqa: E731
-        ch = self._channel(context)
-        answers = self._no_client(make) if ch is None else \
-            self._answer(make, self.a.receive_message, request, ch, self._remaining_ms(context))
-        yield from answers
+        yield from self._answer_as_client(make, self.a.receive_message, request, context,
+                                          self._remaining_ms(context))
         now = self.a.broker.now_ms()
         done = spb.ReceiveMessageResponse()
         done.delivery_timestamp.seconds, done.delivery_timestamp.nanos = now // 1000, (now % 1000) * 1_000_000
