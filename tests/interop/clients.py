@@ -12,12 +12,17 @@ from tests.interop.waiting import wait_until
 
 def mqadmin(host, version: str, args: Sequence[str], namesrv_addr: str, timeout: float = 90,
             sysprops: dict[str, str] | None = None) -> str:
-    """Run mqadmin inside ``host``; returns stdout (mqadmin exits 0 on most errors: read it)."""
+    """Run mqadmin inside ``host``; returns stdout (mqadmin exits 0 on most errors: read it).
+
+    MQAdminStartup runs unchanged through the harness' FastExit launcher (as :func:`jvm.mqadmin`
+    does), which only cuts the 3-6 s that the remoting client's shutdown and netty's quiet period
+    spend before the JVM ends (measured 7 s -> 1 s for a 5.3.3 clusterList)."""
     jvm.ensure_built()
     args = [str(a) for a in args]
     args = [args[0], "-n", namesrv_addr, *args[1:]]
     home = jvm.default_home()
-    cmd = jvm.java_cmd(version, jvm.MQADMIN_MAIN, args, sysprops, kind="tools", home=home)
+    props = {"rmq.logback.configurationFile": "rmq.tools.logback.xml", **(sysprops or {})}
+    cmd = jvm.java_cmd(version, jvm.FASTEXIT_MAIN, [jvm.MQADMIN_MAIN, *args], props, kind="harness", home=home)
     proc = host.run(cmd, timeout=timeout, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, f"mqadmin {args[0]} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-3000:]}"
     return proc.stdout
