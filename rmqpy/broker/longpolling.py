@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from twisted.internet import defer
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 
@@ -44,7 +45,7 @@ class PullRequestHoldService:
         self.long_polling = long_polling
         self.short_polling_ms = short_polling_ms
         self.table: dict[tuple[str, int], list[PullRequest]] = {}
-        self._call: Any = None
+        self._loop: LoopingCall | None = None
         self.max_total = max_total  # <= 0: no bound
         self.max_per_channel = max_per_channel
         self._held = 0
@@ -53,23 +54,20 @@ class PullRequestHoldService:
 
     # ------------------------------------------------------------------ service
     def start(self) -> None:
-        self._schedule()
+        self._loop = LoopingCall(self._tick)
+        self._loop.clock = self.clock
+        self._loop.start(5.0 if self.long_polling else self.short_polling_ms / 1000.0, now=False)
 
     def stop(self) -> None:
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        self._call = None
-
-    def _schedule(self) -> None:
-        interval = 5.0 if self.long_polling else self.short_polling_ms / 1000.0
-        self._call = self.clock.callLater(interval, self._tick)
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
 
     def _tick(self) -> None:
         try:
             self.check_hold_requests()
-        except Exception:
+        except Exception:  # a failing check must not end the loop
             self.log.failure("check hold requests failed")
-        self._schedule()
 
     # ------------------------------------------------------------------ API
     def suspend(self, topic: str, queue_id: int, req: PullRequest) -> defer.Deferred | None:
