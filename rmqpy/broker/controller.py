@@ -127,7 +127,12 @@ class BrokerController:
         self.transactional_message_service = TransactionalMessageService(self)
         self.timer_message_service = TimerMessageService(self)  # 5.x timer messages (TIMER_DELIVER_MS...)
         self.pop_service = PopService(self)  # 5.x POP consumption (rmqpy/broker/pop/)
-        self.pop_revive_service = PopReviveService(self, self.pop_service)
+        self.pop_revive_service = PopReviveService(
+            self.pop_service, clock=reactor, now_ms=self.now_ms, store=lambda: self.message_store,
+            offsets=self.consumer_offset_manager, topics=self.topic_config_manager,
+            groups=self.subscription_group_manager, store_host=self.store_host,
+            interval_ms=lambda: bc.reviveInterval, is_master=lambda: bc.brokerId == 0,
+            ck_buffer_size=bc.popCkMaxBufferSize)
         self.message_request_mode_manager = MessageRequestModeManager(self.config_dir)
 
         self.dispatcher = RequestDispatcher()

@@ -16,7 +16,9 @@ records per queue.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
+
+from twisted.internet.task import LoopingCall
 
 from rmqpy.broker.pop.receipt import PROPERTY_FIRST_POP_TIME, RETRY_GROUP_TOPIC_PREFIX, REVIVE_GROUP, normal_topic
 from rmqpy.broker.pop.records import AckMsg, PopCheckPoint, decode_record_body
@@ -25,8 +27,11 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.results import PutMessageResult
 
 if TYPE_CHECKING:
-    from rmqpy.broker.api import Broker
+    from rmqpy.broker.offsets import ConsumerOffsetManager
     from rmqpy.broker.pop.service import PopService
+    from rmqpy.broker.subscription import SubscriptionGroupManager
+    from rmqpy.broker.topic import TopicConfigManager
+    from rmqpy.store.api import MessageStore
 
 ACK_TIME_INTERVAL_MS = 1000
 SECOND_MS = 1000
@@ -50,37 +55,54 @@ class ReviveQueue:
 
 
 class PopReviveService:
+    """Takes what it reads and writes as collaborators (as broker/longpolling.py does), not the broker.
+
+    ``store`` is a callable: the broker builds its message store after this service.
+    ``interval_ms`` (``reviveInterval``) and ``is_master`` (Java ``shouldRunPopRevive``) are read at
+    every tick, so an UPDATE_BROKER_CONFIG of ``reviveInterval`` applies from the next tick as in Java.
+    """
+
     log = RateLimitedLogger()
 
-    def __init__(self, broker: "Broker", pop: "PopService") -> None:
-        self.broker = broker
+    def __init__(self, pop: "PopService", *, clock: Any, now_ms: Callable[[], int],
+                 store: Callable[[], "MessageStore"], offsets: "ConsumerOffsetManager",
+                 topics: "TopicConfigManager", groups: "SubscriptionGroupManager", store_host: tuple[str, int],
+                 interval_ms: Callable[[], int], is_master: Callable[[], bool], ck_buffer_size: int) -> None:
         self.pop = pop
+        self.clock = clock
+        self.now_ms = now_ms
+        self.store = store
+        self.offsets = offsets
+        self.topics = topics
+        self.groups = groups
+        self.store_host = store_host
+        self.interval_ms = interval_ms
+        self.is_master = is_master
         self.topic = pop.revive_topic
-        bc = broker.broker_config
         self.queues = [ReviveQueue(i) for i in range(pop.revive_queue_num)]
-        self.max_open = max(1, bc.popCkMaxBufferSize // pop.revive_queue_num)
-        self._call: Any = None
+        self.max_open = max(1, ck_buffer_size // pop.revive_queue_num)
+        self._loop: LoopingCall | None = None
         self.revived = 0
 
     # ------------------------------------------------------------------ service
     def start(self) -> None:
-        self._schedule()
+        self._loop = LoopingCall(self._tick)
+        self._loop.clock = self.clock
+        self._loop.start(self.interval_ms() / 1000.0, now=False)
 
     def stop(self) -> None:
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        self._call = None
-
-    def _schedule(self) -> None:
-        self._call = self.broker.reactor.callLater(self.broker.broker_config.reviveInterval / 1000.0, self._tick)
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
 
     def _tick(self) -> None:
         try:
-            if self.broker.broker_config.brokerId == 0:  # only a master revives (shouldRunPopRevive)
+            if self.is_master():  # only a master revives (shouldRunPopRevive)
                 self.run_once()
         except Exception:
             self.log.failure("pop revive failed")
-        self._schedule()
+        if self._loop is not None:
+            self._loop.interval = self.interval_ms() / 1000.0
 
     def run_once(self) -> None:
         for q in self.queues:
@@ -89,10 +111,9 @@ class PopReviveService:
 
     # ------------------------------------------------------------------ reading
     def _read(self, q: ReviveQueue) -> None:
-        b = self.broker
-        store = b.message_store
+        store = self.store()
         if q.next_offset < 0:
-            committed = b.consumer_offset_manager.query_offset(REVIVE_GROUP, self.topic, q.queue_id)
+            committed = self.offsets.query_offset(REVIVE_GROUP, self.topic, q.queue_id)
             q.next_offset = max(committed + 1, store.get_min_offset_in_queue(self.topic, q.queue_id))
         read = 0
         while read < MAX_READ_PER_TICK and len(q.open) < self.max_open:
@@ -137,7 +158,7 @@ class PopReviveService:
 
     # ------------------------------------------------------------------ reviving
     def _revive(self, q: ReviveQueue) -> None:
-        now = self.broker.now_ms()
+        now = self.now_ms()
         done: list[str] = []
         for key, opened in q.open.items():
             ck = opened.ck
@@ -158,15 +179,14 @@ class PopReviveService:
             offset = oldest - 1
         else:
             offset = q.next_offset - 1
-        com = self.broker.consumer_offset_manager
+        com = self.offsets
         if offset >= 0 and offset > com.query_offset(REVIVE_GROUP, self.topic, q.queue_id):
             com.commit_offset(LOCAL_HOST, REVIVE_GROUP, self.topic, q.queue_id, offset)
 
     def _revive_ck(self, ck: PopCheckPoint) -> bool:
         """Put every un-acked message of ``ck`` to the pop retry topic; False to try again later."""
-        b = self.broker
-        tcm = b.topic_config_manager
-        if tcm.select(normal_topic(ck.topic, ck.cid)) is None or b.subscription_group_manager.find(ck.cid) is None:
+        tcm = self.topics
+        if tcm.select(normal_topic(ck.topic, ck.cid)) is None or self.groups.find(ck.cid) is None:
             return True  # Java skips checkpoints of deleted topics and groups
         tc = tcm.select(ck.topic)
         if tc is None or not 0 <= ck.queue_id < tc.readQueueNums:
@@ -175,7 +195,7 @@ class PopReviveService:
             if ck.bit_map & (1 << i):
                 continue
             offset = ck.ack_offset_by_index(i)
-            got = b.message_store.get_message(ck.cid, ck.topic, ck.queue_id, offset, 1)
+            got = self.store().get_message(ck.cid, ck.topic, ck.queue_id, offset, 1)
             if got is None or not got.message_list:
                 self.log.info("revive: no message {t}:{q}:{o}, skipped", t=ck.topic, q=ck.queue_id, o=offset)
                 ck.bit_map |= 1 << i
@@ -188,7 +208,6 @@ class PopReviveService:
         return True
 
     def _put_retry(self, ck: PopCheckPoint, msg: Any) -> bool:
-        b = self.broker
         retry = ck.topic if ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else self.pop.retry_topic_of(ck.topic, ck.cid)
         props = dict(msg.properties)
         if msg.reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in props:
@@ -197,9 +216,9 @@ class PopReviveService:
         inner = MessageExtBrokerInner(
             topic=retry, queue_id=0, body=msg.body or b"", flag=msg.flag, properties=props,
             properties_string=properties_to_string(props), sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=b.store_host, store_host=b.store_host,
+            born_timestamp=msg.born_timestamp, born_host=self.store_host, store_host=self.store_host,
             reconsume_times=msg.reconsume_times + 1, tags_code=tags_string_to_tags_code(props.get("TAGS")))
-        result = b.message_store.put_message_now(inner)
+        result = self.store().put_message_now(inner)
         if not isinstance(result, PutMessageResult):
             # SYNC_FLUSH: the record is written; the flush finishes on its own
             return True
