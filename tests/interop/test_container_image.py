@@ -13,16 +13,19 @@ Two containers from the one image, each with the command a user gives (the compo
 in the host's network (``--network=host``: podman's own network layer would touch the firewall,
 which the suite never does), on free ports given with ``-D``, their store and logs on bind-mounted
 volumes. The official Java 5.3.3 producer and push consumer run in a third container (the suite's
-podman client host, its own network namespace) and must see every message they sent; the
+podman client host, its own network namespace) and must see every message they sent, and so
+must the official Python client over the broker's gRPC port (the README's path); the
 image's HEALTHCHECK (``podman healthcheck run``: no systemd timers here) reports both healthy; the
 broker's Prometheus endpoint counts the traffic under RocketMQ's metric names; the store and log
 files on the volumes belong to the image's non-root user.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -30,7 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.interop import clients, isolation, servers
+from tests.interop import clients, isolation, jvm, servers
 from tests.interop.test_metrics_logs import parse, value
 from tests.interop.waiting import wait_until
 
@@ -43,6 +46,8 @@ IMAGE = "localhost/rmqpy:ci"
 UID = 10001
 CONF = "/home/rocketmq/conf"
 TOPIC, GROUP, COUNT = "TContainer", "g_container", 40
+GRPC_TOPIC = "TContainerGrpc"
+PY_CLIENT = Path(__file__).parent / "pyclient" / "grpc_client.py"
 #: the host's CA bundle, for pip behind a TLS-intercepting proxy (harmless without one)
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -109,6 +114,14 @@ class Containers:
     def remove(self) -> None:
         if self.names:
             podman("rm", "-f", "-t", "0", *self.names, check=False)
+
+
+def _py_client(host, endpoint: str, *args: str) -> jvm.Events:
+    if importlib.util.find_spec("rocketmq") is None:
+        pytest.fail("rocketmq-python-client (the test extra) is not installed")
+    proc = host.run([sys.executable, str(PY_CLIENT), endpoint, *args], timeout=120)
+    assert proc.returncode == 0, f"grpc_client {args} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    return jvm.Events(jvm._parse_lines(proc.stdout))
 
 
 def scrape(host: str, port: int):
@@ -180,6 +193,14 @@ def test_java_client_through_the_image(image: dict, java_built, client_host, tmp
         ns_samples = scrape(ip, ns_metrics)
         assert value(ns_samples, "rocketmq_rpc_latency_milliseconds_count", request_code="register_broker",
                      node_type="namesrv") >= 1
+
+        # the README's path for Python: a topic made with the image's rmqpy-admin, then the official
+        # Python client (gRPC, RocketMQ 5) sends and receives through the broker container
+        assert "success" in podman("exec", broker, "rmqpy-admin", "updateTopic", "-n", ns_addr, "-c", "DefaultCluster",
+                                   "-t", GRPC_TOPIC).stdout
+        sent_py = _py_client(client_host, f"{ip}:{grpc}", "produce", GRPC_TOPIC, "5")
+        got_py = _py_client(client_host, f"{ip}:{grpc}", "receive", GRPC_TOPIC, "g_container_py", "5", "15")
+        assert sorted(e["msgId"] for e in got_py.of("received")) == sorted(e["msgId"] for e in sent_py.of("sent"))
 
         # a clean stop (SIGTERM through podman stop) and what it left on the volumes
         assert ctrs.stop(broker) == 0, ctrs.logs(broker)
