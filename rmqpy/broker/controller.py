@@ -133,7 +133,7 @@ class BrokerController:
             groups=self.subscription_group_manager, store_host=self.store_host,
             interval_ms=lambda: bc.reviveInterval, is_master=lambda: bc.brokerId == 0,
             ck_buffer_size=bc.popCkMaxBufferSize)
-        self.message_request_mode_manager = MessageRequestModeManager(self.config_dir)
+        self.message_request_mode_manager = MessageRequestModeManager(self.config_dir, reactor)
 
         self.dispatcher = RequestDispatcher()
         self.dispatcher.add_channel_listener(self)
@@ -360,6 +360,7 @@ class BrokerController:
         self.topic_config_manager.persist()
         self.subscription_group_manager.persist()
         self.delay_offset_manager.persist()
+        self.message_request_mode_manager.flush()
 
     def persist_offsets(self) -> None:
         self.consumer_offset_manager.persist()

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
 from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.pop.receipt import RETRY_GROUP_TOPIC_PREFIX
 from rmqpy.protocol import fastjson
@@ -26,17 +28,26 @@ if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
 
 MODES = ("PULL", "POP")
+#: SET_MESSAGE_REQUEST_MODE writes messageRequestMode.json at most once in this many seconds: a
+#: client repeating the request costs the reactor one file write a second, not one per request
+PERSIST_DELAY = 1.0
 Queue = tuple[str, str, int]  # topic, brokerName, queueId (MessageQueue's sort order)
 
 
 class MessageRequestModeManager(ConfigManager):
-    """config/messageRequestMode.json: ``{"messageRequestModeMap":{topic:{group:{...}}}}``."""
+    """config/messageRequestMode.json: ``{"messageRequestModeMap":{topic:{group:{...}}}}``.
+
+    Java persists the file synchronously on every SET_MESSAGE_REQUEST_MODE; here :meth:`persist_soon`
+    coalesces the writes (one :data:`PERSIST_DELAY` after the first change) and :meth:`flush`, at
+    shutdown, writes what is still pending."""
 
     file_name = "messageRequestMode.json"
 
-    def __init__(self, config_dir: str | None) -> None:
+    def __init__(self, config_dir: str | None, clock: IReactorTime) -> None:
         super().__init__(config_dir)
+        self.clock = clock
         self.table: dict[str, dict[str, dict[str, Any]]] = {}
+        self._pending: IDelayedCall | None = None
 
     def encode(self) -> Any:
         return {"messageRequestModeMap": self.table}
@@ -54,6 +65,17 @@ class MessageRequestModeManager(ConfigManager):
 
     def set(self, topic: str, group: str, body: dict[str, Any]) -> None:
         self.table.setdefault(topic, {})[group] = body
+
+    def persist_soon(self) -> None:
+        if self._pending is None or not self._pending.active():
+            self._pending = self.clock.callLater(PERSIST_DELAY, self.persist)
+
+    def flush(self) -> None:
+        """Writes the file now if a change is still waiting for :meth:`persist_soon`'s write."""
+        if self._pending is not None and self._pending.active():
+            self._pending.cancel()
+            self.persist()
+        self._pending = None
 
 
 def allocate_averagely(client_id: str, mqs: list[Queue], cids: list[str]) -> list[Queue]:
@@ -160,7 +182,7 @@ class QueryAssignmentProcessor:
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group does not exist")
         self.modes.set(topic, group, {"topic": topic, "consumerGroup": group, "mode": mode,
                                       "popShareQueueNum": share})
-        self.modes.persist()
+        self.modes.persist_soon()
         return request.response(ResponseCode.SUCCESS, None)
 
 
