@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from twisted.internet.interfaces import IReactorTime
+
 from rmqpy.protocol.bodies.heartbeat import SubscriptionData
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
@@ -33,7 +35,8 @@ def _close(channel: Any) -> None:
 class ProducerManager:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
-    def __init__(self, now_ms: Callable[[], int]) -> None:
+    def __init__(self, now_ms: Callable[[], int], clock: IReactorTime | None = None) -> None:
+        self.log = self.log.on(clock)
         self.now_ms = now_ms
         self.groups: dict[str, dict[Any, ClientChannelInfo]] = {}
         self.client_channels: dict[str, Any] = {}
@@ -148,7 +151,8 @@ class ConsumerManager:
     def __init__(self, now_ms: Callable[[], int],
                  ids_changed: Callable[[str, list[Any]], None] | None = None,
                  on_register: Callable[[str, list[SubscriptionData]], None] | None = None,
-                 on_unregister: Callable[[str], None] | None = None) -> None:
+                 on_unregister: Callable[[str], None] | None = None, clock: IReactorTime | None = None) -> None:
+        self.log = self.log.on(clock)
         self.now_ms = now_ms
         self.ids_changed = ids_changed
         self.on_register = on_register

@@ -93,6 +93,7 @@ class BrokerController:
 
     def __init__(self, settings: BrokerSettings, reactor: Any, message_store: MessageStore | None = None,
                  stats_log: Callable[[str], None] | None = None) -> None:
+        self.log = self.log.on(reactor)
         self.settings = settings
         self.broker_config = settings.broker
         self.netty_config = settings.netty
@@ -103,15 +104,16 @@ class BrokerController:
         self.broker_addr = f"{bc.brokerIP1}:{self.netty_config.listenPort}"
         self.config_dir = os.path.join(self.store_config.storePathRootDir, "config")
 
-        self.topic_config_manager = TopicConfigManager(bc, self.config_dir, on_new_topic=self.topics_changed)
-        self.subscription_group_manager = SubscriptionGroupManager(bc, self.config_dir)
+        self.topic_config_manager = TopicConfigManager(bc, self.config_dir, on_new_topic=self.topics_changed,
+                                                       clock=reactor)
+        self.subscription_group_manager = SubscriptionGroupManager(bc, self.config_dir, clock=reactor)
         self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir)
         self.delay_offset_manager = DelayOffsetManager(self.config_dir)
         self.consumer_filter_manager = ConsumerFilterManager()
-        self.producer_manager = ProducerManager(self.now_ms)
+        self.producer_manager = ProducerManager(self.now_ms, clock=reactor)
         self.consumer_manager = ConsumerManager(self.now_ms, ids_changed=self.notify_consumer_ids_changed,
                                                 on_register=self._register_filters,
-                                                on_unregister=self.consumer_filter_manager.unregister)
+                                                on_unregister=self.consumer_filter_manager.unregister, clock=reactor)
         # the default store is built and loaded by initialize() unless one is given
         self.message_store: MessageStore = message_store  # type: ignore[assignment]
         # SYSTEM_BUSY for sends that waited too long (rmqpy/broker/fast_failure.py)
@@ -150,7 +152,7 @@ class BrokerController:
         self.slave_synchronize = SlaveSynchronize(
             lambda addr, request: self.namesrv_client.invoke(addr, request, 3.0), self.broker_addr,
             self.topic_config_manager, self.consumer_offset_manager, self.delay_offset_manager,
-            self.subscription_group_manager)
+            self.subscription_group_manager, clock=reactor)
         self.server_factories: list[Any] = []  # the listening sides
         # idle / half-sent connections and the partial-frame budget, over both ports
         self.connection_limits = ConnectionLimits.from_config(self.netty_config)

@@ -74,6 +74,7 @@ class ScheduleMessageService:
     log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.delay_levels: dict[int, int] = broker.store_config.delay_levels
         self.max_delay_level = max(self.delay_levels) if self.delay_levels else 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.broker.subscription import SubscriptionGroupManager
@@ -31,7 +32,8 @@ class SlaveSynchronize:
     log = RateLimitedLogger()
 
     def __init__(self, invoke: Invoke, own_addr: str, topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                 delay_offsets: DelayOffsetManager, groups: SubscriptionGroupManager) -> None:
+                 delay_offsets: DelayOffsetManager, groups: SubscriptionGroupManager, clock: IReactorTime | None = None) -> None:
+        self.log = self.log.on(clock)
         self.invoke = invoke
         self.own_addr = own_addr
         self.topics = topics

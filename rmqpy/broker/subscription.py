@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.interfaces import IReactorTime
+
 from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.validation import is_group_auto_creatable
 from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
@@ -28,7 +30,8 @@ class SubscriptionGroupManager(ConfigManager):
     file_name = "subscriptionGroup.json"
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
-    def __init__(self, broker_config: Any, config_dir: str | None) -> None:
+    def __init__(self, broker_config: Any, config_dir: str | None, clock: IReactorTime | None = None) -> None:
+        self.log = self.log.on(clock)
         super().__init__(config_dir)
         self.broker_config = broker_config
         self.table: dict[str, SubscriptionGroupConfig] = {}

@@ -58,6 +58,7 @@ class TimerMessageService:
     log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.heap: list[tuple[int, int]] = []  # (due ms, timer queue offset)
         self.done: set[int] = set()

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from twisted.internet.interfaces import IReactorTime
+
 from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.validation import (  # noqa: F401
     DEFAULT_MAX_TOPIC_QUEUE_NUMS,
@@ -64,7 +66,8 @@ class TopicConfigManager(ConfigManager):
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, broker_config: BrokerConfig, config_dir: str | None,
-                 on_new_topic: Callable[[], None] | None = None) -> None:
+                 on_new_topic: Callable[[], None] | None = None, clock: IReactorTime | None = None) -> None:
+        self.log = self.log.on(clock)
         super().__init__(config_dir)
         self.broker_config = broker_config
         self.table: dict[str, TopicConfig] = {}

@@ -76,6 +76,7 @@ class TransactionalMessageService:
     log = RateLimitedLogger()  # lines a client's messages can cause: rate-limited per call site, values clipped
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self._call: Any = None
         self._running = False

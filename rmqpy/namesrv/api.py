@@ -7,7 +7,7 @@ imports the processor and the processor does not import the controller back (as
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from rmqpy.namesrv.config import NamesrvConfig
 from rmqpy.namesrv.kvconfig import KVConfigManager
@@ -20,6 +20,7 @@ class Namesrv(Protocol):
     config: NamesrvConfig
     routes: RouteInfoManager
     kv: KVConfigManager
+    clock: Any  # IReactorTime: the rate-limited log lines' buckets run on it
 
     def update_config(self, props: dict[str, str]) -> None:
         """UPDATE_NAMESRV_CONFIG: apply the properties to the name server's config objects."""

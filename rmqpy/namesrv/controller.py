@@ -35,9 +35,9 @@ class NamesrvController(service.MultiService):
         self.config = config
         self.netty = netty
         self.routes = RouteInfoManager(now_ms=lambda: self.clock.seconds() * 1000,
-                                       broker_channel_expired_ms=config.brokerChannelExpiredTime)
+                                       broker_channel_expired_ms=config.brokerChannelExpiredTime, clock=self.clock)
         self.kv = KVConfigManager(config.kvConfigPath, KVLimits(
-            config.kvConfigMaxKeyLength, config.kvConfigMaxValueLength, config.kvConfigMaxKeys), self._in_thread)
+            config.kvConfigMaxKeyLength, config.kvConfigMaxValueLength, config.kvConfigMaxKeys), self._in_thread, clock=self.clock)
         self.dispatcher = RequestDispatcher()
         self.processor = NamesrvRequestProcessor(self)
         self.dispatcher.register(self.processor.handlers, self.processor)

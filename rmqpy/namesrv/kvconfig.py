@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
 from rmqpy.common.filewrite import write_file_atomically
@@ -46,9 +47,10 @@ class KVConfigManager:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, path: str, limits: KVLimits | None = None,
-                 in_thread: Callable[..., defer.Deferred] | None = None) -> None:
+                 in_thread: Callable[..., defer.Deferred] | None = None, clock: IReactorTime | None = None) -> None:
         """``in_thread(fn, *args)`` runs a file write off the reactor (the controller passes
         ``deferToThreadPool`` on its reactor); without it, writes run inline (tools, tests)."""
+        self.log = self.log.on(clock)
         self.path = path
         self.table: dict[str, dict[str, str]] = {}
         self.limits = limits or KVLimits()

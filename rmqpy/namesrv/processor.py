@@ -40,6 +40,7 @@ class NamesrvRequestProcessor:
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, controller: "Namesrv") -> None:
+        self.log = self.log.on(controller.clock)
         self.controller = controller
         self.routes = controller.routes
         self.kv = controller.kv

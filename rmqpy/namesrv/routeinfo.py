@@ -43,8 +43,12 @@ class RouteInfoManager:
     filter_server_table: dict[str, list[str]] = field(default_factory=dict)
     # bumped by every change that can alter a route, so that encoded routes can be cached
     generation: int = 0
+    clock: Any = None  # IReactorTime of the rate-limited log lines (None: the global reactor)
 
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
+
+    def __post_init__(self) -> None:
+        self.log = self.log.on(self.clock)
 
     # ------------------------------------------------------------------ registration
     def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int,

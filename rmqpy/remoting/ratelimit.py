@@ -173,6 +173,12 @@ class RateLimitedLogger(Logger):
         super().__init__(namespace, source, observer)
         self.clock = clock
 
+    def on(self, clock: IReactorTime | None) -> RateLimitedLogger:
+        """This logger (same namespace and source) with its buckets on ``clock``: a class whose
+        instances get the reactor injected writes ``self.log = self.log.on(reactor)`` in ``__init__``,
+        so that a ``task.Clock`` in unit tests drives its rate limits and summaries."""
+        return RateLimitedLogger(self.namespace, self.source, self.observer, clock)
+
     def __get__(self, instance: object, owner: type | None = None) -> RateLimitedLogger:
         bound = super().__get__(instance, owner)
         assert isinstance(bound, RateLimitedLogger)

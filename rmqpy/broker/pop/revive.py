@@ -68,6 +68,7 @@ class PopReviveService:
                  store: Callable[[], "MessageStore"], offsets: "ConsumerOffsetManager",
                  topics: "TopicConfigManager", groups: "SubscriptionGroupManager", store_host: tuple[str, int],
                  interval_ms: Callable[[], int], is_master: Callable[[], bool], ck_buffer_size: int) -> None:
+        self.log = self.log.on(clock)
         self.pop = pop
         self.clock = clock
         self.now_ms = now_ms

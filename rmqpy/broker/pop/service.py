@@ -110,6 +110,7 @@ class PopService:
     log = RateLimitedLogger()
 
     def __init__(self, broker: "Broker", polling: PopLongPollingService | None = None) -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         bc = broker.broker_config
         self.revive_topic = revive_topic(bc.brokerClusterName)

@@ -46,6 +46,7 @@ class AdminBrokerProcessor(TopicAdmin, GroupAdmin, OffsetAdmin, StatsAdmin, Conf
              RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RequestCode.CONSUME_MESSAGE_DIRECTLY)
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.config_version = DataVersion()
         self.handlers: dict[int, Callable[[Any, RemotingCommand], Any]] = {

@@ -105,6 +105,7 @@ class QueryAssignmentProcessor:
     codes = (RequestCode.QUERY_ASSIGNMENT, RequestCode.SET_MESSAGE_REQUEST_MODE)
 
     def __init__(self, broker: "Broker", modes: MessageRequestModeManager) -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.modes = modes
 

@@ -24,6 +24,7 @@ class ClientManageProcessor:
     codes = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG)
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
 
     def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:

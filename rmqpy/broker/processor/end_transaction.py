@@ -36,6 +36,7 @@ class EndTransactionProcessor:
     codes = (RequestCode.END_TRANSACTION,)
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.end_transaction_hooks: Sequence["EndTransactionHook"] = ()
 

@@ -56,6 +56,7 @@ class _Base:
     log = RateLimitedLogger()
 
     def __init__(self, broker: "Broker", service: PopService) -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.service = service
 

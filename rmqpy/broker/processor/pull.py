@@ -48,6 +48,7 @@ class PullMessageProcessor:
     codes = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.consume_message_hooks: Sequence[ConsumeMessageHook] = ()  # Java registerConsumeMessageHook
 

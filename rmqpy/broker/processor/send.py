@@ -132,6 +132,7 @@ class SendMessageProcessor:
     codes = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.random = random.Random()
         self._fast_failure = broker.fast_failure

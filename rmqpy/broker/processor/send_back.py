@@ -43,6 +43,7 @@ class ConsumerSendMsgBackProcessor:
     codes = (RequestCode.CONSUMER_SEND_MSG_BACK,)
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.random = random.Random()
         self.send_back_hooks: Sequence["SendBackHook"] = ()

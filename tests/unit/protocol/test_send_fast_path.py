@@ -75,7 +75,8 @@ def _reference_handle_put_result(processor, result, request, queue_id):
 @pytest.mark.parametrize("with_append", [True, False])
 @pytest.mark.parametrize("region,trace", [("DefaultRegion", True), ("r\u00e9gion", False)])
 def test_put_result_response_matches_the_header_encode(status, with_append, region, trace) -> None:
-    broker = SimpleNamespace(fast_failure=BrokerFastFailure(task.Clock(), False, 200, 1000),
+    clock = task.Clock()
+    broker = SimpleNamespace(reactor=clock, fast_failure=BrokerFastFailure(clock, False, 200, 1000),
                              broker_config=SimpleNamespace(regionId=region, traceOn=trace),
                              store_config=SimpleNamespace(maxMessageSize=4 << 20, commitlog_dir="/nonexistent/commitlog",
                                                           consume_queue_dir="/nonexistent/consumequeue",
