@@ -1,26 +1,40 @@
-"""PySpark data source ``rocketmq``: a RocketMQ store (commit log + consume queues) as DataFrames.
+"""PySpark data source ``rocketmq``: RocketMQ topics as DataFrames, and DataFrames into topics.
 
-Batch::
+Broker mode (any RocketMQ cluster, through its name server; rows carry ``brokerName`` too)::
 
     spark.dataSource.register(RocketMQDataSource)
+    df = spark.read.format("rocketmq").option("nameServer", "ns:9876").option("topic", "T").load()
+    spark.readStream.format("rocketmq").option("nameServer", "ns:9876").option("topic", "T").load()
+
+Store mode (a store directory, the broker's files read directly)::
+
     df = spark.read.format("rocketmq").load("/path/to/store")
 
-Streaming (offsets per topic and queue, ``{"topic": {"queueId": offset}}``)::
+The sink::
 
-    spark.readStream.format("rocketmq").option("startingOffsets", "earliest").load("/path/to/store")
+    df.write.format("rocketmq").option("nameServer", "ns:9876").option("topic", "T").save()
 
-See spark/README.md for the options.
+Options are checked in options.py; see spark/README.md for them.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import sys
+import uuid
+from dataclasses import dataclass
 from typing import Iterator
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 try:  # 4.1+
     from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
@@ -35,6 +49,7 @@ except ImportError:  # pragma: no cover - 4.0 / 4.1
         pass
 
 from . import reader as R
+from .options import EARLIEST, LATEST, BrokerOptions, OptionError, SinkOptions, StoreOptions
 
 log = logging.getLogger(__name__)
 
@@ -43,68 +58,12 @@ NAME = "rocketmq"
 
 # --------------------------------------------------------------------------- options
 
-def _bool(v, default: bool) -> bool:
-    if v is None:
-        return default
-    return str(v).strip().lower() in ("1", "true", "yes", "on")
+class _Opts(StoreOptions):
+    """Store mode's checked options, with the store root and the scan switches."""
 
-
-def _time_ms(v) -> int | None:
-    """Epoch milliseconds, or an ISO-8601 date/time (no zone = UTC)."""
-    if v is None or str(v).strip() == "":
-        return None
-    s = str(v).strip()
-    if s.lstrip("-").isdigit():
-        return int(s)
-    t = _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=_dt.timezone.utc)
-    return int(t.timestamp() * 1000)
-
-
-def _list(v) -> list[str] | None:
-    if v is None:
-        return None
-    items = [x.strip() for x in str(v).split(",") if x.strip()]
-    return items or None
-
-
-def _get(options, key: str, default=None):
-    """Options are case-insensitive in Spark; be safe with a plain dict too."""
-    if key in options:
-        return options[key]
-    low = key.lower()
-    for k, v in options.items():
-        if k.lower() == low:
-            return v
-    return default
-
-
-class _Opts:
-    def __init__(self, options):
-        path = _get(options, "path")
-        if not path:
-            raise ValueError("rocketmq: give the store directory: .load('/path/to/store') or option('path', ...)")
-        self.root = R.store_root(str(path))
-        topics = _list(_get(options, "topics"))
-        qids = _list(_get(options, "queueIds"))
-        self.topics = frozenset(topics) if topics else None
-        self.queue_ids = frozenset(int(q) for q in qids) if qids else None
-        self.start_ms = _time_ms(_get(options, "startTime"))
-        self.end_ms = _time_ms(_get(options, "endTime"))
-        self.partitioning = str(_get(options, "partitioning", "commitlog")).lower()
-        if self.partitioning not in ("commitlog", "consumequeue"):
-            raise ValueError(f"rocketmq: partitioning must be commitlog or consumequeue, not {self.partitioning!r}")
-        self.split_bytes = int(_get(options, "splitBytes", 64 << 20))
-        self.units_per_split = int(_get(options, "unitsPerSplit", 200_000))
-        self.check_crc = _bool(_get(options, "checkCRC"), True)
-        self.decompress = _bool(_get(options, "decompressBody"), True)
-        self.batch_rows = int(_get(options, "batchRows", 65536))
-        self.batch_bytes = int(_get(options, "batchBytes", 32 << 20))
-        self.starting = _get(options, "startingOffsets", "earliest")
-        mm = _get(options, "maxMessagesPerTrigger")
-        self.max_per_trigger = int(mm) if mm not in (None, "") else None
-        self.pushdown = str(_get(options, "filterPushdown", "auto")).lower()
+    def __init__(self, options, streaming: bool = False):
+        super().__init__(options, streaming)
+        self.root = R.store_root(self.path)
 
     def scan_options(self, **over) -> R.ScanOptions:
         o = R.ScanOptions(topics=self.topics, queue_ids=self.queue_ids, min_store_ms=self.start_ms,
@@ -153,6 +112,28 @@ def _queue_partitions(plan, units_per_split: int) -> list[QueuePartition]:
     return out
 
 
+def _store_offset(spec, topic: str, qid: int, lo: int, hi: int, default: str) -> int:
+    """A queue's offset from a store-mode startingOffsets/endingOffsets value (-2 earliest, -1 latest)."""
+    if spec is None or isinstance(spec, str):
+        v = spec or default
+        return lo if v == EARLIEST else hi
+    o = spec.get(topic, {}).get(qid, -2 if default == EARLIEST else -1)
+    return lo if o == -2 else hi if o == -1 else o
+
+
+def _store_queue_plan(o: "_Opts", topics, queue_ids) -> list[tuple[str, int, int, int]]:
+    """[(topic, queueId, start, end)] of the consume queues, from startingOffsets to endingOffsets."""
+    plan = []
+    for t, q, lo, hi in R.plan_queues(o.root, topics, queue_ids, 1 << 62, o.check_crc):
+        if topics is not None and t not in topics or queue_ids is not None and q not in queue_ids:
+            continue
+        s = max(lo, _store_offset(o.starting, t, q, lo, hi, EARLIEST))
+        e = min(hi, _store_offset(o.ending, t, q, lo, hi, LATEST))
+        if e > s:
+            plan.append((t, q, s, e))
+    return plan
+
+
 # --------------------------------------------------------------------------- batch
 
 class RocketMQBatchReader(DataSourceReader):
@@ -165,12 +146,7 @@ class RocketMQBatchReader(DataSourceReader):
     def partitions(self):
         o = self.opts
         if o.partitioning == "consumequeue":
-            plan = R.plan_queues(o.root, o.topics or self.scan.topics, o.queue_ids or self.scan.queue_ids,
-                                 o.units_per_split, o.check_crc)
-            if self.scan.topics is not None:
-                plan = [p for p in plan if p[0] in self.scan.topics]
-            if self.scan.queue_ids is not None:
-                plan = [p for p in plan if p[1] in self.scan.queue_ids]
+            plan = _store_queue_plan(o, self.scan.topics, self.scan.queue_ids)
             parts = _queue_partitions(plan, o.units_per_split)
         else:
             parts = [CommitLogPartition(s.path, s.base, s.start, s.end)
@@ -249,13 +225,6 @@ def _from_pushdown_worker() -> bool:
 
 # --------------------------------------------------------------------------- streaming
 
-def _offsets_json(v) -> dict:
-    d = json.loads(v) if isinstance(v, str) else v
-    if not isinstance(d, dict):
-        raise ValueError("startingOffsets JSON must be an object {\"topic\": {\"queueId\": offset}}")
-    return {str(t): {str(q): int(o) for q, o in qs.items()} for t, qs in d.items()}
-
-
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of exact consume queue offset ranges ``{"topic": {"queueId": offset}}``.
 
@@ -281,21 +250,17 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         b = self._bounds()
-        st = self.opts.starting
-        if st is None or str(st).strip().lower() == "earliest":
-            return {t: {q: lo for q, (lo, _hi) in qs.items()} for t, qs in b.items()}
-        if str(st).strip().lower() == "latest":
-            return {t: {q: hi for q, (_lo, hi) in qs.items()} for t, qs in b.items()}
-        given = _offsets_json(st)
+        st = self.opts.starting or EARLIEST
         out: dict[str, dict[str, int]] = {}
         for t, qs in b.items():
             for q, (lo, hi) in qs.items():
-                v = given.get(t, {}).get(q, -2)
-                out.setdefault(t, {})[q] = lo if v == -2 else hi if v == -1 else max(lo, min(v, hi))
-        for t, qs in given.items():  # queues named but not (yet) on disk: keep as given
-            for q, v in qs.items():
-                if q not in out.get(t, {}):
-                    out.setdefault(t, {})[q] = max(0, v)
+                v = _store_offset(st, t, int(q), lo, hi, EARLIEST)
+                out.setdefault(t, {})[q] = max(lo, min(v, hi))
+        if isinstance(st, dict):  # queues named but not (yet) on disk: keep as given
+            for t, qs in st.items():
+                for q, v in qs.items():
+                    if str(q) not in out.get(t, {}):
+                        out.setdefault(t, {})[str(q)] = max(0, v)
         return out
 
     def _latest(self) -> dict:
@@ -370,19 +335,244 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
 
+# --------------------------------------------------------------------------- broker mode
+
+class BrokerPartition(InputPartition):
+    """Queue offsets [start, end) of one message queue of a broker."""
+
+    def __init__(self, topic: str, broker: str, queue_id: int, start: int, end: int):
+        super().__init__((topic, broker, queue_id, start))
+        self.topic, self.broker, self.queue_id, self.start, self.end = topic, broker, queue_id, start, end
+
+
+def _broker_partitions(ranges) -> list:
+    return [BrokerPartition(r.topic, r.broker, r.queue_id, r.start, r.end) for r in ranges]
+
+
+def _read_broker_partition(opts: BrokerOptions, part) -> Iterator:
+    from . import broker as B
+
+    if not isinstance(part, BrokerPartition):  # the empty plan's placeholder
+        return
+    c = B.consumer(opts)
+    try:
+        yield from B.read_range(c, B.QueueRange(part.topic, part.broker, part.queue_id, part.start, part.end), opts)
+    finally:
+        c.shutdown()
+
+
+class BrokerBatchReader(DataSourceReader):
+    """Batch read of the topics' queues from startingOffsets to endingOffsets, as the driver finds them."""
+
+    def __init__(self, opts: BrokerOptions):
+        self.opts = opts
+
+    def partitions(self):
+        from . import broker as B
+
+        o = self.opts
+        c = B.consumer(o)
+        try:
+            bounds = B.queue_bounds(c, o.topics)
+        finally:
+            c.shutdown()
+        start = B.check_loss(B.resolve(o.starting, bounds, EARLIEST), bounds, o.fail_on_data_loss)
+        end = B.resolve(o.ending, bounds, LATEST)
+        for k, e in end.items():
+            lo, hi = bounds[k]
+            if e > hi:
+                raise OptionError(f"rocketmq: endingOffsets: {k[0]} broker {k[1]} queue {k[2]}: offset {e} is past "
+                                  f"the queue's end {hi}")
+            if e < start[k]:
+                raise OptionError(f"rocketmq: {k[0]} broker {k[1]} queue {k[2]}: endingOffsets {e} is before "
+                                  f"startingOffsets {start[k]}")
+        return _broker_partitions(B.plan(start, end, o.max_queue_split)) or [InputPartition(None)]
+
+    def read(self, partition):
+        return _read_broker_partition(self.opts, partition)
+
+
+class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches of exact queue offset ranges ``{"topic": {"brokerName": {"queueId": offset}}}``.
+
+    A queue that appears later (a new broker, more queues) joins at its min offset, read from the
+    next micro-batch on. A queue missing from the route (its broker down) keeps its offset and is
+    read on once it is back. With option ``group``, each finished micro-batch's end offsets are
+    committed for the group (UPDATE_CONSUMER_OFFSET), so that mqadmin consumerProgress shows the
+    query's lag; the query itself resumes from its checkpoint, never from the group's offsets."""
+
+    def __init__(self, opts: BrokerOptions):
+        self.opts = opts
+        self._consumer = None
+        self._target: dict | None = None
+
+    def _c(self):
+        from . import broker as B
+
+        if self._consumer is None:
+            self._consumer = B.consumer(self.opts)
+        return self._consumer
+
+    def _bounds(self) -> dict:
+        from . import broker as B
+
+        return B.queue_bounds(self._c(), self.opts.topics)
+
+    def initialOffset(self) -> dict:
+        from . import broker as B
+        from .options import offsets_json
+
+        bounds = self._bounds()
+        start = B.check_loss(B.resolve(self.opts.starting, bounds, EARLIEST), bounds, self.opts.fail_on_data_loss)
+        return offsets_json(start)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {k: hi for k, (_lo, hi) in self._bounds().items()}
+
+    def getDefaultReadLimit(self):
+        if self.opts.max_per_trigger and ReadMaxRows is not None:
+            return ReadMaxRows(self.opts.max_per_trigger)
+        return ReadAllAvailable() if ReadAllAvailable is not None else None
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        from . import broker as B
+        from .options import offsets_json, parse_offsets_json
+
+        s = parse_offsets_json(start or {})
+        bounds = self._bounds()
+        end = dict(s)
+        for k, (lo, hi) in bounds.items():
+            if k not in s:
+                end[k] = lo  # a new queue: it joins here, read from the next micro-batch
+                continue
+            top = hi if self._target is None else min(hi, self._target.get(k, s[k]))
+            end[k] = max(s[k], top)
+        max_rows = getattr(limit, "max_rows", None) if limit is not None else None
+        if max_rows is None and limit is None and self.opts.max_per_trigger and ReadMaxRows is None:
+            max_rows = self.opts.max_per_trigger  # 4.0/4.1: no read limits from the engine
+        if max_rows is not None:
+            end = B.cap(s, end, int(max_rows))
+        return offsets_json(end)
+
+    def partitions(self, start: dict, end: dict):
+        from . import broker as B
+        from .options import parse_offsets_json
+
+        s, e = parse_offsets_json(start or {}), parse_offsets_json(end)
+        s = {k: s.get(k, v) for k, v in e.items()}  # a queue absent from start joined at its end offset
+        return _broker_partitions(B.plan(s, e, self.opts.max_queue_split))
+
+    def read(self, partition):
+        return _read_broker_partition(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        if self.opts.group is None:
+            return
+        from rmqpy.client import ClientError, MessageQueue
+
+        from .options import parse_offsets_json
+
+        c = self._c()
+        for (t, b, q), off in sorted(parse_offsets_json(end).items()):
+            try:
+                c.commit_offset(MessageQueue(t, b, q), off)
+            except ClientError as e:  # reporting only: the checkpoint holds the query's offsets
+                log.warning("rocketmq: committing offset %d of %s/%s/%d for group %s failed: %s", off, t, b, q,
+                            self.opts.group, e)
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.shutdown()
+            self._consumer = None
+
+
+# --------------------------------------------------------------------------- sink
+
+def _simple_fields(schema) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+@dataclass
+class SentMessage(WriterCommitMessage):
+    rows: int
+
+
+def _task_identity() -> tuple[int, str | None, str | None]:
+    """(partition id, streaming query id, micro-batch id) of the running Spark task."""
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    if tc is None:
+        return 0, None, None
+    return tc.partitionId(), tc.getLocalProperty("sql.streaming.queryId"), tc.getLocalProperty("streaming.sql.batchId")
+
+
+class RocketMQWriter(DataSourceArrowWriter):
+    """``df.write.format("rocketmq")``: each task sends its rows (at-least-once, see sink.py)."""
+
+    def __init__(self, opts: SinkOptions):
+        self.opts = opts
+        self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task and task retry
+
+    def write(self, iterator):
+        from .sink import Sender
+
+        part, _q, _b = _task_identity()
+        sender = Sender(self.opts)
+        try:
+            return SentMessage(sender.write(iterator, self.write_id, part))
+        finally:
+            sender.close()
+
+
+class RocketMQStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("rocketmq")``: a micro-batch's rows; a micro-batch run again after a
+    restart sends its rows with the message ids of the first run (query id + batch id)."""
+
+    def __init__(self, opts: SinkOptions):
+        self.opts = opts
+        self.fallback_id = uuid.uuid4().hex
+
+    def write(self, iterator):
+        from .sink import Sender
+
+        part, query, batch = _task_identity()
+        write_id = f"{query}/{batch}" if query is not None and batch is not None else self.fallback_id
+        sender = Sender(self.opts)
+        try:
+            return SentMessage(sender.write(iterator, write_id, part))
+        finally:
+            sender.close()
+
+    def commit(self, messages, batchId) -> None:
+        pass
+
+    def abort(self, messages, batchId) -> None:
+        pass
+
+
 # --------------------------------------------------------------------------- the data source
 
 class RocketMQDataSource(DataSource):
-    """``spark.read.format("rocketmq").load(store_root)``; see the module docstring."""
+    """``spark.read.format("rocketmq").load(store_root)`` or ``.option("nameServer", ...)``, and the sink;
+    see the module docstring."""
 
     @classmethod
     def name(cls) -> str:
         return NAME
 
+    def _broker_mode(self) -> bool:
+        return any(k.lower() == "nameserver" for k in self.options)
+
     def schema(self) -> str:
+        if self._broker_mode():
+            from .broker import BROKER_SCHEMA_DDL
+            return BROKER_SCHEMA_DDL
         return R.SCHEMA_DDL
 
     def reader(self, schema) -> DataSourceReader:
+        if self._broker_mode():
+            return BrokerBatchReader(BrokerOptions(self.options))
         opts = _Opts(self.options)
         push = opts.pushdown
         if EqualTo is not None and (push == "true" or (push == "auto" and _from_pushdown_worker())):
@@ -390,7 +580,24 @@ class RocketMQDataSource(DataSource):
         return RocketMQBatchReader(opts, schema)
 
     def streamReader(self, schema) -> DataSourceStreamReader:
-        return RocketMQStreamReader(_Opts(self.options), schema)
+        if self._broker_mode():
+            return BrokerStreamReader(BrokerOptions(self.options, streaming=True))
+        return RocketMQStreamReader(_Opts(self.options, streaming=True), schema)
+
+    def _sink(self, schema, overwrite: bool) -> SinkOptions:
+        from .sink import check_schema
+
+        if overwrite:
+            raise OptionError("rocketmq sink: a topic cannot be overwritten; use mode append")
+        opts = SinkOptions(self.options)
+        check_schema(_simple_fields(schema), opts)
+        return opts
+
+    def writer(self, schema, overwrite: bool):
+        return RocketMQWriter(self._sink(schema, overwrite))
+
+    def streamWriter(self, schema, overwrite: bool):
+        return RocketMQStreamWriter(self._sink(schema, overwrite))
 
 
 def register(spark) -> None:

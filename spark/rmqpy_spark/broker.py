@@ -1,0 +1,202 @@
+"""Broker mode: read topics through the brokers of a cluster with :mod:`rmqpy.client` (no pyspark here).
+
+A partition is a range [start, end) of queue offsets of one message queue (topic, broker name,
+queue id); a large range is split into several. The driver plans ranges from the queues' min and
+max offsets (GET_MIN_OFFSET / GET_MAX_OFFSET to the broker that owns each queue); an executor
+pulls its range with PULL_MESSAGE and nothing else, so a range gives the same rows every time it
+is read (what a restarted streaming query relies on to neither lose nor repeat a message).
+
+Offsets are rocketmq-spark's: ``{"topic": {"brokerName": {"queueId": offset}}}``, an offset being
+the next one to read; -2 = earliest, -1 = latest where a user gives them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+
+from rmqpy.client import ClientError, MessageQueue, PullConsumer, PullStatus
+
+from .options import EARLIEST, BrokerOptions, OptionError
+from .reader import ARROW_SCHEMA, SCHEMA_DDL
+
+log = logging.getLogger(__name__)
+
+#: broker mode's rows: the store mode's columns and the name of the broker that stores the message
+BROKER_ARROW_SCHEMA = ARROW_SCHEMA.append(pa.field("brokerName", pa.string()))
+BROKER_SCHEMA_DDL = SCHEMA_DDL + ", brokerName STRING"
+
+Key = tuple[str, str, int]  # (topic, broker name, queue id)
+#: the group a query pulls with when it has none of its own (pulling commits nothing)
+DEFAULT_GROUP = "rmqpy_spark_reader"
+
+
+class DataLossError(RuntimeError):
+    """Messages the query should read are gone (retention, or offsets past a queue's end)."""
+
+
+@dataclass(frozen=True)
+class QueueRange:
+    """Queue offsets [start, end) of one message queue: what one partition reads."""
+    topic: str
+    broker: str
+    queue_id: int
+    start: int
+    end: int
+
+    @property
+    def mq(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker, self.queue_id)
+
+
+def consumer(opts: BrokerOptions) -> PullConsumer:
+    return PullConsumer(name_server=opts.name_server, group=opts.group or DEFAULT_GROUP,
+                        credentials=opts.credentials)
+
+
+def queue_bounds(c: PullConsumer, topics: list[str]) -> dict[Key, tuple[int, int]]:
+    """{(topic, broker, queueId): (min offset, max offset)} of every readable queue of ``topics``."""
+    out: dict[Key, tuple[int, int]] = {}
+    for t in topics:
+        try:
+            qs = c.fetch_queues(t)
+        except ClientError as e:
+            raise OptionError(f"rocketmq: topic {t!r}: no route from the name server ({e})") from e
+        for mq in qs:
+            out[(mq.topic, mq.broker_name, mq.queue_id)] = (c.min_offset(mq), c.max_offset(mq))
+    return out
+
+
+def resolve(spec: str | Mapping[Key, int], bounds: Mapping[Key, tuple[int, int]], default: str) -> dict[Key, int]:
+    """Offsets for every queue of ``bounds`` from a startingOffsets/endingOffsets value; a queue the
+    JSON does not name takes ``default`` (earliest or latest). Queues the JSON names but the route
+    does not have are refused (a misspelt broker name would read nothing)."""
+    if isinstance(spec, str):
+        return {k: (lo if spec == EARLIEST else hi) for k, (lo, hi) in bounds.items()}
+    unknown = sorted(k for k in spec if k not in bounds)
+    if unknown:
+        t, b, q = unknown[0]
+        raise OptionError(f"rocketmq: offsets name queue {q} of broker {b!r} of topic {t!r}, which the route of "
+                          f"the topic does not have ({len(bounds)} queues: {sorted(bounds)[:8]})")
+    out = {}
+    for k, (lo, hi) in bounds.items():
+        v = spec.get(k, -2 if default == EARLIEST else -1)
+        out[k] = lo if v == -2 else hi if v == -1 else v
+    return out
+
+
+def check_loss(start: dict[Key, int], bounds: Mapping[Key, tuple[int, int]], fail: bool) -> dict[Key, int]:
+    """Start offsets moved to each queue's min where retention deleted what they name, and to its
+    max where they lie past it; either is data loss, an error when ``fail``."""
+    out = dict(start)
+    for k, s in start.items():
+        lo, hi = bounds.get(k, (s, s))
+        if s < lo or s > hi:
+            what = (f"offsets {s}..{lo - 1} were deleted (queue min {lo})" if s < lo
+                    else f"offset {s} is past the queue's end {hi}")
+            msg = f"rocketmq: {k[0]} broker {k[1]} queue {k[2]}: {what}"
+            if fail:
+                raise DataLossError(msg + " (option failOnDataLoss=false reads on from what is there)")
+            log.warning("%s; reading on from %d", msg, lo if s < lo else hi)
+            out[k] = lo if s < lo else hi
+    return out
+
+
+def plan(start: Mapping[Key, int], end: Mapping[Key, int], max_split: int) -> list[QueueRange]:
+    """Ranges of at most ``max_split`` offsets covering [start, end) of every queue, in queue order."""
+    out = []
+    for k in sorted(end):
+        s, e = start.get(k, 0), end[k]
+        o = s
+        while o < e:
+            n = min(e, o + max_split)
+            out.append(QueueRange(k[0], k[1], k[2], o, n))
+            o = n
+    return out
+
+
+def cap(start: Mapping[Key, int], end: Mapping[Key, int], max_rows: int) -> dict[Key, int]:
+    """``end`` cut so that at most ``max_rows`` offsets are read in all, shared evenly by the queues."""
+    avail = {k: max(0, e - start.get(k, e)) for k, e in end.items()}
+    take = dict.fromkeys(end, 0)
+    left = max_rows
+    pending = sorted(k for k, n in avail.items() if n > 0)
+    while left > 0 and pending:
+        share = max(1, left // len(pending))
+        nxt = []
+        for k in pending:
+            if left <= 0:
+                break
+            n = min(share, avail[k] - take[k], left)
+            take[k] += n
+            left -= n
+            if take[k] < avail[k]:
+                nxt.append(k)
+        pending = nxt
+    return {k: (start.get(k, e) + take[k] if avail[k] else e) for k, e in end.items()}
+
+
+def _tag_filter(expr: str) -> frozenset[str] | None:
+    """The tags a tag expression accepts (None: all), as the Java client filters after a pull."""
+    if expr.strip() in ("", "*"):
+        return None
+    return frozenset(t.strip() for t in expr.split("||") if t.strip())
+
+
+def read_range(c: PullConsumer, r: QueueRange, opts: BrokerOptions) -> Iterator[pa.RecordBatch]:
+    """The messages of [r.start, r.end) of one queue that match the tag expression, pulled in order."""
+    tags = _tag_filter(opts.sub_expression)
+    mq = r.mq
+    off = r.start
+    rows: list = []
+    while off < r.end:
+        res = c.pull(mq, offset=off, max_nums=min(opts.pull_batch_size, r.end - off),
+                     sub_expression=opts.sub_expression, timeout_ms=opts.pull_timeout_ms)
+        if res.status == PullStatus.FOUND:
+            for m in res.messages:
+                if off <= m.queue_offset < r.end and (tags is None or m.tags in tags):
+                    rows.append(m)
+            nxt = res.next_begin_offset
+        elif res.status == PullStatus.NO_MATCHED_MSG:
+            nxt = res.next_begin_offset
+        else:  # NO_NEW_MSG or OFFSET_ILLEGAL inside a planned range: the messages are gone
+            msg = (f"rocketmq: {r.topic} broker {r.broker} queue {r.queue_id}: pull at offset {off} answered "
+                   f"{res.status.name} (queue offsets {res.min_offset}..{res.max_offset}), range ends at {r.end}")
+            if opts.fail_on_data_loss:
+                raise DataLossError(msg + " (option failOnDataLoss=false skips what is gone)")
+            log.warning("%s; skipping", msg)
+            nxt = res.next_begin_offset if res.next_begin_offset > off else r.end
+        if nxt <= off:  # a broker must move on; never loop on the same offset
+            raise DataLossError(f"rocketmq: {r.topic} broker {r.broker} queue {r.queue_id}: pull at offset {off} "
+                                f"gave next offset {nxt}")
+        off = nxt
+        if len(rows) >= opts.batch_rows:
+            yield to_batch(rows, r.broker)
+            rows = []
+    if rows:
+        yield to_batch(rows, r.broker)
+
+
+def _host(h) -> str:
+    if isinstance(h, tuple):
+        ip, port = h
+        return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    return str(h)
+
+
+def to_batch(msgs: list, broker: str) -> pa.RecordBatch:
+    """MessageExt list as a RecordBatch of :data:`BROKER_ARROW_SCHEMA`."""
+    cols: dict[str, list] = {f.name: [] for f in BROKER_ARROW_SCHEMA}
+    for m in msgs:
+        props = dict(m.properties or {})
+        vals = (m.topic, m.queue_id, m.queue_offset, m.commit_log_offset, m.store_size, m.body_crc, m.flag,
+                m.sys_flag, m.born_timestamp * 1000, _host(m.born_host), m.store_timestamp * 1000, _host(m.store_host),
+                m.reconsume_times, m.prepared_transaction_offset, props.get("TAGS"), props.get("KEYS"), m.msg_id,
+                props.get("UNIQ_KEY"), list(props.items()), bytes(m.body or b""), broker)
+        for f, v in zip(BROKER_ARROW_SCHEMA, vals):
+            cols[f.name].append(v)
+    return pa.RecordBatch.from_arrays([pa.array(cols[f.name], f.type) for f in BROKER_ARROW_SCHEMA],
+                                      schema=BROKER_ARROW_SCHEMA)

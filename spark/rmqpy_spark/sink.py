@@ -1,0 +1,137 @@
+"""The sink: rows to messages, sent with :class:`rmqpy.client.Producer` (no pyspark import here).
+
+Columns: ``body`` (binary or string, required), ``topic`` (string; else option ``topic``), and
+optional ``tags`` (string), ``keys`` (string, keys separated by spaces, or array of strings),
+``properties`` (map of strings), ``queueId`` (int) with optional ``brokerName`` (string). The
+other columns of the ``rocketmq`` source's rows are accepted and ignored (a topic read by the
+source can be written back); any other column is refused, so that a misspelt ``tag`` is not
+silently dropped.
+
+Delivery is at-least-once: a task that fails after sending some rows is run again and sends them
+again. Each message therefore carries a UNIQ_KEY (the message id a RocketMQ consumer sees) that
+is a function of where the row comes from, not of the send: the write (a batch write's id, or a
+streaming query's id and micro-batch id), the Spark partition and the row's index in it. A
+re-sent row has the UNIQ_KEY of its first send, and a consumer drops duplicates by message id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from .options import OptionError, SinkOptions, check_name
+
+#: sink columns and the Arrow types each may have
+_STRINGS = (pa.string(), pa.large_string())
+_COLUMNS = ("body", "topic", "tags", "keys", "properties", "queueId", "brokerName")
+#: the rocketmq source's other columns: accepted and not sent
+_IGNORED = ("queueOffset", "commitLogOffset", "size", "bodyCRC", "flag", "sysFlag", "bornTimestamp", "bornHost",
+            "storeTimestamp", "storeHost", "reconsumeTimes", "preparedTransactionOffset", "msgId", "uniqKey")
+
+
+def check_schema(fields: Iterable[tuple[str, str]], opts: SinkOptions) -> None:
+    """Refuse a DataFrame the sink cannot write; ``fields`` are (name, Spark simple type string)."""
+    types = {}
+    for name, typ in fields:
+        if name in types:
+            raise OptionError(f"rocketmq sink: column {name!r} appears twice")
+        types[name] = typ
+    unknown = [n for n in types if n not in _COLUMNS and n not in _IGNORED]
+    if unknown:
+        raise OptionError(f"rocketmq sink: unknown column(s) {unknown}; the sink writes {', '.join(_COLUMNS)}")
+    if "body" not in types:
+        raise OptionError("rocketmq sink: the DataFrame needs a body column (binary or string)")
+    want = {"body": ("binary", "string"), "topic": ("string",), "tags": ("string",), "keys": ("string", "array<string>"),
+            "properties": ("map<string,string>",), "queueId": ("int", "bigint", "smallint", "tinyint"),
+            "brokerName": ("string",)}
+    for n, ok in want.items():
+        if n in types and types[n] not in ok:
+            raise OptionError(f"rocketmq sink: column {n} must be {' or '.join(ok)}, not {types[n]}")
+    if "topic" not in types and opts.topic is None:
+        raise OptionError("rocketmq sink: give option topic or a topic column")
+    if "brokerName" in types and "queueId" not in types:
+        raise OptionError("rocketmq sink: column brokerName goes with a queueId column")
+
+
+def uniq_key(write_id: str, partition: int, index: int) -> str:
+    """A 32-hex-digit message id (the length of Java's) for row ``index`` of ``partition`` of a write."""
+    return hashlib.md5(f"{write_id}/{partition}/{index}".encode()).hexdigest().upper()
+
+
+def _messages(batch: pa.RecordBatch, opts: SinkOptions, write_id: str, partition: int, first: int):
+    """(Message, queue id or None, broker name or None) per row."""
+    from rmqpy.client import Message
+
+    cols = {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names) if n in _COLUMNS}
+    n = batch.num_rows
+    none = [None] * n
+    body, topic = cols["body"], cols.get("topic", none)
+    tags, keys, props = cols.get("tags", none), cols.get("keys", none), cols.get("properties", none)
+    qids, brokers = cols.get("queueId", none), cols.get("brokerName", none)
+    for i in range(n):
+        b = body[i]
+        if b is None:
+            raise ValueError(f"rocketmq sink: row {first + i} of partition {partition} has a null body")
+        if isinstance(b, str):
+            b = b.encode("utf-8")
+        t = topic[i] if topic[i] is not None else opts.topic
+        if t is None:
+            raise ValueError(f"rocketmq sink: row {first + i} of partition {partition} has a null topic and "
+                             "option topic is not set")
+        check_name("topic", t)
+        p = dict(props[i] or ())
+        p.setdefault("UNIQ_KEY", uniq_key(write_id, partition, first + i))
+        k = keys[i]
+        if isinstance(k, list):
+            k = [x for x in k if x]
+        yield Message(t, bytes(b), tags=tags[i] or None, keys=k or None, properties=p), qids[i], brokers[i]
+
+
+class Sender:
+    """One task's producer: sends the rows of a partition in order, each synchronously."""
+
+    def __init__(self, opts: SinkOptions):
+        from rmqpy.client import Producer, PullConsumer
+
+        self.opts = opts
+        self.producer = Producer(name_server=opts.name_server, group=opts.group,
+                                 send_timeout_ms=opts.send_timeout_ms, retries=opts.retries,
+                                 credentials=opts.credentials)
+        self._routes: PullConsumer | None = None
+        self._queues: dict[str, list] = {}
+        self._route_cls = PullConsumer
+
+    def _queue_of(self, topic: str, qid: int, broker: str | None):
+        from rmqpy.client import MessageQueue
+
+        if broker is not None:
+            return MessageQueue(topic, broker, int(qid))
+        if topic not in self._queues:
+            if self._routes is None:
+                self._routes = self._route_cls(name_server=self.opts.name_server, group=self.opts.group,
+                                               credentials=self.opts.credentials)
+            self._queues[topic] = sorted(self._routes.fetch_queues(topic))
+        owners = [mq for mq in self._queues[topic] if mq.queue_id == int(qid)]
+        if not owners:
+            raise ValueError(f"rocketmq sink: topic {topic} has no queue {qid}")
+        return owners[0]  # the first broker (by name) that has the queue: the same on every run
+
+    def write(self, batches: Iterator[pa.RecordBatch], write_id: str, partition: int) -> int:
+        n = 0
+        for batch in batches:
+            for msg, qid, broker in _messages(batch, self.opts, write_id, partition, n):
+                if qid is not None:
+                    r = self.producer.send(msg, queue=self._queue_of(msg.topic, qid, broker))
+                else:
+                    r = self.producer.send(msg)
+                if r.status not in ("SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
+                    raise RuntimeError(f"rocketmq sink: send to {msg.topic} answered {r.status}")
+                n += 1
+        return n
+
+    def close(self) -> None:
+        self.producer.shutdown()
+        if self._routes is not None:
+            self._routes.shutdown()
