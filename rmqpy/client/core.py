@@ -214,7 +214,9 @@ class ProducerCore(ClientCore):
         body = R.batch_body(list(msgs), uniqs)
         if len(body) > self.max_message_size:
             raise ClientError(f"the batch is {len(body)} bytes, over max value, MAX: {self.max_message_size}")
-        batch_props = {"WAIT": "true", "UNIQ_KEY": create_uniq_id(self._ip)}
+        # no UNIQ_KEY of the batch itself (4.9.8 sets none; 5.3.3 does): Java brokers append the
+        # batch's properties to each message's, so it would replace every message's own id
+        batch_props = {"WAIT": "true"}
         return (yield from self._send_with_retries(
             topic, queue, False, ",".join(uniqs),
             lambda mq, _oneway: R.send_request(self.group, mq, body, batch_props, 0, 0, batch=True)))
