@@ -1,54 +1,45 @@
 """The official Python gRPC client (``rocketmq-python-client`` 5.1.2 from PyPI) against rmqpy's own
 gRPC endpoint (``grpcServerPort``, rmqpy/proxy/grpc/): no Java proxy in between.
 
-The client runs in the client host (tests/interop/pyclient/grpc_client.py, the driver
-test_proxy_grpc_python.py uses through Apache's proxy); the route it fetches from rmqpy names
-rmqpy's endpoint again. What a Python user sees:
+The client runs in the client host (tests/interop/grpcpy.py drives it; test_proxy_grpc_python.py
+runs the same scenarios through Apache's proxy); the route it fetches from rmqpy names rmqpy's
+endpoint again. What a Python user sees:
 
 * every message sent is received exactly once when each is acked;
 * a message received and not acked comes back after its invisible duration (10 s, the proxy's
-  minimum) as its second delivery attempt;
-* bad input is answered with the Codes the 5.3.3 proxy answers (unknown topic, oversized body).
+  minimum) as its second delivery attempt, and after a broker ``kill -9`` too;
+* FIFO: one message group's messages in order, the next only after the one before is acked;
+* transactions: commit, rollback, and a check-back over the Telemetry stream that commits;
+* a group's retryMaxTimes is the client's max attempts: past them the message goes to the DLQ;
+* mqadmin producerConnection / consumerConnection list the gRPC clients;
+* bad input is answered with the Codes the 5.3.3 proxy answers, and the endpoint keeps serving.
 """
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.interop import clients, jvm, servers
+from tests.interop import grpcpy, servers
 
 pytestmark = pytest.mark.interop
 
-CLIENT = Path(__file__).parent / "pyclient" / "grpc_client.py"
-VERSION = "5.3.3"
+# the broker checks a half message 3 s old every 2 s (Java: 6 s / 30 s), so the check-back comes soon
+BROKER_PROPS = {"brokerName": "broker-grpc", "transactionTimeOut": 3000, "transactionCheckInterval": 2000}
 
 
 class Env:
     def __init__(self, host, tmp: Path) -> None:
         self.host = host
         self.grpc_port = servers.free_port()
-        self.cluster = servers.Cluster(tmp / "rmqpy", host.host_ip, {"brokerName": "broker-grpc",
-                                                                      "grpcServerPort": self.grpc_port})
+        self.cluster = servers.Cluster(tmp / "rmqpy", host.host_ip, {**BROKER_PROPS, "grpcServerPort": self.grpc_port})
         self.endpoint = f"{host.host_ip}:{self.grpc_port}"
+        self.g = grpcpy.PyGrpc(host, self.endpoint, self.cluster.ns_addr)
 
     def close(self) -> None:
         self.cluster.close()
         print(self.cluster.broker.log_tail(3000))
-
-    def create_topic(self, topic: str) -> None:
-        out = clients.mqadmin(self.host, VERSION, ["updateTopic", "-c", "DefaultCluster", "-t", topic,
-                                                   "-r", "4", "-w", "4"], self.cluster.ns_addr)
-        assert "success" in out, out
-
-    def client(self, *args: str, timeout: float = 120, check: bool = True) -> tuple[jvm.Events, str]:
-        proc = self.host.run([sys.executable, str(CLIENT), self.endpoint, *args], timeout=timeout)
-        events = jvm.Events(jvm._parse_lines(proc.stdout))
-        if check:
-            assert proc.returncode == 0, f"grpc_client {args} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
-        return events, proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -62,27 +53,42 @@ def env(java_built, client_host, tmp_path_factory):
 
 
 def test_python_client_sends_and_receives_each_message_once(env: Env) -> None:
-    topic = "GrpcOwnOnce"
-    env.create_topic(topic)
-    sent = env.client("produce", topic, "8")[0].of("sent")
-    assert len(sent) == 8
-    got = env.client("receive", topic, "grpc_own_once", "8", "20", "--linger", "3")[0].of("received")
-    counts = Counter(r["msgId"] for r in got)
-    assert sorted(counts) == sorted(s["msgId"] for s in sent), got
-    assert set(counts.values()) == {1}, counts
-    assert {r["body"] for r in got} == {f"grpc-{i}" for i in range(8)}
-    assert all(r["attempt"] == 1 and r["topic"] == topic for r in got)
+    grpcpy.check_each_message_once(env.g, "GrpcOwnOnce", "grpc_own_once")
 
 
 def test_unacked_message_comes_back_after_its_invisible_duration(env: Env) -> None:
-    topic = "GrpcOwnUnacked"
-    env.create_topic(topic)
-    sent = env.client("produce", topic, "2")[0].of("sent")
-    first = env.client("receive", topic, "grpc_own_unacked", "2", "10", "--no-ack")[0].of("received")
-    assert sorted(r["msgId"] for r in first) == sorted(s["msgId"] for s in sent)
-    again = env.client("receive", topic, "grpc_own_unacked", "2", "20", "--linger", "2")[0].of("received")
-    assert sorted(r["msgId"] for r in again) == sorted(s["msgId"] for s in sent), again
-    assert all(r["attempt"] == 2 for r in again), again
+    grpcpy.check_unacked_comes_back(env.g, "GrpcOwnUnacked", "grpc_own_unacked")
+
+
+def test_fifo_group_keeps_order_across_an_unacked_message(env: Env) -> None:
+    grpcpy.check_fifo_order(env.g, "GrpcOwnFifo", "grpc_own_fifo")
+
+
+def test_transaction_commit_rollback_and_check_back(env: Env) -> None:
+    grpcpy.check_transactions(env.g, "GrpcOwnTx", "grpc_own_tx")
+
+
+def test_message_goes_to_the_dlq_after_the_groups_max_attempts(env: Env) -> None:
+    grpcpy.check_dead_letter_after_max_attempts(env.g, "GrpcOwnDlq", "grpc_own_dlq")
+
+
+def test_mqadmin_lists_grpc_producers_and_consumers(env: Env) -> None:
+    topic, group = "GrpcOwnConn", "grpc_own_conn"
+    env.g.create_topic(topic)
+    producer = env.g.start("produce", topic, "1", "--hold", "20")
+    consumer = env.g.start("receive", topic, group, "0", "10", "--hold", "20")
+    try:
+        grpcpy.wait_event(producer, "holding")
+        grpcpy.wait_event(consumer, "holding")
+        out = env.g.mqadmin("producerConnection", "-g", topic, "-t", topic)
+        assert f"{env.host.client_ip}:" in out and "PYTHON" in out and "V5_3_3" in out, out
+        out = env.g.mqadmin("consumerConnection", "-g", group)
+        assert f"{env.host.client_ip}:" in out and "PYTHON" in out and "V5_3_3" in out, out
+        assert "CONSUME_ACTIVELY" in out and "CLUSTERING" in out and topic in out, out
+    finally:
+        for p in (producer, consumer):
+            p.kill()
+            p.wait(10)
 
 
 BAD_INPUT = """
@@ -96,21 +102,35 @@ m = d.Message(topic=d.Resource(name=sys.argv[2]), body=b"x" * (4 * 1024 * 1024 +
 m.system_properties.message_id = "BIGONE"
 r = stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=md, timeout=10)
 print("big", d.Code.Name(r.status.code))
+m = d.Message(topic=d.Resource(name=sys.argv[2]), body=b"x")
+r = stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=md, timeout=10)
+print("no-id", d.Code.Name(r.status.code))
+r = stub.SendMessage(s.SendMessageRequest(messages=[m]), timeout=10)
+print("no-client", d.Code.Name(r.status.code))
+r = stub.SendMessage(s.SendMessageRequest(), metadata=md, timeout=10)
+print("empty", d.Code.Name(r.status.code))
+r = stub.EndTransaction(s.EndTransactionRequest(topic=d.Resource(name=sys.argv[2])), metadata=md, timeout=10)
+print("no-tx", d.Code.Name(r.status.code))
 raw = ch.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
 try:
     raw(b"\\xff\\xff\\xff", metadata=md, timeout=10)
     print("malformed answered")
 except grpc.RpcError as e:
     print("malformed", e.code().name)
+r = stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name=sys.argv[2])), metadata=md, timeout=10)
+print("after", d.Code.Name(r.status.code))
 """
 
 
 def test_bad_input_gets_the_proxys_codes(env: Env) -> None:
     topic = "GrpcOwnBad"
-    env.create_topic(topic)
+    env.g.create_topic(topic)
     proc = env.host.run([sys.executable, "-c", BAD_INPUT, env.endpoint, topic], timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.split("\n")
     assert "route TOPIC_NOT_FOUND" in lines and "big MESSAGE_BODY_TOO_LARGE" in lines, proc.stdout
+    assert "no-id ILLEGAL_MESSAGE_ID" in lines and "no-client CLIENT_ID_REQUIRED" in lines, proc.stdout
+    assert "empty MESSAGE_CORRUPTED" in lines and "no-tx INVALID_TRANSACTION_ID" in lines, proc.stdout
     # a request that is no protobuf is refused by grpcio before any activity runs
     assert "malformed INTERNAL" in lines, proc.stdout
+    assert "after OK" in lines, proc.stdout  # and the endpoint goes on serving

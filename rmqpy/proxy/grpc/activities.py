@@ -24,15 +24,18 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer
 
-from rmqpy.broker.pop.receipt import ReceiptError, build_receipt, parse_receipt, real_topic
+from rmqpy.broker.pop.receipt import ReceiptError, build_receipt, parse_receipt, real_topic, retry_mark
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2
+from rmqpy.protocol.headers.broker import ConsumerSendMsgBackRequestHeader, EndTransactionRequestHeader, SendMessageRequestHeaderV2
 from rmqpy.protocol.headers.pop import AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, PopMessageRequestHeader
 from rmqpy.protocol.message import decode_records, java_string_hash, properties_to_string
+from rmqpy.protocol.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rmqpy.proxy.grpc.clients import GrpcClients
 from rmqpy.proxy.grpc.convert import SYSTEM_PROPERTIES, Code, remoting_status, resource, status, to_grpc_message
 from rmqpy.proxy.grpc.local import LocalChannel
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -50,7 +53,10 @@ MAX_DELAY_MS = 24 * 3600 * 1000  # maxDelayTimeMills
 _NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")  # TopicValidator / GroupValidator patterns, 127: topic max
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _OK_PUT = (ResponseCode.SUCCESS,)
-PRODUCER_GROUP = "rmqpy_grpc_producer"  # the proxy sends with a producer group of its own too
+PRODUCER_MAX_ATTEMPTS = 3  # grpcClientProducerMaxAttempts
+DEFAULT_INVISIBLE_MS = 60 * 1000  # defaultInvisibleTimeMills: a PushConsumer's receive (auto renew)
+# CustomizedRetryPolicy's default next: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h
+RETRY_NEXT_MS = [1000, 5000, 10_000, 30_000] + [m * 60_000 for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 60, 120)]
 
 
 class Refused(Exception):
@@ -78,21 +84,17 @@ class MessagingActivities:
     """One per broker; ``channel_of`` gives the :class:`LocalChannel` of a client id (one per
     client, so that a client's requests share a channel as its gRPC connection shares them)."""
 
+    log = RateLimitedLogger()
+
     def __init__(self, broker: "Broker", dispatcher: Any, grpc_port: int) -> None:
         self.broker = broker
         self.dispatcher = dispatcher  # the broker's RequestDispatcher: its processors and hooks
         self.grpc_port = grpc_port
-        self._channels: dict[str, LocalChannel] = {}
+        self.clients = GrpcClients(broker, dispatcher)
 
     # ------------------------------------------------------------------ helpers
-    def channel_of(self, client_id: str, peer: str) -> LocalChannel:
-        ch = self._channels.get(client_id)
-        if ch is None:
-            ch = self._channels[client_id] = LocalChannel(peer, self.broker.reactor)
-        return ch
-
-    def forget(self, client_id: str) -> None:
-        self._channels.pop(client_id, None)
+    def channel_of(self, client_id: str, peer: str, language: str = "") -> LocalChannel:
+        return self.clients.channel_of(client_id, peer, language)
 
     def _invoke(self, ch: LocalChannel, request: RemotingCommand) -> defer.Deferred[RemotingCommand]:
         return ch.invoke(self.dispatcher, request)
@@ -173,44 +175,74 @@ class MessagingActivities:
         return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=mq)])
 
     # ------------------------------------------------------------------ client
-    def heartbeat(self, req: Any) -> Any:
-        if req.client_type != pb.ClientType.PRODUCER and req.HasField("group"):
-            self._group(req.group)
-        return spb.HeartbeatResponse(status=status(Code.OK))
+    def heartbeat(self, req: Any, ch: LocalChannel) -> Any:
+        """``ClientActivity.heartbeat``: register the client as its settings describe it."""
+        s = ch.settings
+        if s is None:
+            raise Refused(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
+        group = None
+        if s.client_type in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER):
+            group = self._group(req.group)
+        elif s.client_type != pb.ClientType.PRODUCER:
+            raise Refused(Code.UNRECOGNIZED_CLIENT_TYPE, pb.ClientType.Name(s.client_type))
+        return self.clients.register(ch, group).addCallback(
+            lambda _: spb.HeartbeatResponse(status=status(Code.OK)))
 
-    def notify_client_termination(self, req: Any, client_id: str) -> Any:
-        self.forget(client_id)
-        return spb.NotifyClientTerminationResponse(status=status(Code.OK))
+    def notify_client_termination(self, req: Any, ch: LocalChannel) -> Any:
+        s = ch.settings
+        if s is None:
+            raise Refused(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
+        group = self._group(req.group) if s.HasField("subscription") else None
+        self.clients.forget(ch.client_id)
+        return self.clients.unregister(ch, group).addCallback(
+            lambda _: spb.NotifyClientTerminationResponse(status=status(Code.OK)))
 
-    def settings(self, cmd: Any) -> Any:
-        """The telemetry answer to a client's settings (``GrpcClientSettingsManager``)."""
+    def settings(self, cmd: Any, ch: LocalChannel, write: Any) -> Any:
+        """A client's settings on its Telemetry stream (``processAndWriteClientSettings``): kept,
+        the client registered, the stream attached, and the settings merged with the broker's
+        answered."""
+        raw = cmd.settings
+        if raw.HasField("publishing"):
+            for t in raw.publishing.topics:
+                _name(t, Code.ILLEGAL_TOPIC, "topic")
+        elif raw.HasField("subscription"):
+            self._group(raw.subscription.group)
+        else:
+            raise Refused(Code.BAD_REQUEST, "there is no publishing or subscription data in settings")
+        kept = pb.Settings()
+        kept.CopyFrom(raw)
+        ch.settings = kept
+        self.clients.attach(ch, write)
+        return self.clients.register(ch).addCallback(
+            lambda _: spb.TelemetryCommand(status=status(Code.OK), settings=self.merged_settings(ch)))
+
+    def merged_settings(self, ch: LocalChannel) -> Any:
+        """``GrpcClientSettingsManager.getClientSettings``: the raw settings with the proxy's producer
+        policy, or the consumer group's (its config, else SubscriptionGroupConfig's defaults)."""
         s = pb.Settings()
-        s.CopyFrom(cmd.settings)
+        s.CopyFrom(ch.settings)
         if s.HasField("publishing"):
+            s.backoff_policy.Clear()
+            s.backoff_policy.max_attempts = PRODUCER_MAX_ATTEMPTS
+            s.backoff_policy.exponential_backoff.initial.nanos = 10_000_000
+            s.backoff_policy.exponential_backoff.max.seconds = 1
+            s.backoff_policy.exponential_backoff.multiplier = 2.0
             s.publishing.max_body_size = self.broker.store_config.maxMessageSize
             s.publishing.validate_message_type = True
-            s.backoff_policy.max_attempts = max(1, s.backoff_policy.max_attempts or 3)
-            if not s.backoff_policy.HasField("exponential_backoff") and \
-                    not s.backoff_policy.HasField("customized_backoff"):
-                s.backoff_policy.exponential_backoff.initial.nanos = 10_000_000
-                s.backoff_policy.exponential_backoff.max.seconds = 1
-                s.backoff_policy.exponential_backoff.multiplier = 2.0
         elif s.HasField("subscription"):
             group = s.subscription.group.name
             sgc = self.broker.subscription_group_manager.find(group) if _NAME.match(group or "") else None
-            retry = sgc.retryMaxTimes if sgc is not None else 16
-            s.backoff_policy.Clear()
-            s.backoff_policy.max_attempts = retry + 1
-            levels = self.broker.store_config.delay_levels
-            for level in [ms for lv, ms in sorted(levels.items()) if lv >= 3]:
-                d = s.backoff_policy.customized_backoff.next.add()
-                d.seconds, d.nanos = level // 1000, (level % 1000) * 1_000_000
             s.subscription.receive_batch_size = MAX_BATCH
             s.subscription.long_polling_timeout.seconds = MAX_POLLING_MS // 1000
-        else:
-            return pb.Status(code=Code.UNRECOGNIZED_CLIENT_TYPE, message="settings without publishing or subscription")
+            s.subscription.fifo = bool(sgc.extra.get("consumeMessageOrderly")) if sgc is not None else False
+            s.backoff_policy.Clear()
+            s.backoff_policy.max_attempts = (sgc.retryMaxTimes if sgc is not None else 16) + 1
+            for ms in RETRY_NEXT_MS:
+                d = s.backoff_policy.customized_backoff.next.add()
+                d.seconds, d.nanos = ms // 1000, (ms % 1000) * 1_000_000
+        s.metric.Clear()
         s.metric.on = False
-        return spb.TelemetryCommand(status=status(Code.OK), settings=s)
+        return s
 
     # ------------------------------------------------------------------ send
     def send_message(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
@@ -225,7 +257,7 @@ class MessagingActivities:
         tc = self._topic(msgs[0].topic, write=True)
         requests = [self._send_request(m, tc) for m in msgs]
         sends = [self._invoke(ch, r) for r in requests]
-        return defer.gatherResults(sends, consumeErrors=True).addCallback(self._send_response, msgs)
+        return defer.gatherResults(sends, consumeErrors=True).addCallback(self._send_response, msgs, tc.topicName)
 
     def _send_request(self, m: Any, tc: Any) -> RemotingCommand:
         sp = m.system_properties
@@ -288,7 +320,7 @@ class MessagingActivities:
                 props["TIMER_DELIVER_MS"] = str(deliver)
         if sp.message_type == pb.MessageType.TRANSACTION:
             props["TRAN_MSG"] = "true"
-        props["PGROUP"] = PRODUCER_GROUP
+        props["PGROUP"] = tc.topicName  # SendMessageActivity: the topic is the producer group (transaction checks)
         if sp.HasField("trace_context"):
             props["TRACE_CONTEXT"] = sp.trace_context[:1024]
         if sp.born_host:
@@ -298,14 +330,13 @@ class MessagingActivities:
         if queue_id is None:
             queue_id = sp.queue_id if 0 <= sp.queue_id < tc.writeQueueNums else 0
         header = SendMessageRequestHeaderV2(
-            a=PRODUCER_GROUP, b=tc.topicName, c="TBW102", d=4, e=queue_id,
+            a=tc.topicName, b=tc.topicName, c="TBW102", d=4, e=queue_id,
             f=0x4 if props.get("TRAN_MSG") == "true" else 0,  # TRANSACTION_PREPARED_TYPE
             g=born, h=0, i=properties_to_string(props), j=0, k=False, m=False,
             n=self.broker.broker_config.brokerName)
         return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, body)
 
-    @staticmethod
-    def _send_response(responses: list[RemotingCommand], msgs: list[Any]) -> Any:
+    def _send_response(self, responses: list[RemotingCommand], msgs: list[Any], topic: str) -> Any:
         entries = []
         for resp, m in zip(responses, msgs):
             ext = resp.ext_fields or {}
@@ -313,7 +344,13 @@ class MessagingActivities:
                                         message_id=m.system_properties.message_id)
             if resp.code in _OK_PUT:
                 entry.offset = int(ext.get("queueOffset", "0") or 0)
-                entry.transaction_id = ext.get("transactionId") or ""
+                if m.system_properties.message_type == pb.MessageType.TRANSACTION:
+                    # ProducerProcessor.fillTransactionData: the half message's offsets, for EndTransaction
+                    entry.transaction_id = ext.get("transactionId") or m.system_properties.message_id
+                    offset_id = ext.get("msgId") or ""
+                    if len(offset_id) >= 16 and all(c in "0123456789ABCDEFabcdef" for c in offset_id[-16:]):
+                        self.clients.add_transaction(topic, entry.transaction_id, entry.offset,
+                                                     int(offset_id[-16:], 16))
             entries.append(entry)
         codes = {e.status.code for e in entries}
         if len(codes) == 1:
@@ -329,12 +366,13 @@ class MessagingActivities:
         if not 0 < req.batch_size <= MAX_BATCH:
             raise Refused(Code.ILLEGAL_POLLING_TIME if req.batch_size > MAX_BATCH else Code.BAD_REQUEST,
                           f"batch size must be in [1, {MAX_BATCH}], not {req.batch_size}")
-        if req.auto_renew:
-            raise Refused(Code.NOT_IMPLEMENTED, "auto_renew (push consumers) is not served yet")
-        invisible = _duration_ms(req.invisible_duration)
-        if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
-            raise Refused(Code.ILLEGAL_INVISIBLE_TIME,
-                          f"the invisibleTime must be in [{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+        if req.auto_renew:  # a PushConsumer: enableProxyAutoRenew's invisible time (see docs/compatibility.md)
+            invisible = DEFAULT_INVISIBLE_MS
+        else:
+            invisible = _duration_ms(req.invisible_duration)
+            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+                raise Refused(Code.ILLEGAL_INVISIBLE_TIME,
+                              f"the invisibleTime must be in [{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
         polling = _duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") else MAX_POLLING_MS
         if polling < 0 or polling > MAX_POLLING_MS:
             raise Refused(Code.ILLEGAL_POLLING_TIME, f"long polling timeout must be in [0, {MAX_POLLING_MS}] ms")
@@ -344,15 +382,29 @@ class MessagingActivities:
         exp = fe.expression or "*"
         if len(exp) > 4096:
             raise Refused(Code.ILLEGAL_FILTER_EXPRESSION, "filter expression is too long")
+        # the merged settings: FIFO from the group's consumeMessageOrderly, attempts from its retryMaxTimes
+        settings = self.merged_settings(ch) if ch.settings is not None and ch.settings.HasField("subscription") \
+            else None
+        fifo = bool(settings.subscription.fifo) if settings is not None else self._orderly(group)
+        max_attempts = settings.backoff_policy.max_attempts if settings is not None else self._max_attempts(group)
         qid = -1  # as the proxy's ReceiveMessageQueueSelector: the broker's acting queue, every queue of it
         header = PopMessageRequestHeader(consumerGroup=group, topic=tc.topicName, queueId=qid,
                                          maxMsgNums=req.batch_size, invisibleTime=invisible, pollTime=polling,
                                          bornTime=self.broker.now_ms(), initMode=0, expType=exp_type, exp=exp,
-                                         order=False)
+                                         order=fifo)
         pop = RemotingCommand.request(RequestCode.POP_MESSAGE, header)
-        return self._invoke(ch, pop).addCallback(self._received, tc.topicName)
+        return self._invoke(ch, pop).addCallback(self._received, tc.topicName, group, ch, max_attempts)
 
-    def _received(self, resp: RemotingCommand, topic: str) -> list[Any]:
+    def _orderly(self, group: str) -> bool:
+        sgc = self.broker.subscription_group_manager.find(group)
+        return bool(sgc.extra.get("consumeMessageOrderly")) if sgc is not None else False
+
+    def _max_attempts(self, group: str) -> int:
+        sgc = self.broker.subscription_group_manager.find(group)
+        return (sgc.retryMaxTimes if sgc is not None else 16) + 1
+
+    def _received(self, resp: RemotingCommand, topic: str, group: str, ch: LocalChannel,
+                  max_attempts: int) -> list[Any]:
         if resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
             return [spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))]
         if resp.code == ResponseCode.POLLING_FULL:
@@ -367,9 +419,19 @@ class MessagingActivities:
             parts = item.split(" ")
             if len(parts) == 3:
                 starts[(parts[0], int(parts[1]))] = int(parts[2])
+        counts: dict[str, int] = {}  # an orderly pop's deliveries so far, by "mark qo<qid>%<offset>" / "mark qid"
+        for item in (ext.get("orderCountInfo") or "").split(";"):
+            key, _, n = item.rpartition(" ")
+            if key and n.isdigit():
+                counts[key] = int(n)
         broker_name = self.broker.broker_config.brokerName
         out = [spb.ReceiveMessageResponse(status=status(Code.OK))]
         for msg in decode_records(resp.body or b""):
+            if counts:  # MQClientAPIImpl.processPopResponse: the count is the message's reconsume times
+                mark = retry_mark(msg.topic)
+                times = counts.get(f"{mark} qo{msg.queue_id}%{msg.queue_offset}", counts.get(f"{mark} {msg.queue_id}"))
+                if times:
+                    msg.reconsume_times = times
             ck = msg.properties.get("POP_CK")
             if ck is None:  # a message of the topic itself; pop retry ones carry their receipt
                 start = starts.get(("0", msg.queue_id), msg.queue_offset)
@@ -377,10 +439,75 @@ class MessagingActivities:
                                    msg.queue_offset)
             handle = f"{ck} {msg.commit_log_offset}"
             msg.properties.pop("POP_CK", None)
+            if msg.reconsume_times >= max_attempts:
+                # PopMessageResultFilterImpl: TO_DLQ, forwarded (and acked) instead of delivered
+                message_id = msg.properties.get("UNIQ_KEY") or msg.msg_id
+                defer.maybeDeferred(self._forward_to_dlq, ch, group, topic, handle, message_id).addErrback(
+                    lambda f: self.log.warn("forward to DLQ failed: {e}", e=f.getErrorMessage()))
+                continue
             out.append(spb.ReceiveMessageResponse(message=to_grpc_message(msg, handle)))
         if len(out) == 1:
             return [spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))]
         return out
+
+    # ------------------------------------------------------------------ dead letter queue
+    def forward_message_to_dead_letter_queue(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+        """``ForwardMessageToDLQActivity``: CONSUMER_SEND_MSG_BACK with delay level -1 (straight to
+        %DLQ%group), then the ack of the receipt; the send-back's code is the answer."""
+        tc = self._topic(req.topic)
+        group = self._group(req.group)
+        return self._forward_to_dlq(ch, group, tc.topicName, req.receipt_handle, req.message_id).addCallback(
+            lambda resp: spb.ForwardMessageToDeadLetterQueueResponse(
+                status=remoting_status(resp.code, resp.remark)))
+
+    def _forward_to_dlq(self, ch: LocalChannel, group: str, topic: str, handle: str,
+                        message_id: str) -> defer.Deferred[RemotingCommand]:
+        receipt, _ = self._handle(handle)
+        parts = handle.split(" ")
+        if len(parts) != 9 or not parts[8].lstrip("-").isdigit() or int(parts[8]) < 0:
+            raise Refused(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
+        try:
+            real = real_topic(topic, group, receipt.retry)
+        except ReceiptError as exc:
+            raise Refused(Code.INVALID_RECEIPT_HANDLE, str(exc)) from None
+        header = ConsumerSendMsgBackRequestHeader(offset=int(parts[8]), group=group, delayLevel=-1,
+                                                  originMsgId=message_id[:128], originTopic=real,
+                                                  maxReconsumeTimes=0)
+        back = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+
+        def sent(resp: RemotingCommand) -> Any:
+            if resp.code == ResponseCode.SUCCESS:
+                entry = spb.AckMessageEntry(message_id=message_id, receipt_handle=handle)
+                self._ack_one(ch, group, topic, entry)
+            return resp
+        return self._invoke(ch, back).addCallback(sent)
+
+    # ------------------------------------------------------------------ transactions
+    def end_transaction(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+        """``EndTransactionActivity``: the half message's offsets from the transaction data of
+        (topic as producer group, transaction id), then END_TRANSACTION as the proxy sends it."""
+        tc = self._topic(req.topic)
+        if not req.transaction_id.strip():
+            raise Refused(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+        if len(req.transaction_id) > 128 or len(req.message_id) > 128:
+            raise Refused(Code.INVALID_TRANSACTION_ID, "transaction id is too long")
+        resolution = {pb.TransactionResolution.COMMIT: TRANSACTION_COMMIT_TYPE,
+                      pb.TransactionResolution.ROLLBACK: TRANSACTION_ROLLBACK_TYPE}.get(req.resolution, 0)
+        data = self.clients.poll_transaction(tc.topicName, req.transaction_id)
+        if data is None:  # ProxyExceptionCode.TRANSACTION_DATA_NOT_FOUND: no Code of its own
+            raise Refused(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
+        ok = spb.EndTransactionResponse(status=status(Code.OK))
+        if resolution == 0:  # UNKNOWN: the broker would log it and not answer; the check-back asks again
+            return defer.succeed(ok)
+        queue_offset, commit_log_offset = data
+        header = EndTransactionRequestHeader(
+            topic=tc.topicName, producerGroup=tc.topicName, tranStateTableOffset=queue_offset,
+            commitLogOffset=commit_log_offset, commitOrRollback=resolution,
+            fromTransactionCheck=req.source == pb.TransactionSource.SOURCE_SERVER_CHECK,
+            msgId=req.message_id, transactionId=req.transaction_id)
+        # endTransactionOneway: the answer is OK whatever the broker says (it logs a refusal)
+        return self._invoke(ch, RemotingCommand.request(RequestCode.END_TRANSACTION, header)).addCallback(
+            lambda _: ok)
 
     # ------------------------------------------------------------------ ack / invisible time
     def _handle(self, text: str) -> tuple[Any, str]:

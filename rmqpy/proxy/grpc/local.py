@@ -4,14 +4,20 @@ The gRPC activities turn each call into the broker's own remoting request and ha
 broker's :class:`~rmqpy.remoting.dispatch.RequestDispatcher` through a :class:`LocalChannel`: the
 processor, the request hooks (ACL), the metrics and the error answers are the ones a remoting
 client gets, and the answer comes back as a Deferred instead of a frame. Runs on the reactor.
+
+A LocalChannel is also what the broker's producer and consumer tables hold for a gRPC client (as
+5.3.3's ``GrpcClientChannel``): a request the broker sends to the client (``invoke_oneway``:
+CHECK_TRANSACTION_STATE) goes to ``push``, which the activities set to write the client's
+Telemetry stream while one is open.
 """
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet import defer
 
+from rmqpy.protocol.codes import LanguageCode, MQVersion
 from rmqpy.protocol.command import RemotingCommand
 
 
@@ -20,22 +26,29 @@ class LocalChannel:
 
     connected_ = True
 
-    def __init__(self, remote_address: str, clock: Any) -> None:
+    def __init__(self, remote_address: str, clock: Any, client_id: str = "",
+                 language: int = LanguageCode.OTHER, version: int = MQVersion.V5_3_3) -> None:
         self.remote_address = remote_address  # host:port, as a remoting connection names its peer
         host, _, port = remote_address.rpartition(":")
         self.remote_host = host.strip("[]") or remote_address
         self.remote_port = int(port) if port.isdigit() else 0
         self.local_address = "grpc"
         self.clock = clock
+        self.client_id = client_id
+        self.language, self.version = language, version  # what consumerConnection/producerConnection show
+        self.settings: Any = None  # the client's raw Settings (apache.rocketmq.v2), from its Telemetry stream
+        self.push: Callable[[RemotingCommand], None] | None = None  # set while a Telemetry stream is open
+        self.last_used = clock.seconds()
         self.read_at: float | None = None
         self._opaque = itertools.count(1)
         self._waiting: dict[int, defer.Deferred[RemotingCommand]] = {}
 
     def invoke(self, dispatcher: Any, request: RemotingCommand) -> defer.Deferred[RemotingCommand]:
         request.opaque = next(self._opaque)
+        request.language, request.version = self.language, self.version
         d: defer.Deferred[RemotingCommand] = defer.Deferred()
         self._waiting[request.opaque] = d
-        self.read_at = self.clock.seconds()
+        self.read_at = self.last_used = self.clock.seconds()
         dispatcher.dispatch(self, request)
         return d
 
@@ -44,9 +57,14 @@ class LocalChannel:
         if d is not None:
             d.callback(response)
 
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        """A request of the broker to this client: to its Telemetry stream, if one is open (as
+        ``GrpcClientChannel.writeTelemetryCommand``, which drops it otherwise)."""
+        if self.push is not None:
+            self.push(request)
+
     def close(self) -> None:
-        """The broker closes an expired client's channel: nothing to close in-process."""
-        self.connected_ = False
+        """The broker closes an expired client's channel: the calls still waiting fail."""
         waiting, self._waiting = self._waiting, {}
         for d in waiting.values():
             d.errback(ConnectionError("client channel closed"))

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import queue
+import threading
 from typing import Any, Callable, Iterator
 
 import grpc
-from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 from twisted.application import service
@@ -38,7 +38,10 @@ from rmqpy.proxy.grpc.convert import Code, status
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 CLIENT_ID = "x-mq-client-id"
+LANGUAGE = "x-mq-language"
 MAX_TELEMETRY_COMMANDS = 10_000  # per stream: a client sends its settings once, then every 5 minutes
+MAX_TELEMETRY_PENDING = 1024  # commands waiting to be written to one client's stream; more are dropped
+_END = object()
 
 
 class _Servicer(sgrpc.MessagingServiceServicer):
@@ -73,18 +76,28 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         a refused request with an OK gRPC call carrying the Code)."""
         try:
             return self._call(fn, *args)
-        except Refused as exc:
+        except Refused as exc:  # bad input: one rate-limited line, then the proxy's Code
+            # logged on the reactor: the logger's buckets and summary timers live there
+            name, code, message = fn.__name__, Code.Name(exc.code), exc.message
+            self.reactor.callFromThread(lambda: self.log.warn("gRPC {f} refused: {c} {m}", f=name, c=code,
+                                                              m=message))
             return make(status(exc.code, exc.message))
         except Exception as exc:  # a bug: one line, and the proxy's INTERNAL_SERVER_ERROR
-            self.log.failure("grpc call failed", Failure())
+            self.reactor.callFromThread(self.log.failure, "grpc call failed", Failure())
             return make(status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {str(exc)[:200]}"))
 
     def _channel(self, context: Any) -> Any:
-        client_id = dict(context.invocation_metadata()).get(CLIENT_ID, "")
+        metadata = dict(context.invocation_metadata())
+        client_id = metadata.get(CLIENT_ID, "")
         if not client_id or len(client_id) > 256:
             return None
         peer = context.peer()[:128]  # "ipv4:10.0.0.1:5678", "ipv6:[::1]:5678"
-        return self._call(self.a.channel_of, client_id, peer.split(":", 1)[1] if peer.startswith("ipv") else peer)
+        try:
+            return self._call(self.a.channel_of, client_id, peer.split(":", 1)[1] if peer.startswith("ipv") else peer,
+                              str(metadata.get(LANGUAGE, ""))[:32])
+        except Exception as exc:  # TooManyClients
+            self.log.warn("gRPC client {c} refused: {e}", c=client_id[:64], e=exc)
+            return None
 
     @staticmethod
     def _remaining_ms(context: Any) -> int:
@@ -107,7 +120,7 @@ class _Servicer(sgrpc.MessagingServiceServicer):
 
     def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.HeartbeatResponse(status=s)  # noqa: E731
-        return self._answer(make, self.a.heartbeat, request)
+        return self._answer_as_client(make, self.a.heartbeat, request, context)
 
     def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.QueryAssignmentResponse(status=s)  # noqa: E731
@@ -127,8 +140,15 @@ class _Servicer(sgrpc.MessagingServiceServicer):
 
     def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.NotifyClientTerminationResponse(status=s)  # noqa: E731
-        client_id = dict(context.invocation_metadata()).get(CLIENT_ID, "")
-        return self._answer(make, self.a.notify_client_termination, request, client_id)
+        return self._answer_as_client(make, self.a.notify_client_termination, request, context)
+
+    def EndTransaction(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.EndTransactionResponse(status=s)  # noqa: E731
+        return self._answer_as_client(make, self.a.end_transaction, request, context)
+
+    def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s)  # noqa: E731
+        return self._answer_as_client(make, self.a.forward_message_to_dead_letter_queue, request, context)
 
     # ------------------------------------------------------------------ streams
     def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
@@ -141,17 +161,62 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         yield done
 
     def Telemetry(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
-        for n, cmd in enumerate(request_iterator):
-            if n >= MAX_TELEMETRY_COMMANDS:
-                return
-            kind = cmd.WhichOneof("command")
-            if kind == "settings":
-                answer = self._answer(lambda s: s, self.a.settings, cmd)
-                if isinstance(answer, pb.Status):
-                    yield spb.TelemetryCommand(status=answer)
-                else:
-                    yield answer
-            # thread stack traces and verify results answer commands this broker never sends
+        """The client's settings in, their merged answer and the broker's commands to the client
+        (transaction check-backs) out. A thread reads the client's commands while this one writes
+        what ``out`` holds; a settings command that fails validation ends the stream with
+        INVALID_ARGUMENT, as ``ClientActivity.processTelemetryException`` does."""
+        ch = self._channel(context)
+        if ch is None:
+            yield spb.TelemetryCommand(status=status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
+            return
+        out: queue.Queue[Any] = queue.Queue(MAX_TELEMETRY_PENDING)
+
+        def write(cmd: Any) -> None:  # on the reactor: never blocks it
+            try:
+                out.put_nowait(cmd)
+            except queue.Full:
+                self.log.warn("telemetry of {c}: {n} commands not written, dropping one", c=ch.client_id[:64],
+                              n=MAX_TELEMETRY_PENDING)
+
+        def read() -> None:
+            try:
+                for n, cmd in enumerate(request_iterator):
+                    if n >= MAX_TELEMETRY_COMMANDS:
+                        break
+                    if cmd.WhichOneof("command") != "settings":
+                        continue  # thread stack traces and verify results answer commands never sent
+                    try:
+                        out.put(self._call(self.a.settings, cmd, ch, write))
+                    except Refused as exc:
+                        code = grpc.StatusCode.INVALID_ARGUMENT if Code.BAD_REQUEST <= exc.code < Code.INTERNAL_ERROR \
+                            else grpc.StatusCode.INTERNAL
+                        out.put((code, f"process client telemetryCommand failed. {exc.message}"[:300]))
+                        return
+                    except Exception as exc:
+                        self.log.failure("telemetry settings failed", Failure())
+                        out.put((grpc.StatusCode.INTERNAL, f"process client telemetryCommand failed. {exc}"[:300]))
+                        return
+            except Exception:  # the client went away: grpc.RpcError from the iterator
+                pass
+            finally:
+                out.put(_END)
+
+        threading.Thread(target=read, name="grpc-telemetry", daemon=True).start()
+        try:
+            while True:
+                try:
+                    item = out.get(timeout=0.5)
+                except queue.Empty:
+                    if self.stopping or not context.is_active():
+                        return
+                    continue
+                if item is _END:
+                    return
+                if isinstance(item, tuple):
+                    context.abort(*item)
+                yield item
+        finally:
+            self.reactor.callFromThread(self.a.clients.detach, ch, write)
 
 
 class GrpcServerService(service.Service):

@@ -9,6 +9,14 @@ line (``sent``, ``received``, ``done``) on stdout. Commands:
   messages arrived (acking each unless --no-ack), then keep receiving for --linger seconds to
   catch extra deliveries; exits 1 if fewer than N arrived within 60 s. ``--skip BODY``: the first
   time BODY arrives, ack neither it nor what follows it in its batch (a FIFO consumer that failed).
+  ``--wait S``: give up after S seconds instead of 60 (with N 0: receive for S seconds).
+* ``transaction TOPIC commit|rollback|check``: Producer with a TransactionChecker that answers
+  COMMIT; sends one half message (body ``tx-<mode>``), then commits, rolls back, or (``check``)
+  ends nothing and waits up to 60 s for the broker's check-back (``checked``), staying up 3 s
+  after it so that the checker's EndTransaction goes out.
+* ``--hold S`` (produce, receive): stay started S seconds before shutting down, after printing
+  ``holding`` (mqadmin producerConnection / consumerConnection look meanwhile).
+* ``--tls``: the client's tls_enable (roots from GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
 """
 from __future__ import annotations
 
@@ -25,33 +33,41 @@ def main(argv: list[str]) -> int:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
 
     endpoint, command, *rest = argv
+    tls = "--tls" in rest
+    if tls:
+        rest.remove("--tls")
+    hold = float(_opt(rest, "--hold", "0"))
     config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
     if command == "produce":
         topic, n = rest[0], int(rest[1])
-        producer = Producer(config, (topic,))
+        producer = Producer(config, (topic,), tls_enable=tls)
         producer.startup()
         try:
             for i in range(n):
                 m = Message()
                 m.topic, m.body, m.tag = topic, f"grpc-{i}".encode(), "TagA"
-                if len(rest) > 2:
+                if len(rest) > 2 and not rest[2].startswith("--"):
                     m.message_group = rest[2]
                 receipt = producer.send(m)
                 emit("sent", msgId=receipt.message_id, body=f"grpc-{i}")
+            _hold(hold)
         finally:
             producer.shutdown()
         emit("done", ok=True)
         return 0
+    if command == "transaction":
+        return transaction(config, rest[0], rest[1])
     if command == "receive":
         topic, group, n, invisible = rest[0], rest[1], int(rest[2]), int(rest[3])
         ack = "--no-ack" not in rest
-        linger = float(rest[rest.index("--linger") + 1]) if "--linger" in rest else 0.0
-        skip = rest[rest.index("--skip") + 1] if "--skip" in rest else None
-        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=5)
+        linger = float(_opt(rest, "--linger", "0"))
+        skip = _opt(rest, "--skip", None)
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=5, tls_enable=tls)
         consumer.startup()
         time.sleep(2)  # the client sends its settings over the telemetry stream after startup
+        _hold(hold)
         got = 0
-        deadline = time.time() + 60
+        deadline = time.time() + float(_opt(rest, "--wait", "60"))
         stop_at = None
         try:
             while time.time() < (stop_at or deadline):
@@ -67,13 +83,60 @@ def main(argv: list[str]) -> int:
                         got += 1
                     elif not ack:
                         got += 1
-                if got >= n and stop_at is None:
+                if n > 0 and got >= n and stop_at is None:
                     stop_at = time.time() + linger
         finally:
             consumer.shutdown()
         emit("done", ok=got >= n, received=got)
         return 0 if got >= n else 1
     raise SystemExit(f"unknown command {command}")
+
+
+def _opt(rest: list[str], name: str, default):
+    return rest[rest.index(name) + 1] if name in rest else default
+
+
+def _hold(seconds: float) -> None:
+    if seconds > 0:
+        emit("holding")
+        time.sleep(seconds)
+
+
+def transaction(config, topic: str, mode: str) -> int:
+    import threading
+
+    from rocketmq import Message, Producer, TransactionChecker, TransactionResolution
+
+    checked = threading.Event()
+
+    class Checker(TransactionChecker):
+        def check(self, message) -> TransactionResolution:
+            emit("checked", msgId=message.message_id, body=message.body.decode())
+            checked.set()
+            return TransactionResolution.COMMIT
+
+    producer = Producer(config, (topic,), Checker())
+    producer.startup()
+    try:
+        tx = producer.begin_transaction()
+        m = Message()
+        m.topic, m.body, m.tag = topic, f"tx-{mode}".encode(), "TagA"
+        receipt = producer.send(m, tx)
+        emit("sent", msgId=receipt.message_id, body=f"tx-{mode}", transactionId=receipt.transaction_id)
+        if mode == "commit":
+            tx.commit()
+        elif mode == "rollback":
+            tx.rollback()
+        elif not checked.wait(60):
+            emit("done", ok=False)
+            return 1
+        else:
+            time.sleep(3)  # the checker's EndTransaction goes out from the client's own thread
+        emit("ended", mode=mode)
+    finally:
+        producer.shutdown()
+    emit("done", ok=True)
+    return 0
 
 
 if __name__ == "__main__":

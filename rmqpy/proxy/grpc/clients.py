@@ -1,0 +1,185 @@
+"""The gRPC clients the endpoint knows, as 5.3.3's proxy in local mode keeps them.
+
+* One :class:`~rmqpy.proxy.grpc.local.LocalChannel` per client id (``GrpcChannelManager``), at
+  most ``MAX_CLIENTS``; one silent for ``channelExpiredTimeoutMills`` is forgotten by ``sweep``.
+* The client's raw ``Settings`` (``GrpcClientSettingsManager``), from its Telemetry stream, and the
+  answer merged from the broker's config (``merged_settings``).
+* Registration in the broker's producer and consumer tables by a HEART_BEAT run on the client's
+  channel (``ClientActivity.registerProducer``/``registerConsumer``: the topic name is the producer
+  group, consumers are CLUSTERING from the last offset, CONSUME_ACTIVELY for a SimpleConsumer and
+  CONSUME_PASSIVELY for a PushConsumer), so that mqadmin producerConnection / consumerConnection
+  list them, and an UNREGISTER_CLIENT when the client says it terminates.
+* Transaction data (``TransactionDataManager``): the half message's offsets by producer group and
+  transaction id, from a send or a check-back, for the EndTransaction that follows; each expires
+  after ``TRANSACTION_DATA_EXPIRE_MS`` and at most ``TRANSACTION_DATA_MAX_NUM`` per key.
+* Broker-to-client requests: CHECK_TRANSACTION_STATE becomes a ``RecoverOrphanedTransactionCommand``
+  on the client's Telemetry stream (``GrpcClientChannel.processCheckTransaction``).
+
+Runs on the reactor.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Callable
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from twisted.internet import defer
+
+from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
+from rmqpy.protocol.codes import LanguageCode, MQVersion, RequestCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import CheckTransactionStateRequestHeader, UnregisterClientRequestHeader
+from rmqpy.protocol.message import decode_records
+from rmqpy.proxy.grpc.convert import to_grpc_message
+from rmqpy.proxy.grpc.local import LocalChannel
+from rmqpy.remoting.ratelimit import RateLimitedLogger
+
+if TYPE_CHECKING:
+    from rmqpy.broker.api import Broker
+
+MAX_CLIENTS = 65_536
+TRANSACTION_DATA_EXPIRE_MS = 30_000  # ProxyConfig.transactionDataExpireMillis
+TRANSACTION_DATA_MAX_NUM = 15  # ProxyConfig.transactionDataMaxNum, per producer group and transaction id
+MAX_TRANSACTION_KEYS = 65_536  # rmqpy's bound on the table (Java's has none)
+
+
+class TooManyClients(Exception):
+    pass
+
+
+def language_of(name: str) -> int:
+    """``LanguageCode.valueOf(x-mq-language)``; a name Java does not know is OTHER here."""
+    try:
+        return int(LanguageCode[name.upper()])
+    except KeyError:
+        return int(LanguageCode.OTHER)
+
+
+class GrpcClients:
+    log = RateLimitedLogger()
+
+    def __init__(self, broker: "Broker", dispatcher: Any) -> None:
+        self.broker, self.dispatcher = broker, dispatcher
+        self.channels: dict[str, LocalChannel] = {}
+        self.writers: dict[str, Callable[[Any], None]] = {}  # client id -> its open Telemetry stream's
+        # (producer group, transaction id) -> [(expire at ms, tranStateTableOffset, commitLogOffset)]
+        self.transactions: OrderedDict[tuple[str, str], list[tuple[int, int, int]]] = OrderedDict()
+
+    # ------------------------------------------------------------------ channels
+    def channel_of(self, client_id: str, peer: str, language: str = "") -> LocalChannel:
+        ch = self.channels.get(client_id)
+        if ch is None:
+            if len(self.channels) >= MAX_CLIENTS:
+                self.sweep()
+                if len(self.channels) >= MAX_CLIENTS:
+                    raise TooManyClients(f"more than {MAX_CLIENTS} gRPC clients")
+            # parseClientVersion: x-mq-client-version ("5.1.2") is no MQVersion.Version name, so Java
+            # registers every gRPC client with its own CURRENT_VERSION
+            ch = self.channels[client_id] = LocalChannel(peer, self.broker.reactor, client_id,
+                                                         language_of(language), MQVersion.V5_3_3)
+        return ch
+
+    def forget(self, client_id: str) -> LocalChannel | None:
+        return self.channels.pop(client_id, None)
+
+    def sweep(self) -> None:
+        """Forget clients silent for longer than the broker keeps a channel without a heartbeat."""
+        limit = self.broker.broker_config.channelExpiredTimeoutMills / 1000.0
+        now = self.broker.reactor.seconds()
+        for client_id, ch in list(self.channels.items()):
+            if ch.push is None and now - ch.last_used > limit:
+                del self.channels[client_id]
+
+    # ------------------------------------------------------------------ broker tables
+    def _heartbeat_data(self, ch: LocalChannel, group: str | None) -> HeartbeatData | None:
+        s = ch.settings
+        if s is None:
+            return None
+        data = HeartbeatData(clientID=ch.client_id)
+        if s.HasField("publishing"):
+            data.producerDataSet = [ProducerData(t.name) for t in s.publishing.topics]
+        elif s.HasField("subscription"):
+            subs = [SubscriptionData.build(e.topic.name, e.expression.expression or "*",
+                                           "SQL92" if e.expression.type == pb.FilterType.SQL else "TAG")
+                    for e in s.subscription.subscriptions]
+            consume = "CONSUME_PASSIVELY" if s.client_type == pb.ClientType.PUSH_CONSUMER else "CONSUME_ACTIVELY"
+            data.consumerDataSet = [ConsumerData(group or s.subscription.group.name, consume, "CLUSTERING",
+                                                 "CONSUME_FROM_LAST_OFFSET", subs)]
+        return data
+
+    def register(self, ch: LocalChannel, group: str | None = None) -> defer.Deferred[Any]:
+        """HEART_BEAT for the client, as the settings it sent describe it."""
+        data = self._heartbeat_data(ch, group)
+        if data is None or not (data.producerDataSet or data.consumerDataSet):
+            return defer.succeed(None)
+        return ch.invoke(self.dispatcher, RemotingCommand.request(RequestCode.HEART_BEAT, None, data.encode()))
+
+    def unregister(self, ch: LocalChannel, group: str | None) -> defer.Deferred[Any]:
+        s = ch.settings
+        calls = []
+        if s is not None and s.HasField("publishing"):
+            for t in s.publishing.topics:
+                h = UnregisterClientRequestHeader(clientID=ch.client_id, producerGroup=t.name)
+                calls.append(ch.invoke(self.dispatcher, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, h)))
+        elif s is not None and group:
+            h = UnregisterClientRequestHeader(clientID=ch.client_id, consumerGroup=group)
+            calls.append(ch.invoke(self.dispatcher, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, h)))
+        return defer.gatherResults(calls, consumeErrors=True)
+
+    # ------------------------------------------------------------------ telemetry
+    def attach(self, ch: LocalChannel, write: Callable[[Any], None]) -> None:
+        """The client's Telemetry stream is open: broker requests go to ``write``."""
+        self.writers[ch.client_id] = write
+        ch.push = lambda request: self._push(ch, request, write)
+
+    def detach(self, ch: LocalChannel, write: Callable[[Any], None]) -> None:
+        """The stream that ``write`` wrote to ended (a newer one of the client stays)."""
+        if self.writers.get(ch.client_id) is write:
+            del self.writers[ch.client_id]
+            ch.push = None
+
+    def _push(self, ch: LocalChannel, request: RemotingCommand, write: Callable[[Any], None]) -> None:
+        if request.code != RequestCode.CHECK_TRANSACTION_STATE:
+            return  # NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET: nothing a gRPC client takes
+        try:
+            h = request.decode_header(CheckTransactionStateRequestHeader)
+            msgs = list(decode_records(request.body or b""))
+        except Exception as exc:  # the broker's own request: a bug
+            self.log.warn("cannot convert CHECK_TRANSACTION_STATE for {c}: {e}", c=ch.client_id, e=exc)
+            return
+        if not msgs or not h.transactionId:
+            return
+        msg = msgs[0]
+        group = msg.properties.get("PGROUP") or msg.topic
+        self.add_transaction(group, h.transactionId, h.tranStateTableOffset, h.commitLogOffset)
+        cmd = spb.TelemetryCommand(recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
+            message=to_grpc_message(msg, None), transaction_id=h.transactionId))
+        write(cmd)
+
+    # ------------------------------------------------------------------ transaction data
+    def add_transaction(self, group: str, transaction_id: str, queue_offset: int, commit_log_offset: int) -> None:
+        key = (group, transaction_id)
+        entries = self.transactions.pop(key, [])
+        entries.append((self.broker.now_ms() + TRANSACTION_DATA_EXPIRE_MS, queue_offset, commit_log_offset))
+        del entries[:-TRANSACTION_DATA_MAX_NUM]
+        self.transactions[key] = entries
+        while len(self.transactions) > MAX_TRANSACTION_KEYS:
+            self.transactions.popitem(last=False)
+
+    def poll_transaction(self, group: str, transaction_id: str) -> tuple[int, int] | None:
+        """The newest unexpired data of the key, taken out of the table (``pollNoExpireTransactionData``)."""
+        key = (group, transaction_id)
+        entries = self.transactions.get(key)
+        if not entries:
+            return None
+        now = self.broker.now_ms()
+        found = None
+        while entries:
+            expire, queue_offset, commit_log_offset = entries.pop()
+            if expire >= now:
+                found = (queue_offset, commit_log_offset)
+                break
+        if not entries:
+            del self.transactions[key]
+        return found
