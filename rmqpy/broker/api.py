@@ -57,6 +57,26 @@ class SendBackHook(Protocol):
     def send_to_dlq(self, group: str, origin_topic: str) -> None: ...
 
 
+class PopMetricsHook(Protocol):
+    """Java ``PopMetricsManager``'s counters: revive records written (CK/ACK, put status), read back by
+    the revive service (per revive queue), and messages revived to the retry topic."""
+
+    def revive_put(self, group: str, topic: str, kind: str, status: str) -> None: ...
+
+    def revive_get(self, group: str, topic: str, queue_id: int, kind: str) -> None: ...
+
+    def revive_retry(self, group: str, topic: str, status: str) -> None: ...
+
+
+class TimerMetricsHook(Protocol):
+    """Java ``DefaultStoreMetricsManager``'s timer counters: a timer message parked (its real topic and
+    the delay asked, in s: ``rocketmq_delay_message_latency``) and one delivered."""
+
+    def timer_enqueue(self, topic: str, delay_s: int) -> None: ...
+
+    def timer_dequeue(self, topic: str) -> None: ...
+
+
 class Broker(Protocol):
     """The broker as its processors and services use it (Java hands them ``BrokerController``)."""
 
@@ -86,6 +106,7 @@ class Broker(Protocol):
     transactional_message_service: Any
     schedule_message_service: Any
     timer_message_service: Any
+    pop_revive_service: Any
     processors: dict[str, Any]
 
     def now_ms(self) -> int: ...

@@ -15,6 +15,11 @@ against a Java 5.3.3 broker's endpoint by tests/interop/test_metrics_logs.py):
   queueing latency and ready messages, storage size, flush and dispatch behind, message
   reserve time, and ``rocketmq_processor_watermark`` (always 0: rmqpy runs a request when it
   is read, there is no processor queue for a request to wait in; the wait is the reactor's lag);
+- POP (``PopMetricsConstant``): revive records written, read back and revived to retry, counted
+  by :class:`BrokerMetricsHook` as the pop service and the revive service tell it; revive lag and
+  latency per revive queue, read at scrape. Timer (``DefaultStoreMetricsConstant``): messages parked
+  and delivered, their delay, and the timer service's gauges. ``rocketmq_half_messages``: prepared
+  sends less END_TRANSACTIONs, per real topic;
 - rmqpy's own: ``rmqpy_reactor_lag_milliseconds``, ``rmqpy_put_latency_milliseconds``,
   ``rmqpy_flush_latency_milliseconds`` and ``rmqpy_storage_disk_used_ratio``.
 
@@ -57,6 +62,8 @@ MESSAGE_SIZE_BUCKETS = (1024, 4 * 1024, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024
 #: Java's rocketmq_finish_message_latency buckets: 5 s, 1 min, 10 min, 1 h, 12 h, 24 h (Java records
 #: seconds under the unit "ms", so the sample is named _milliseconds and holds seconds; so does rmqpy's)
 FINISH_LATENCY_BUCKETS_S = (5, 60, 600, 3600, 12 * 3600, 24 * 3600)
+#: Java ``DefaultStoreMetricsManager.getMetricsView``: rocketmq_delay_message_latency buckets (s)
+DELAY_LATENCY_BUCKETS_S = (60, 600, 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600)
 #: Java's processor pools, as rocketmq_processor_watermark labels them
 PROCESSORS = ("send", "async_put", "pull", "ack", "query_message", "client_manager", "heartbeat", "lite_pull",
               "transaction", "consumer_manager", "admin", "reply")
@@ -121,6 +128,14 @@ class BrokerMetricsHook:
         self.committed: dict[str, int] = {}
         self.rolled_back: dict[str, int] = {}
         self.finish_latency: dict[str, Histogram] = {}
+        self.half: dict[str, int] = {}  # real topic -> half messages prepared and not ended (since start)
+        # POP (Java PopMetricsManager) and timer (DefaultStoreMetricsManager) counters
+        self.revive_in: dict[tuple[str, str, str, str], int] = {}  # (group, topic, CK/ACK, put status)
+        self.revive_out: dict[tuple[str, str, int, str], int] = {}  # (group, topic, revive queue, CK/ACK)
+        self.revive_retry_puts: dict[tuple[str, str, str], int] = {}  # (group, topic, put status)
+        self.timer_in: dict[str, int] = {}
+        self.timer_out: dict[str, int] = {}
+        self.timer_delay: dict[str, Histogram] = {}
 
     def send_message_after(self, response: Any, request: RemotingCommand, topic: str) -> Any:
         if type(response) is not RemotingCommand or response.code not in _SEND_OK or not topic \
@@ -148,6 +163,8 @@ class BrokerMetricsHook:
             series = self.messages_in[key] = _In()
         series.nums += nums
         series.bytes += wrote
+        if key[1] == "transaction":  # a half message (Java's TransactionMetrics: +1 per prepared put)
+            _add(self.half, topic, nums)
         per = wrote // nums
         size = series.size
         size.counts[bisect_left(size.bounds, per)] += 1
@@ -181,6 +198,8 @@ class BrokerMetricsHook:
         table = self.committed if committed else self.rolled_back
         if topic in table or len(table) < MAX_SERIES:
             table[topic] = table.get(topic, 0) + 1
+        if self.half.get(topic, 0) > 0:  # (a half message prepared before a restart is not counted)
+            self.half[topic] -= 1
         if committed:
             hist = self.finish_latency.get(topic)
             if hist is None:
@@ -188,6 +207,29 @@ class BrokerMetricsHook:
                     return
                 hist = self.finish_latency[topic] = Histogram(FINISH_LATENCY_BUCKETS_S)
             hist.observe(max(0, (wall_ms() - born_timestamp) // 1000))  # Java records seconds
+
+    # PopMetricsHook
+    def revive_put(self, group: str, topic: str, kind: str, status: str) -> None:
+        _add(self.revive_in, (group, topic, kind, status))
+
+    def revive_get(self, group: str, topic: str, queue_id: int, kind: str) -> None:
+        _add(self.revive_out, (group, topic, queue_id, kind))
+
+    def revive_retry(self, group: str, topic: str, status: str) -> None:
+        _add(self.revive_retry_puts, (group, topic, status))
+
+    # TimerMetricsHook
+    def timer_enqueue(self, topic: str, delay_s: int) -> None:
+        _add(self.timer_in, topic)
+        hist = self.timer_delay.get(topic)
+        if hist is None:
+            if len(self.timer_delay) >= MAX_SERIES:
+                return
+            hist = self.timer_delay[topic] = Histogram(DELAY_LATENCY_BUCKETS_S)
+        hist.observe(delay_s)
+
+    def timer_dequeue(self, topic: str) -> None:
+        _add(self.timer_out, topic)
 
     def forget_topic(self, topic: str) -> None:
         for table in (self.messages_in, self.messages_out):
@@ -213,7 +255,7 @@ class BrokerMetricsManager:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(CallbackCollector(
             self._traffic, lambda: self.rpc.families(self.base), self._broker_gauges, self._connections,
-            self._lag, self._store, lambda: self.reactor_lag.families(self.base)))
+            self._lag, self._store, self._pop, self._timer, lambda: self.reactor_lag.families(self.base)))
 
     @staticmethod
     def enabled(broker_config: Any) -> bool:
@@ -270,6 +312,76 @@ class BrokerMetricsManager:
             yield family
         yield histogram_family("rocketmq_finish_message_latency_milliseconds", "Transaction finish latency",
                                names_tx, ((base.values + [t], h) for t, h in list(hook.finish_latency.items())))
+        yield base.gauge("rocketmq_half_messages", "Half messages of all topics", ("topic",),
+                         (((t,), n) for t, n in list(hook.half.items())))
+
+    # ------------------------------------------------------------------ POP (Java PopMetricsManager)
+    def _pop(self) -> Iterable[Metric]:
+        base, hook = self.base, self.hook
+        revive_in = CounterMetricFamily("rocketmq_pop_revive_in_message", "Total number of put message to revive topic",
+                                        labels=base.names + ["consumer_group", "put_status", "revive_message_type",
+                                                             "topic"])
+        for (group, topic, kind, status), n in list(hook.revive_in.items()):
+            revive_in.add_metric(base.values + [group, status, kind, topic], n)
+        yield revive_in
+        revive_out = CounterMetricFamily("rocketmq_pop_revive_out_message",
+                                         "Total number of get message from revive topic",
+                                         labels=base.names + ["consumer_group", "queue_id", "revive_message_type",
+                                                              "topic"])
+        for (group, topic, queue_id, kind), n in list(hook.revive_out.items()):
+            revive_out.add_metric(base.values + [group, str(queue_id), kind, topic], n)
+        yield revive_out
+        retry = CounterMetricFamily("rocketmq_pop_revive_retry_messages",
+                                    "Total number of put message to pop retry topic",
+                                    labels=base.names + ["consumer_group", "put_status", "topic"])
+        for (group, topic, status), n in list(hook.revive_retry_puts.items()):
+            retry.add_metric(base.values + [group, status, topic], n)
+        yield retry
+        # rmqpy writes each checkpoint and ack to the revive topic at once, as Java does with
+        # enablePopBufferMerge=false (its default): nothing is buffered
+        yield base.one("rocketmq_pop_offset_buffer_size", "Time number of buffered offset", 0)
+        yield base.one("rocketmq_pop_checkpoint_buffer_size", "The number of buffered checkpoint", 0)
+        revive = self.broker.pop_revive_service
+        behind = [(str(q.queue_id), *revive.behind(q)) for q in revive.queues]
+        # Java gives both the unit milliseconds, so the lag (records) is named _milliseconds too
+        yield base.gauge("rocketmq_pop_revive_lag_milliseconds", "The processing lag of revive topic", ("queue_id",),
+                         (((q,), n) for q, n, _ in behind))
+        yield base.gauge("rocketmq_pop_revive_latency_milliseconds", "The processing latency of revive topic",
+                         ("queue_id",), (((q,), ms) for q, _, ms in behind))
+
+    # ------------------------------------------------------------------ timer (Java DefaultStoreMetricsManager)
+    def _timer(self) -> Iterable[Metric]:
+        if not self.broker.store_config.timerWheelEnable:
+            return  # Java registers the timer instruments only with the timer wheel
+        base, hook = self.base, self.hook
+        store_names = ["storage_medium", "storage_type"]
+        store_values = ["disk", "local"]  # Java's store metrics carry these two on every timer sample
+        g = self.broker.timer_message_service.gauges()
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...], series: Iterable[tuple[tuple[str, ...], float]]
+                  ) -> Metric:
+            return base.gauge(name, doc, tuple(store_names) + labels,
+                              ((tuple(store_values) + values, v) for values, v in series))
+
+        yield gauge("rocketmq_timer_enqueue_lag", "Timer enqueue messages lag", (), [((), g["enqueue_lag"])])
+        yield gauge("rocketmq_timer_enqueue_latency_milliseconds", "Timer enqueue latency", (),
+                    [((), g["enqueue_latency_ms"])])
+        yield gauge("rocketmq_timer_dequeue_lag", "Timer dequeue messages lag", (), [((), g["dequeue_lag"])])
+        yield gauge("rocketmq_timer_dequeue_latency_milliseconds", "Timer dequeue latency", (),
+                    [((), g["dequeue_latency_ms"])])
+        yield gauge("rocketmq_timing_messages", "Current message number in timing", ("topic",),
+                    (((t,), n) for t, n in g["timing"].items()))
+        yield gauge("rocketmq_timer_message_snapshot", "Timer message distribution snapshot, only count timing "
+                    "messages in 24h.", ("timer_bound_s",), (((str(b),), n) for b, n in g["snapshot"].items()))
+        names = base.names + store_names + ["topic"]
+        for name, doc, table in (("rocketmq_timer_enqueue", "Total number of timer enqueue", hook.timer_in),
+                                 ("rocketmq_timer_dequeue", "Total number of timer dequeue", hook.timer_out)):
+            family = CounterMetricFamily(name, doc, labels=names)
+            for topic, n in list(table.items()):
+                family.add_metric(base.values + store_values + [topic], n)
+            yield family
+        yield histogram_family("rocketmq_delay_message_latency_seconds", "Timer message set latency distribution",
+                               names, ((base.values + store_values + [t], h) for t, h in list(hook.timer_delay.items())))
 
     # ------------------------------------------------------------------ read at scrape
     def _broker_gauges(self) -> Iterable[Metric]:
@@ -379,6 +491,14 @@ class BrokerMetricsManager:
         flush.counts, flush.sum = list(stats.flush_dist), stats.flush_ms_sum
         yield base.histogram("rmqpy_flush_latency_milliseconds", "Time a commit log flush (fsync) took",
                              (), [((), flush)])
+
+
+def _add(table: dict[Any, int], key: Any, n: int = 1) -> None:
+    """Count ``n`` into ``table``; a new series only while the table has fewer than MAX_SERIES."""
+    if key in table:
+        table[key] += n
+    elif len(table) < MAX_SERIES:
+        table[key] = n
 
 
 def _earliest(current: int, ts: int) -> int:

@@ -40,7 +40,7 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import put_status_name
 
 if TYPE_CHECKING:
-    from rmqpy.broker.api import Broker
+    from rmqpy.broker.api import Broker, TimerMetricsHook
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
@@ -52,6 +52,8 @@ PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
 PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
 RETRY_LATER = 1.0
 PERSIST_DELAY = 0.5
+#: Java ``TimerMetrics.timerDist``: the bounds (s) of ``rocketmq_timer_message_snapshot``
+TIMER_DIST_S = (5, 60, 300, 900, 3600, 14400, 28800, 86400)
 
 
 class TimerMessageService:
@@ -69,6 +71,8 @@ class TimerMessageService:
         self._inflight: set[int] = set()
         self._listening = False
         self.started = False
+        self.parked: dict[int, str] = {}  # timer queue offset -> real topic, of those not delivered yet
+        self.metrics: TimerMetricsHook | None = None  # metricsExporterType=PROM: the broker's metrics hook
 
     @property
     def store_config(self) -> Any:
@@ -154,9 +158,11 @@ class TimerMessageService:
         self.progress = max(self.progress, store.get_min_offset_in_queue(TIMER_TOPIC, 0))
         for offset in range(self.progress, end):
             if offset not in self.done:
-                due = self._due_of(offset)
+                msg = self._message(offset)
+                due = self._due(msg.properties) if msg is not None else None
                 if due is not None:
                     heapq.heappush(self.heap, (due, offset))
+                    self.parked[offset] = msg.properties.get(PROPERTY_REAL_TOPIC) or ""
                 else:
                     self.done.add(offset)
         self._scanned = end
@@ -196,13 +202,35 @@ class TimerMessageService:
         if self._persist_call is None or not self._persist_call.active():
             self._persist_call = self.broker.reactor.callLater(PERSIST_DELAY, self.persist)
 
-    # ------------------------------------------------------------------ queue
-    def _due_of(self, offset: int) -> int | None:
-        msg = self._message(offset)
-        if msg is None:
-            return None
-        return self._due(msg.properties)
+    # ------------------------------------------------------------------ metrics
+    def gauges(self) -> dict[str, Any]:
+        """Java ``TimerMessageStore``'s gauges as rmqpy's heap has them: messages written to the timer
+        queue and not parked yet (enqueue lag) and since when (ms); due and not delivered yet (dequeue
+        lag) and since when (ms); parked per real topic; and parked per due bound of ``TIMER_DIST_S``."""
+        now = self.broker.now_ms()
+        store = self.broker.message_store
+        enqueue_lag = max(0, store.get_max_offset_in_queue(TIMER_TOPIC, 0) - self._scanned) if self.started else 0
+        enqueue_ms = 0
+        if enqueue_lag:
+            ts = store.get_message_store_timestamp(TIMER_TOPIC, 0, self._scanned)
+            enqueue_ms = max(0, now - ts) if ts > 0 else 0
+        due = [d for d, o in self.heap if d <= now and o not in self.done]
+        timing: dict[str, int] = {}
+        for topic in self.parked.values():
+            timing[topic] = timing.get(topic, 0) + 1
+        snapshot = [0] * len(TIMER_DIST_S)
+        for d, o in self.heap:
+            ahead = d - now
+            if ahead >= 0 and o not in self.done:
+                for i, bound in enumerate(TIMER_DIST_S):
+                    if ahead < bound * 1000:
+                        snapshot[i] += 1
+                        break
+        return {"enqueue_lag": enqueue_lag, "enqueue_latency_ms": enqueue_ms,
+                "dequeue_lag": len(due) + len(self._inflight), "dequeue_latency_ms": now - min(due) if due else 0,
+                "timing": timing, "snapshot": dict(zip(TIMER_DIST_S, snapshot))}
 
+    # ------------------------------------------------------------------ queue
     def _due(self, props: Any) -> int | None:
         try:
             return int(props.get(PROPERTY_TIMER_OUT_MS)) + max(1, self.store_config.timerPrecisionMs)
@@ -223,11 +251,16 @@ class TimerMessageService:
         if offset < self._scanned:
             return
         self._scanned = offset + 1
-        due = self._due(properties or {})
+        props = properties or {}
+        due = self._due(props)
         if due is None:
             self.done.add(offset)
             return
         heapq.heappush(self.heap, (due, offset))
+        topic = self.parked[offset] = props.get(PROPERTY_REAL_TOPIC) or ""
+        if self.metrics is not None:  # Java: TIMER_OUT_MS - born time, in s; here the store time (the listener's)
+            out_ms = due - max(1, self.store_config.timerPrecisionMs)
+            self.metrics.timer_enqueue(topic, max(0, (out_ms - store_ts) // 1000))
         self._arm()
 
     def _arm(self) -> None:
@@ -282,6 +315,8 @@ class TimerMessageService:
         self._inflight.discard(offset)
         if put_status_name(result) == "PUT_OK":
             self._mark_done(offset)
+            if self.metrics is not None:
+                self.metrics.timer_dequeue(topic)
             return
         self.log.error("timer message time up, but reput it to {t} failed: {r}", t=topic, r=result)
         if self.started:
@@ -289,6 +324,7 @@ class TimerMessageService:
             self._arm()
 
     def _mark_done(self, offset: int) -> None:
+        self.parked.pop(offset, None)
         self.done.add(offset)
         self._advance()
         self._persist_soon()

@@ -27,6 +27,7 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.results import PutMessageResult
 
 if TYPE_CHECKING:
+    from rmqpy.broker.api import PopMetricsHook
     from rmqpy.broker.offsets import ConsumerOffsetManager
     from rmqpy.broker.pop.service import PopService
     from rmqpy.broker.subscription import SubscriptionGroupManager
@@ -84,6 +85,7 @@ class PopReviveService:
         self.max_open = max(1, ck_buffer_size // pop.revive_queue_num)
         self._loop: LoopingCall | None = None
         self.revived = 0
+        self.metrics: PopMetricsHook | None = None  # metricsExporterType=PROM: the broker's metrics hook
 
     # ------------------------------------------------------------------ service
     def start(self) -> None:
@@ -109,6 +111,20 @@ class PopReviveService:
         for q in self.queues:
             self._read(q)
             self._revive(q)
+
+    def behind(self, q: ReviveQueue) -> tuple[int, int]:
+        """(records, ms) queue ``q`` is behind, for ``rocketmq_pop_revive_lag`` / ``_latency`` (Java
+        ``getReviveBehindMessages`` / ``getReviveBehindMillis``): records written after the committed
+        revive offset, and how long ago the oldest open checkpoint was due; (0, 0) before it has read."""
+        if q.next_offset < 0:
+            return 0, 0
+        top = self.store().get_max_offset_in_queue(self.topic, q.queue_id)
+        done = self.offsets.query_offset(REVIVE_GROUP, self.topic, q.queue_id)
+        records = max(0, top - (done + 1))
+        if not q.open:
+            return records, 0
+        due = next(iter(q.open.values())).ck.revive_time
+        return records, max(0, self.now_ms() - due)
 
     # ------------------------------------------------------------------ reading
     def _read(self, q: ReviveQueue) -> None:
@@ -139,6 +155,11 @@ class PopReviveService:
             self.log.warn("revive queue {q}: unreadable record at {o}", q=q.queue_id, o=queue_offset)
             return
         item = decode_record_body(msg.properties.get("TAGS"), msg.body)
+        if self.metrics is not None and isinstance(item, (PopCheckPoint, AckMsg)):
+            if isinstance(item, PopCheckPoint):
+                self.metrics.revive_get(item.cid, item.topic, q.queue_id, "CK")
+            else:
+                self.metrics.revive_get(item.consumer_group, item.topic, q.queue_id, "ACK")
         if isinstance(item, PopCheckPoint):
             item.revive_offset = queue_offset
             key = item.merge_key()
@@ -222,7 +243,11 @@ class PopReviveService:
         result = self.store().put_message_now(inner)
         if not isinstance(result, PutMessageResult):
             # SYNC_FLUSH: the record is written; the flush finishes on its own
+            if self.metrics is not None:
+                self.metrics.revive_retry(ck.cid, ck.topic, "PUT_OK")
             return True
+        if self.metrics is not None:
+            self.metrics.revive_retry(ck.cid, ck.topic, result.put_message_status.name)
         ok = result.put_message_status.name == "PUT_OK"
         if not ok:
             self.log.error("revive to {t} failed: {s}", t=retry, s=result.put_message_status.name)

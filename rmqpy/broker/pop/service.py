@@ -51,7 +51,7 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.results import put_status_name
 
 if TYPE_CHECKING:
-    from rmqpy.broker.api import Broker
+    from rmqpy.broker.api import Broker, PopMetricsHook
 
 ACK_TIME_INTERVAL_MS = 1000  # PopAckConstants.ackTimeInterval
 INIT_MODE_MIN = 0  # ConsumeInitMode.MIN; MAX = 1
@@ -119,6 +119,7 @@ class PopService:
         self.random = random.Random()
         self._ck_counter = itertools.count()
         self.order_info = ConsumerOrderInfoManager()
+        self.metrics: PopMetricsHook | None = None  # metricsExporterType=PROM: the broker's metrics hook
 
     # ------------------------------------------------------------------ topics
     def ensure_revive_topic(self) -> None:
@@ -262,7 +263,7 @@ class PopService:
                                bit_map=0, num=len(got.message_list), queue_id=queue_id, topic=topic, cid=req.group,
                                diffs=[qo - offset for qo in got.message_queue_offsets],
                                broker_name=b.broker_config.brokerName)
-            put = self.put_revive(self.build_ck_msg(ck, result.revive_qid))
+            put = self.put_counted(self.build_ck_msg(ck, result.revive_qid), "CK", req.group, topic)
             if not isinstance(put, defer.Deferred) and put.put_message_status.name not in _OK_PUTS:
                 # no checkpoint, no delivery: Java hands out nothing of a queue whose checkpoint failed
                 self.log.error("putting a checkpoint failed: {s}", s=put.put_message_status.name)
@@ -325,6 +326,21 @@ class PopService:
     def put_revive(self, msg: MessageExtBrokerInner) -> Any:
         return self.broker.message_store.put_message_now(msg)
 
+    def put_counted(self, msg: MessageExtBrokerInner, kind: str, group: str, topic: str) -> Any:
+        """:meth:`put_revive`, counted by ``metrics`` (``rocketmq_pop_revive_in_message_total``) with
+        its put status once known: ``kind`` is Java's ``PopReviveMessageType`` (CK or ACK)."""
+        put = self.put_revive(msg)
+        metrics = self.metrics
+        if metrics is None:
+            return put
+        if isinstance(put, defer.Deferred):
+            def count(r: Any) -> Any:
+                metrics.revive_put(group, topic, kind, put_status_name(r) or "UNKNOWN_ERROR")
+                return r
+            return put.addBoth(count)
+        metrics.revive_put(group, topic, kind, put_status_name(put) or "UNKNOWN_ERROR")
+        return put
+
     def _after_put(self, put: Any, on_ok: Any) -> defer.Deferred | None:
         """Run ``on_ok`` once ``put`` stored its record; a Deferred while it waits, else None."""
         def done(r: Any) -> bool:
@@ -361,7 +377,7 @@ class PopService:
         return self._put_ack(ack, revive_qid, pop_time + invisible_time)
 
     def _put_ack(self, ack: AckMsg, revive_qid: int, deliver_ms: int) -> defer.Deferred[bool]:
-        put = self.put_revive(self.build_ack_msg(ack, revive_qid, deliver_ms))
+        put = self.put_counted(self.build_ack_msg(ack, revive_qid, deliver_ms), "ACK", ack.consumer_group, ack.topic)
         waiting = self._after_put(put, lambda r: None)
         if waiting is None:
             return defer.succeed(True)
@@ -403,7 +419,7 @@ class PopService:
         ck = PopCheckPoint(start_offset=offset, pop_time=now, invisible_time=invisible_time, bit_map=0, num=1,
                            queue_id=queue_id, topic=topic, cid=group, diffs=[0], broker_name=receipt.broker_name)
         stored: list[bool] = []
-        put = self.put_revive(self.build_ck_msg(ck, receipt.revive_qid))
+        put = self.put_counted(self.build_ck_msg(ck, receipt.revive_qid), "CK", group, topic)
         waiting = self._after_put(put, lambda r: stored.append(True))
         first = waiting if waiting is not None else defer.succeed(bool(stored))
 
