@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 BROKER_ARROW_SCHEMA = ARROW_SCHEMA.append(pa.field("brokerName", pa.string()))
 BROKER_SCHEMA_DDL = SCHEMA_DDL + ", brokerName STRING"
 
+#: properties the consumer adds to each pulled message (the queue's offsets at pull time): not the
+#: message's, and different at each read, so not in the rows
+_PULL_PROPERTIES = frozenset({"MIN_OFFSET", "MAX_OFFSET"})
 Key = tuple[str, str, int]  # (topic, broker name, queue id)
 #: the group a query pulls with when it has none of its own (pulling commits nothing)
 DEFAULT_GROUP = "rmqpy_spark_reader"
@@ -191,7 +194,7 @@ def to_batch(msgs: list, broker: str) -> pa.RecordBatch:
     """MessageExt list as a RecordBatch of :data:`BROKER_ARROW_SCHEMA`."""
     cols: dict[str, list] = {f.name: [] for f in BROKER_ARROW_SCHEMA}
     for m in msgs:
-        props = dict(m.properties or {})
+        props = {k: v for k, v in (m.properties or {}).items() if k not in _PULL_PROPERTIES}
         vals = (m.topic, m.queue_id, m.queue_offset, m.commit_log_offset, m.store_size, m.body_crc, m.flag,
                 m.sys_flag, m.born_timestamp * 1000, _host(m.born_host), m.store_timestamp * 1000, _host(m.store_host),
                 m.reconsume_times, m.prepared_transaction_offset, props.get("TAGS"), props.get("KEYS"), m.msg_id,

@@ -8,10 +8,12 @@ source can be written back); any other column is refused, so that a misspelt ``t
 silently dropped.
 
 Delivery is at-least-once: a task that fails after sending some rows is run again and sends them
-again. Each message therefore carries a UNIQ_KEY (the message id a RocketMQ consumer sees) that
-is a function of where the row comes from, not of the send: the write (a batch write's id, or a
-streaming query's id and micro-batch id), the Spark partition and the row's index in it. A
-re-sent row has the UNIQ_KEY of its first send, and a consumer drops duplicates by message id.
+again. Each message therefore carries a row id, the user property ``SPARK_ROW_ID``, that is a
+function of where the row comes from, not of the send: the write (a batch write's id, or a
+streaming query's id and micro-batch id), the Spark partition and the row's index in it. A row
+without keys also gets its row id as its key (so ``mqadmin queryMsgByKey`` finds it). A re-sent
+row has the row id of its first send, and a consumer drops duplicates by it. (The UNIQ_KEY, the
+message id, cannot be it: rmqpy.client, as the Java client in practice, makes a fresh one per send.)
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ import pyarrow as pa
 
 from .options import OptionError, SinkOptions, check_name
 
+ROW_ID = "SPARK_ROW_ID"
+#: properties a producer or broker sets (a row read from a topic has them): not forwarded
+_SYSTEM_PROPERTIES = frozenset({"TAGS", "KEYS", "UNIQ_KEY", "WAIT", "MIN_OFFSET", "MAX_OFFSET", "CLUSTER", ROW_ID})
+
 #: sink columns and the Arrow types each may have
-_STRINGS = (pa.string(), pa.large_string())
 _COLUMNS = ("body", "topic", "tags", "keys", "properties", "queueId", "brokerName")
 #: the rocketmq source's other columns: accepted and not sent
 _IGNORED = ("queueOffset", "commitLogOffset", "size", "bodyCRC", "flag", "sysFlag", "bornTimestamp", "bornHost",
@@ -55,8 +60,8 @@ def check_schema(fields: Iterable[tuple[str, str]], opts: SinkOptions) -> None:
         raise OptionError("rocketmq sink: column brokerName goes with a queueId column")
 
 
-def uniq_key(write_id: str, partition: int, index: int) -> str:
-    """A 32-hex-digit message id (the length of Java's) for row ``index`` of ``partition`` of a write."""
+def row_id(write_id: str, partition: int, index: int) -> str:
+    """A 32-hex-digit id for row ``index`` of ``partition`` of a write."""
     return hashlib.md5(f"{write_id}/{partition}/{index}".encode()).hexdigest().upper()
 
 
@@ -81,11 +86,14 @@ def _messages(batch: pa.RecordBatch, opts: SinkOptions, write_id: str, partition
             raise ValueError(f"rocketmq sink: row {first + i} of partition {partition} has a null topic and "
                              "option topic is not set")
         check_name("topic", t)
-        p = dict(props[i] or ())
-        p.setdefault("UNIQ_KEY", uniq_key(write_id, partition, first + i))
+        p = {k: v for k, v in (props[i] or ()) if k not in _SYSTEM_PROPERTIES}
+        rid = row_id(write_id, partition, first + i)
+        p[ROW_ID] = rid
         k = keys[i]
         if isinstance(k, list):
             k = [x for x in k if x]
+        if not k:
+            k = rid
         yield Message(t, bytes(b), tags=tags[i] or None, keys=k or None, properties=p), qids[i], brokers[i]
 
 
