@@ -23,6 +23,7 @@ from rmqpy.broker.processor.admin_topic import TopicAdmin
 from rmqpy.protocol.bodies.topic import DataVersion
 from rmqpy.protocol.codes import RequestCode
 from rmqpy.protocol.command import RemotingCommand
+from rmqpy.remoting.channel import Channel
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -84,5 +85,5 @@ class AdminBrokerProcessor(TopicAdmin, GroupAdmin, OffsetAdmin, StatsAdmin, Conf
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
         }
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         return self.handlers[request.code](channel, request)

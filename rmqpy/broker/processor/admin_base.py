@@ -23,6 +23,7 @@ from rmqpy.common import config_guard
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import LanguageCode, MQVersion, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def master_only(handler: _Handler) -> _Handler:
     """A request Java's AdminBrokerProcessor refuses on a slave: answered SYSTEM_ERROR with
     :data:`SLAVE_REMARK` before ``handler`` runs."""
     @functools.wraps(handler)
-    def refuse_on_slave(self: AdminBase, channel: Any, request: RemotingCommand) -> Any:
+    def refuse_on_slave(self: AdminBase, channel: Channel, request: RemotingCommand) -> Any:
         if self._is_slave():
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         return handler(self, channel, request)

@@ -1,8 +1,6 @@
 """AdminBrokerProcessor, one family of its requests: the broker configuration."""
 from __future__ import annotations
 
-from typing import Any
-
 from rmqpy.broker.processor.admin_base import CONFIG_BLACK_LIST, AdminBase
 from rmqpy.common import config_guard
 from rmqpy.common.properties import PropertiesError, apply_properties
@@ -11,12 +9,13 @@ from rmqpy.protocol.bodies.topic import DataVersion
 from rmqpy.protocol.codes import ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.admin import GetBrokerConfigResponseHeader
+from rmqpy.remoting.channel import Channel
 
 
 class ConfigAdmin(AdminBase):
     config_version: DataVersion  # the broker config's version, made by AdminBrokerProcessor.__init__
 
-    def get_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """rmqpy's settings, then every other key the Java broker of the requester's generation lists,
         with Java's default (rmqpy/broker/java_config.py)."""
         from rmqpy.broker.config import SECRET_KEYS
@@ -29,7 +28,7 @@ class ConfigAdmin(AdminBase):
         return self._ok(request, content.encode() if content else None,
                         header=GetBrokerConfigResponseHeader(version=version))
 
-    def update_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         self.log.info("updateBrokerConfig called by {a}", a=channel.remote_address)
         if request.body:
             try:

@@ -16,10 +16,11 @@ from rmqpy.protocol.headers.admin import (
     GetProducerConnectionListRequestHeader,
     TopicRequestHeader,
 )
+from rmqpy.remoting.channel import Channel
 
 
 class GroupAdmin(AdminBase):
-    def get_subscription_group_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_subscription_group_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = request.ext("group")
         if not group:
             return request.response(ResponseCode.SYSTEM_ERROR, "the custom field <group> is null")
@@ -29,7 +30,7 @@ class GroupAdmin(AdminBase):
         return self._ok(request, fastjson.dumps(config).encode())
 
     @master_only
-    def update_and_create_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         self.log.info("updateAndCreateSubscriptionGroup called by {a}", a=channel.remote_address)
         obj = fastjson.loads(request.body or b"{}")
         if obj:
@@ -44,14 +45,14 @@ class GroupAdmin(AdminBase):
             self.broker.subscription_group_manager.update(config)
         return self._ok(request)
 
-    def get_all_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         content = fastjson.dumps(self.broker.subscription_group_manager.encode())
         if not content:
             return request.response(ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
         return self._ok(request, content.encode())
 
     @master_only
-    def delete_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = request.decode_header(DeleteSubscriptionGroupRequestHeader)
         self.broker.subscription_group_manager.delete(h.groupName)
         if h.removeOffset:
@@ -63,7 +64,7 @@ class GroupAdmin(AdminBase):
         return {"clientAddr": info.address, "clientId": info.client_id, "language": language_name(info.language),
                 "version": info.version}
 
-    def get_consumer_connection_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_connection_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = request.decode_header(ConsumerGroupRequestHeader)
         info = self.broker.consumer_manager.get(h.consumerGroup)
         if info is None:
@@ -74,7 +75,7 @@ class GroupAdmin(AdminBase):
                 "messageModel": info.message_model, "subscriptionTable": dict(info.subscriptions)}
         return self._ok(request, fastjson.dumps(body).encode())
 
-    def get_producer_connection_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_producer_connection_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = request.decode_header(GetProducerConnectionListRequestHeader)
         table = self.broker.producer_manager.groups.get(h.producerGroup)
         if table is None:
@@ -82,12 +83,12 @@ class GroupAdmin(AdminBase):
         body = {"connectionSet": [self._connection(c) for c in table.values()]}
         return self._ok(request, fastjson.dumps(body).encode())
 
-    def query_topic_consume_by_who(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_topic_consume_by_who(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = request.decode_header(TopicRequestHeader)
         groups = set(self.broker.consumer_manager.query_topic_consume_by_who(h.topic))
         groups |= self.broker.consumer_offset_manager.which_groups_by_topic(h.topic)
         return self._ok(request, fastjson.dumps({"groupList": sorted(groups)}).encode())
 
-    def get_consumer_running_info(self, channel: Any, request: RemotingCommand) -> Any:
+    def get_consumer_running_info(self, channel: Channel, request: RemotingCommand) -> Any:
         h = request.decode_header(GetConsumerRunningInfoRequestHeader)
         return self.call_consumer(RequestCode.GET_CONSUMER_RUNNING_INFO, request, h.consumerGroup, h.clientId)

@@ -16,22 +16,23 @@ from rmqpy.protocol.headers.admin import (
     QueryCorrectionOffsetHeader,
     ResetOffsetRequestHeader,
 )
+from rmqpy.remoting.channel import Channel
 
 
 class OffsetAdmin(AdminBase):
-    def get_all_consumer_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         content = fastjson.dumps(self.broker.consumer_offset_manager.encode())
         if not content:
             return request.response(ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
         return self._ok(request, content.encode())
 
-    def get_all_delay_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_delay_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         content = fastjson.dumps(self.broker.delay_offset_manager.encode())
         if not content:
             return request.response(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
         return self._ok(request, content.encode())
 
-    def reset_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def reset_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """``Broker2Client.resetOffset``: compute the offsets, tell every consumer of the group.
 
         A group with an offset for every queue but no consumer online answers CONSUMER_NOT_ONLINE (206),
@@ -83,7 +84,7 @@ class OffsetAdmin(AdminBase):
                 self.log.failure("[reset-offset] reset offset exception. topic={t}, group={g}", t=h.topic, g=h.group)
         return self._ok(request, body)
 
-    def clone_group_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def clone_group_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """CLONE_GROUP_OFFSET: copy srcGroup's offsets of ``topic`` to destGroup."""
         b = self.broker
         h = request.decode_header(CloneGroupOffsetRequestHeader)
@@ -109,7 +110,7 @@ class OffsetAdmin(AdminBase):
                 com.dirty = True
         return self._ok(request)
 
-    def query_correction_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_correction_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """QUERY_CORRECTION_OFFSET: per queue, the smallest offset any group (but filterGroups) has
         committed at or above the queue's minimum; Long.MAX_VALUE where compareGroup is behind it.
 
@@ -133,7 +134,7 @@ class OffsetAdmin(AdminBase):
                 mins[qid] = JAVA_LONG_MAX if mins[qid] > offset else mins[qid]
         return self._ok(request, fastjson.dumps(admin_bodies.correction_offset_body(mins)).encode())
 
-    def get_consumer_status(self, channel: Any, request: RemotingCommand) -> Any:
+    def get_consumer_status(self, channel: Channel, request: RemotingCommand) -> Any:
         """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (``Broker2Client.getConsumeStatus``): ask every consumer
         of the group (or only ``clientAddr``'s client id) with GET_CONSUMER_STATUS_FROM_CLIENT and
         gather their offset tables by client id."""

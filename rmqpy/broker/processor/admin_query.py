@@ -9,10 +9,11 @@ from rmqpy.protocol.bodies import admin as admin_bodies
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.admin import ConsumeMessageDirectlyResultRequestHeader, QueryConsumeQueueRequestHeader
+from rmqpy.remoting.channel import Channel
 
 
 class MessageQueryAdmin(AdminBase):
-    def query_consume_queue(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_consume_queue(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` units of one consume queue from ``index``."""
         b = self.broker
         h = request.decode_header(QueryConsumeQueueRequestHeader)
@@ -45,7 +46,7 @@ class MessageQueryAdmin(AdminBase):
         body = admin_bodies.query_consume_queue_body(max_index, min_index, queue_data, subscription, filter_data)
         return self._ok(request, fastjson.dumps(body).encode())
 
-    def consume_message_directly(self, channel: Any, request: RemotingCommand) -> Any:
+    def consume_message_directly(self, channel: Channel, request: RemotingCommand) -> Any:
         """CONSUME_MESSAGE_DIRECTLY: attach the stored message named by msgId and hand it to the client."""
         b = self.broker
         h = request.decode_header(ConsumeMessageDirectlyResultRequestHeader)

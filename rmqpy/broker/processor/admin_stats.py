@@ -15,6 +15,7 @@ from rmqpy.protocol.headers.admin import (
     QueryConsumeTimeSpanRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 )
+from rmqpy.remoting.channel import Channel
 
 
 class StatsAdmin(AdminBase):
@@ -53,10 +54,10 @@ class StatsAdmin(AdminBase):
         info.update(b.replication.runtime_info())
         return info
 
-    def get_broker_runtime_info(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_runtime_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return self._ok(request, fastjson.dumps({"table": self.runtime_info()}).encode())
 
-    def get_consume_stats(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         h = request.decode_header(GetConsumeStatsRequestHeader)
         group = h.consumerGroup
@@ -93,7 +94,7 @@ class StatsAdmin(AdminBase):
                 tps += item.in_minute().tps
         return self._ok(request, fastjson.dumps({"consumeTps": tps, "offsetTable": table}).encode())
 
-    def fetch_all_consume_stats_in_broker(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def fetch_all_consume_stats_in_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONSUME_STATS: every subscription group's consume stats per topic it has offsets of."""
         b = self.broker
         h = request.decode_header(GetConsumeStatsInBrokerHeader)
@@ -133,7 +134,7 @@ class StatsAdmin(AdminBase):
         body = admin_bodies.consume_stats_list(b.broker_addr, groups_stats, total_diff)
         return self._ok(request, fastjson.dumps(body).encode())
 
-    def view_broker_stats_data(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def view_broker_stats_data(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = request.decode_header(ViewBrokerStatsDataRequestHeader)
         item = self._stats().get(h.statsName, h.statsKey)
         if item is None:
@@ -142,7 +143,7 @@ class StatsAdmin(AdminBase):
                                               item.in_day().as_item())
         return self._ok(request, fastjson.dumps(body).encode())
 
-    def query_consume_time_span(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_consume_time_span(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         h = request.decode_header(QueryConsumeTimeSpanRequestHeader)
         tc = b.topic_config_manager.select(h.topic)

@@ -11,11 +11,12 @@ from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.protocol.codes import ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.admin import CreateTopicRequestHeader, TopicRequestHeader
+from rmqpy.remoting.channel import Channel
 
 
 class TopicAdmin(AdminBase):
     @master_only
-    def update_and_create_topic(self, channel: Any, request: RemotingCommand) -> Any:
+    def update_and_create_topic(self, channel: Channel, request: RemotingCommand) -> Any:
         h = request.decode_header(CreateTopicRequestHeader)
         self.log.info("updateAndCreateTopic called by {a}", a=channel.remote_address)
         error = self._topic_checks(request, h.topic)
@@ -41,7 +42,7 @@ class TopicAdmin(AdminBase):
         return self._ok(request)
 
     @master_only
-    def delete_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = request.decode_header(TopicRequestHeader)
         self.log.info("deleteTopic called by {a}", a=channel.remote_address)
         error = self._topic_checks(request, h.topic)
@@ -52,13 +53,13 @@ class TopicAdmin(AdminBase):
         self.broker.message_store.clean_unused_topic(set(tcm.table))
         return self._ok(request)
 
-    def get_all_topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         wrapper = self.broker.topic_config_manager.wrapper()
         if not wrapper.topicConfigTable:
             return request.response(ResponseCode.SYSTEM_ERROR, "No topic in this broker")
         return self._ok(request, fastjson.dumps(wrapper).encode())
 
-    def get_topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """5.x GET_TOPIC_CONFIG: mqadmin asks it before topic stats (static-topic check)."""
         h = request.decode_header(TopicRequestHeader)
         tc = self.broker.topic_config_manager.select(h.topic)
@@ -67,14 +68,14 @@ class TopicAdmin(AdminBase):
         # TopicConfigAndQueueMapping: the TopicConfig properties (no mapping detail: no static topics)
         return self._ok(request, fastjson.dumps(tc).encode())
 
-    def get_topic_name_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_topic_name_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         body = {"brokerAddr": self.broker.broker_addr, "topicList": sorted(self.broker.topic_config_manager.table)}
         return self._ok(request, fastjson.dumps(body).encode())
 
-    def get_system_topic_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_system_topic_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return self._ok(request, fastjson.dumps({"topicList": sorted(self._system_topics())}).encode())
 
-    def get_topic_stats_info(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_topic_stats_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = request.decode_header(TopicRequestHeader)
         tc = self.broker.topic_config_manager.select(h.topic)
         if tc is None:
@@ -88,10 +89,10 @@ class TopicAdmin(AdminBase):
             table[self._mq(h.topic, i)] = {"lastUpdateTimestamp": ts, "maxOffset": hi, "minOffset": lo}
         return self._ok(request, fastjson.dumps({"offsetTable": table}).encode())
 
-    def clean_expired_consume_queue(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def clean_expired_consume_queue(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         self.broker.message_store.clean_expired_consumer_queue()
         return self._ok(request)
 
-    def clean_unused_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def clean_unused_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         self.broker.message_store.clean_unused_topic(set(self.broker.topic_config_manager.table))
         return self._ok(request)

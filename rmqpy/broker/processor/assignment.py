@@ -22,6 +22,7 @@ from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.errors import BodyError
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class QueryAssignmentProcessor:
         self.broker = broker
         self.modes = modes
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         body = _body(request)
         if request.code == RequestCode.SET_MESSAGE_REQUEST_MODE:
             return self._set_mode(request, body)

@@ -1,7 +1,7 @@
 """ClientManageProcessor: HEART_BEAT (34), UNREGISTER_CLIENT (35), CHECK_CLIENT_CONFIG (46)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmqpy.broker.clients import ClientChannelInfo
 from rmqpy.broker.filter import sql92
@@ -11,6 +11,7 @@ from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import UnregisterClientRequestHeader
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -27,14 +28,14 @@ class ClientManageProcessor:
         self.log = self.log.on(broker.reactor)
         self.broker = broker
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         if request.code == RequestCode.HEART_BEAT:
             return self.heartbeat(channel, request)
         if request.code == RequestCode.UNREGISTER_CLIENT:
             return self.unregister_client(channel, request)
         return self.check_client_config(channel, request)
 
-    def heartbeat(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def heartbeat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         data = HeartbeatData.decode(request.body or b"{}")
         info = ClientChannelInfo(channel, data.clientID, request.language, request.version)
@@ -65,7 +66,7 @@ class ClientManageProcessor:
         return request.response(ResponseCode.SUCCESS, None, ext_fields={
             "IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true" if sub_changed else "false"})
 
-    def unregister_client(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def unregister_client(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         h = request.decode_header(UnregisterClientRequestHeader)
         info = ClientChannelInfo(channel, h.clientID, request.language, request.version)
@@ -81,7 +82,7 @@ class ClientManageProcessor:
             b.consumer_manager.unregister_consumer(h.consumerGroup, info, notify)
         return request.response(ResponseCode.SUCCESS, None)
 
-    def check_client_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def check_client_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         body = CheckClientRequestBody.decode(request.body) if request.body else None
         if body is not None and body.subscriptionData is not None:
             sub = body.subscriptionData

@@ -23,6 +23,7 @@ from rmqpy.protocol.headers.broker import (
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rmqpy.remoting.channel import Channel
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -35,7 +36,7 @@ class ConsumerManageProcessor:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         if request.code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
             h = request.decode_header(GetConsumerListByGroupRequestHeader)
             self.broker.queue_handover.member_list_read(channel.remote_address, h.consumerGroup)
@@ -60,7 +61,7 @@ class ConsumerManageProcessor:
             return request.response(ResponseCode.SUCCESS, None)
         return self.query_after_handover(channel, request)
 
-    def query_after_handover(self, channel: Any, request: RemotingCommand) -> Any:
+    def query_after_handover(self, channel: Channel, request: RemotingCommand) -> Any:
         """QUERY_CONSUMER_OFFSET, answered once the other members holding the queue have let go of it
         (rmqpy/broker/handover.py says why and how)."""
         h = request.decode_header(QueryConsumerOffsetRequestHeader)
@@ -165,7 +166,7 @@ class StoreOffsetProcessor:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         store = self.broker.message_store
         code = request.code
         if code == RequestCode.GET_MAX_OFFSET:

@@ -24,6 +24,7 @@ from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import HeaderError, RemotingCommand
 from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
 from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import put_status_name
 
@@ -51,7 +52,7 @@ class EndTransactionProcessor:
     def service(self) -> Any:
         return self.broker.transactional_message_service
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         header = request.decode_header(EndTransactionRequestHeader)
         if header.commitOrRollback not in (SF.TRANSACTION_NOT_TYPE, SF.TRANSACTION_COMMIT_TYPE,
                                            SF.TRANSACTION_ROLLBACK_TYPE):

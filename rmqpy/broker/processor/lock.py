@@ -14,6 +14,7 @@ from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.lock import LockBatchRequestBody
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import clip
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class LockBatchProcessor:
         self.broker = broker
         self.manager: RebalanceLockManager = broker.rebalance_lock_manager
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
             body = LockBatchRequestBody.decode(request.body)
         except ValueError as exc:  # BodyError: any JSON of the wrong shape too

@@ -38,6 +38,7 @@ from rmqpy.protocol.headers.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class _Base:
         self.broker = broker
         self.service = service
 
-    def _topic_queue(self, request: RemotingCommand, channel: Any, topic: str, queue_id: int,
+    def _topic_queue(self, request: RemotingCommand, channel: Channel, topic: str, queue_id: int,
                      bad_queue_code: int, allow_all: bool = False) -> RemotingCommand | None:
         tc = self.broker.topic_config_manager.select(topic)
         if tc is None:
@@ -112,7 +113,7 @@ def _fill_born_time(broker: "Broker", request: RemotingCommand) -> None:
 class PopMessageProcessor(_Base):
     codes = (RequestCode.POP_MESSAGE,)
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         b = self.broker
         bc = b.broker_config
         _fill_born_time(b, request)
@@ -171,7 +172,7 @@ class PopMessageProcessor(_Base):
 class PeekMessageProcessor(_Base):
     codes = (RequestCode.PEEK_MESSAGE,)
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         h = request.decode_header(PeekMessageRequestHeader)
         ip = self.broker.broker_config.brokerIP1
         if not self.broker.broker_config.brokerPermission & PERM_READ:
@@ -191,7 +192,7 @@ class PeekMessageProcessor(_Base):
 class AckMessageProcessor(_Base):
     codes = (RequestCode.ACK_MESSAGE, RequestCode.BATCH_ACK_MESSAGE)
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         if request.code == RequestCode.BATCH_ACK_MESSAGE:
             return self._batch(channel, request)
         h = request.decode_header(AckMessageRequestHeader)
@@ -213,7 +214,7 @@ class AckMessageProcessor(_Base):
         return self.service.ack(h.consumerGroup, h.topic, h.queueId, h.offset, receipt).addCallback(
             lambda _: request.response(ResponseCode.SUCCESS, None))
 
-    def _batch(self, channel: Any, request: RemotingCommand) -> Any:
+    def _batch(self, channel: Channel, request: RemotingCommand) -> Any:
         try:
             body = fastjson.loads(request.body or b"") if request.body else None
         except ValueError as exc:
@@ -276,7 +277,7 @@ class AckMessageProcessor(_Base):
 class ChangeInvisibleTimeProcessor(_Base):
     codes = (RequestCode.CHANGE_MESSAGE_INVISIBLETIME,)
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         h = request.decode_header(ChangeInvisibleTimeRequestHeader)
         refused = self._topic_queue(request, channel, h.topic, h.queueId, ResponseCode.MESSAGE_ILLEGAL)
         if refused is not None:
@@ -308,7 +309,7 @@ class ChangeInvisibleTimeProcessor(_Base):
 class NotificationProcessor(_Base):
     codes = (RequestCode.NOTIFICATION,)
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         b = self.broker
         _fill_born_time(b, request)
         h = request.decode_header(NotificationRequestHeader)
@@ -331,7 +332,7 @@ class NotificationProcessor(_Base):
                                     header=NotificationResponseHeader(hasMsg=has_msg, pollingFull=full or None))
         return self.service.notification(h.consumerGroup, h.topic, h.queueId, poll_ms, channel).addCallback(answer)
 
-    def _readable(self, request: RemotingCommand, channel: Any, topic: str, queue_id: int) -> RemotingCommand | None:
+    def _readable(self, request: RemotingCommand, channel: Channel, topic: str, queue_id: int) -> RemotingCommand | None:
         refused = self._topic_queue(request, channel, topic, queue_id, ResponseCode.INVALID_PARAMETER,
                                     allow_all=True)
         if refused is None:
@@ -344,7 +345,7 @@ class NotificationProcessor(_Base):
 class PollingInfoProcessor(NotificationProcessor):
     codes = (RequestCode.POLLING_INFO,)
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         b = self.broker
         h = request.decode_header(PollingInfoRequestHeader)
         if not b.broker_config.brokerPermission & PERM_READ:

@@ -20,6 +20,7 @@ from rmqpy.protocol.bodies.topic import PERM_READ
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import PullMessageRequestHeader, PullMessageResponseHeader
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class PullMessageProcessor:
     def register_consume_message_hook(self, hooks: Sequence[ConsumeMessageHook]) -> None:
         self.consume_message_hooks = hooks
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         return self._process(channel, request, True)
 
     def execute_request_when_wakeup(self, req: PullRequest) -> None:
@@ -74,7 +75,7 @@ class PullMessageProcessor:
     def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
         return request.response(code, remark)
 
-    def _process(self, channel: Any, request: RemotingCommand, allow_suspend: bool) -> Any:
+    def _process(self, channel: Channel, request: RemotingCommand, allow_suspend: bool) -> Any:
         b = self.broker
         bc = b.broker_config
         h = request.decode_header(PullMessageRequestHeader)

@@ -3,11 +3,12 @@
 codes and remarks as RocketMQ 4.9's ``QueryMessageProcessor``."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader
+from rmqpy.remoting.channel import Channel
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -21,7 +22,7 @@ class QueryMessageProcessor:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         if request.code == RequestCode.QUERY_MESSAGE:
             return self.query_message(request)
         return self.view_message_by_id(request)

@@ -24,6 +24,7 @@ from rmqpy.protocol.headers.broker import (
     SendMessageResponseHeader,
 )
 from rmqpy.protocol.message import MessageExtBrokerInner, properties_to_string, string_to_properties
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import PutMessageResult, put_status_name
 
@@ -50,14 +51,14 @@ class ReplyMessageProcessor:
     def send_processor(self) -> Any:
         return self.broker.processors["SendMessageProcessor"]
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         if request.code == RequestCode.SEND_REPLY_MESSAGE:
             h = request.decode_header(SendMessageRequestHeader)
         else:
             h = request.decode_header(SendMessageRequestHeaderV2).to_v1()
         return self._process(channel, request, h)
 
-    def _process(self, channel: Any, request: RemotingCommand, h: SendMessageRequestHeader) -> Any:
+    def _process(self, channel: Channel, request: RemotingCommand, h: SendMessageRequestHeader) -> Any:
         sp = self.send_processor
         error = sp.pre_send(channel, request, h)
         if error is not None:
@@ -77,7 +78,7 @@ class ReplyMessageProcessor:
         d.addCallback(self._pushed, request, msg, queue_id)
         return d
 
-    def _push(self, channel: Any, h: SendMessageRequestHeader, msg: MessageExtBrokerInner) -> defer.Deferred:
+    def _push(self, channel: Channel, h: SendMessageRequestHeader, msg: MessageExtBrokerInner) -> defer.Deferred:
         """Fires with (ok, remark)."""
         b = self.broker
         born = msg.born_host

@@ -32,6 +32,7 @@ from rmqpy.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import PutMessageStatus
 from rmqpy.store.space import disk_util
@@ -142,7 +143,7 @@ class SendMessageProcessor:
         self.send_message_hooks = hooks
 
     # ------------------------------------------------------------------ entry
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         busy = self._fast_failure.check(request, channel.read_at)  # SYSTEM_BUSY when the send waited too long (Java BrokerFastFailure)
         if busy is not None:
             return busy
@@ -170,7 +171,7 @@ class SendMessageProcessor:
         return request.response(code, remark, ext_fields={
             PROPERTY_MSG_REGION: bc.regionId, PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"})
 
-    def pre_send(self, channel: Any, request: RemotingCommand, header: SendMessageRequestHeader
+    def pre_send(self, channel: Channel, request: RemotingCommand, header: SendMessageRequestHeader
                  ) -> RemotingCommand | None:
         """None when the request may go on; else the error response (``preSend``+``msgCheck``)."""
         b = self.broker
@@ -219,11 +220,11 @@ class SendMessageProcessor:
         tc = self.broker.topic_config_manager.select(header.topic)
         return self.random.randrange(99999999) % max(1, tc.writeQueueNums if tc else 1)
 
-    def _born_host(self, channel: Any) -> tuple[str, int]:
+    def _born_host(self, channel: Channel) -> tuple[str, int]:
         return (channel.remote_host or "127.0.0.1", channel.remote_port)
 
     # ------------------------------------------------------------------ single
-    def send_message(self, channel: Any, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
+    def send_message(self, channel: Channel, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
         error = self.pre_send(channel, request, header)
         if error is not None:
             return error
@@ -321,7 +322,7 @@ class SendMessageProcessor:
         return self._response(request, code, remark)
 
     # ------------------------------------------------------------------ batch
-    def send_batch_message(self, channel: Any, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
+    def send_batch_message(self, channel: Channel, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
         error = self.pre_send(channel, request, header)
         if error is not None:
             return error

@@ -29,6 +29,7 @@ from rmqpy.protocol.message import (
     properties_to_string,
     tags_string_to_tags_code,
 )
+from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class ConsumerSendMsgBackProcessor:
     def register_send_back_hook(self, hooks: Sequence["SendBackHook"]) -> None:
         self.send_back_hooks = hooks
 
-    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         b = self.broker
         busy = b.fast_failure.check(request, channel.read_at)
         if busy is not None:  # Java runs send-back in the send pool: it fails fast the same way
