@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rmqpy.broker.rebalance_lock import MQ, RebalanceLockManager
+from rmqpy.broker.rebalance_lock import MQ, LockTableFull, RebalanceLockManager
 from rmqpy.broker.validation import GROUP_MAX_LENGTH, MAX_CLIENT_ID_LENGTH, is_topic_or_group_illegal, validate_group
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.lock import LockBatchRequestBody
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.remoting.channel import Channel
-from rmqpy.remoting.ratelimit import clip
+from rmqpy.remoting.ratelimit import RateLimitedLogger, clip
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -45,9 +45,11 @@ def _bad_lock_request(group: str, client_id: str, mqs: list[MQ]) -> str | None:
 
 
 class LockBatchProcessor:
+    log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
     codes = (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ)
 
     def __init__(self, broker: "Broker") -> None:
+        self.log = self.log.on(broker.reactor)
         self.broker = broker
         self.manager: RebalanceLockManager = broker.rebalance_lock_manager
 
@@ -64,7 +66,11 @@ class LockBatchProcessor:
             if self.broker.consumer_manager.has_left(channel, group, client_id):
                 locked = []  # it said it left the group: no new locks that nobody would release
             else:
-                locked = self.manager.try_lock_batch(group, mqs, client_id)
+                try:
+                    locked = self.manager.try_lock_batch(group, mqs, client_id)
+                except LockTableFull as exc:
+                    self.log.warn("lockBatchMQ from {a} refused: {why}", a=channel.remote_address, why=str(exc))
+                    return request.response(ResponseCode.SYSTEM_ERROR, f"lock table full: {exc}")
             out = fastjson.dumps({"lockOKMQSet": [mq_to_json(m) for m in locked]}).encode()
             return request.response(ResponseCode.SUCCESS, None, body=out)
         self.manager.unlock_batch(group, mqs, client_id)

@@ -116,3 +116,38 @@ def test_hostile_lock_requests_are_refused_or_logged_bounded(broker, log_lines):
     assert len(lines) <= 45  # 20 acquired + 20 conflicts at once, then 1 a second (a Clock: no time passes)
     assert max(map(len, lines)) < 700
     assert any("locked by other client" in line and "…(1000 chars)" in line for line in lines)
+
+
+def lock_in(broker, group, client, ids, code=RequestCode.LOCK_BATCH_MQ):
+    body = fastjson.dumps({"clientId": client, "consumerGroup": group, "mqSet": mqs(*ids)})
+    return call(broker, FakeChannel(), RemotingCommand.request(code, body=body.encode()))
+
+
+def test_a_group_holds_a_bounded_number_of_locks_and_gets_a_clear_error_past_it(broker):
+    manager = broker.rebalance_lock_manager
+    manager.max_per_group = 8
+    assert locked_ids(lock_in(broker, "G", "c1", range(8))) == list(range(8))
+    resp = lock_in(broker, "G", "c2", [8, 9])
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert resp.remark == "lock table full: group G holds 8 queue locks; 2 more would pass the bound of 8 per group"
+    assert locked_ids(lock_in(broker, "G", "c1", range(8))) == list(range(8))  # renewals need no room
+    assert locked_ids(lock_in(broker, "H", "c2", [8, 9])) == [8, 9]  # another group is not affected
+    broker.clock.advance(61)  # c1's locks expired: they make room
+    assert locked_ids(lock_in(broker, "G", "c2", range(2, 10))) == list(range(2, 10))
+    assert sorted(q for _, _, q in manager.table["G"]) == list(range(2, 10)) and manager.total == 10
+
+
+def test_the_whole_lock_table_is_bounded_and_empty_groups_leave_it(broker):
+    manager = broker.rebalance_lock_manager
+    manager.max_total = 10
+    assert locked_ids(lock_in(broker, "G", "c1", range(8))) == list(range(8))
+    resp = lock_in(broker, "H", "c2", range(3))
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert resp.remark == "lock table full: the broker holds 8 queue locks; 3 more would pass the bound of 10"
+    assert "H" not in manager.table
+    lock_in(broker, "G", "c1", range(8), RequestCode.UNLOCK_BATCH_MQ)
+    assert "G" not in manager.table and manager.total == 0
+    assert locked_ids(lock_in(broker, "H", "c2", range(3))) == [0, 1, 2]
+    assert locked_ids(lock_in(broker, "H", "c3", [0])) == []  # held by c2
+    assert locked_ids(lock_in(broker, "E", "c1", [])) == []  # locks nothing: keeps no empty table for E
+    assert set(manager.table) == {"H"} and manager.total == 3
