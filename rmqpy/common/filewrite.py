@@ -5,6 +5,10 @@ itself never disappears (a ``-c`` file is read without a ``.bak`` fallback)."""
 from __future__ import annotations
 
 import os
+from typing import Any, Callable
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
 
 
 def write_file_atomically(path: str, text: str) -> None:
@@ -18,3 +22,52 @@ def write_file_atomically(path: str, text: str) -> None:
         with open(path, "rb") as src, open(path + ".bak", "wb") as bak:
             bak.write(src.read())
     os.replace(tmp, path)
+
+
+class LatestTextWriter:
+    """Writes the newest text of one file with ``in_thread`` (off the reactor), one write at a time.
+
+    Texts handed over while a write runs collapse into one later write of the last of them, so
+    a client repeating a request costs at most one write under way and one waiting, never a
+    queue of them, and the file always ends with the newest text. A failed write is reported to
+    ``on_error`` (the next text is still written)."""
+
+    def __init__(self, path: Callable[[], str], in_thread: Callable[..., defer.Deferred],
+                 on_error: Callable[[str, Failure], None]) -> None:
+        self.path = path
+        self.in_thread = in_thread
+        self.on_error = on_error
+        self._next: str | None = None
+        self._busy = False
+        self._idle_waiters: list[defer.Deferred] = []
+
+    def write(self, text: str) -> None:
+        self._next = text
+        if not self._busy:
+            self._start()
+
+    def when_idle(self) -> defer.Deferred:
+        """Fires once no write is under way or waiting."""
+        if not self._busy:
+            return defer.succeed(None)
+        d: defer.Deferred = defer.Deferred()
+        self._idle_waiters.append(d)
+        return d
+
+    def _start(self) -> None:
+        text, self._next = self._next, None
+        assert text is not None
+        path = self.path()
+        self._busy = True
+        done = self.in_thread(write_file_atomically, path, text)
+        done.addErrback(lambda failure: self.on_error(path, failure))
+        done.addBoth(self._done)
+
+    def _done(self, _: Any) -> None:
+        self._busy = False
+        if self._next is not None:
+            self._start()
+            return
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for d in waiters:
+            d.callback(None)

@@ -8,6 +8,7 @@ from twisted.internet import defer, task, threads
 from twisted.internet.interfaces import IReactorThreads
 from twisted.logger import Logger
 
+from rmqpy.common.filewrite import LatestTextWriter
 from rmqpy.common.metrics import exporter_enabled, metrics_service
 from rmqpy.common.properties import apply_properties, config_items, format_properties
 from rmqpy.namesrv.config import NamesrvConfig, NettyServerConfig
@@ -38,6 +39,9 @@ class NamesrvController(service.MultiService):
                                        broker_channel_expired_ms=config.brokerChannelExpiredTime, clock=self.clock)
         self.kv = KVConfigManager(config.kvConfigPath, KVLimits(
             config.kvConfigMaxKeyLength, config.kvConfigMaxValueLength, config.kvConfigMaxKeys), self._in_thread, clock=self.clock)
+        # UPDATE_NAMESRV_CONFIG persists every config as Java's Configuration.persist does
+        self.config_writer = LatestTextWriter(lambda: self.config.configStorePath, self._in_thread,
+                                              self._config_write_failed)
         self.dispatcher = RequestDispatcher()
         self.processor = NamesrvRequestProcessor(self)
         self.dispatcher.register(self.processor.handlers, self.processor)
@@ -82,7 +86,8 @@ class NamesrvController(service.MultiService):
             self.metrics.reactor_lag.stop()
         for channel in list(self.factory.channels):
             channel.close()
-        return super().stopService()
+        stopped = super().stopService()
+        return defer.gatherResults([defer.maybeDeferred(lambda: stopped), self.config_writer.when_idle()])
 
     # channel listener
     def channel_connected(self, channel: Any) -> None:
@@ -96,10 +101,16 @@ class NamesrvController(service.MultiService):
         return [self.config, self.netty]
 
     def update_config(self, props: dict[str, str]) -> None:
+        """Java ``Configuration.update``: the known keys are set, then every config is written to
+        ``configStorePath`` (off the reactor, coalesced: :class:`LatestTextWriter`)."""
         unknown = apply_properties(self.config_objects(), props)
         if unknown:   # one line per request, not one per key: a body may hold thousands
             self.log.warn("UPDATE_NAMESRV_CONFIG: {n} unknown config keys ignored, e.g. {k}",
                           n=len(unknown), k=ascii(unknown[0])[:80])
+        self.config_writer.write(self.all_configs_text())
+
+    def _config_write_failed(self, path: str, failure: Any) -> None:
+        self.log.error("persist {path} failed: {err}", path=path, err=failure.getErrorMessage())
 
     def all_configs_text(self) -> str:
         return "".join(format_properties(config_items(c)) for c in self.config_objects())

@@ -20,7 +20,8 @@ from rmqpy.protocol.headers import namesrv as h
 class Harness:
     def __init__(self, tmp_path) -> None:
         self.clock = task.Clock()
-        cfg = NamesrvConfig(kvConfigPath=str(tmp_path / "kvConfig.json"))
+        cfg = NamesrvConfig(kvConfigPath=str(tmp_path / "kvConfig.json"),
+                            configStorePath=str(tmp_path / "namesrv.properties"))
         self.ctl = NamesrvController(cfg, NettyServerConfig(listenPort=0), reactor=object(), clock=self.clock)
         self.ctl.kv.load()
         self.ctl._scan.start(cfg.scanNotActiveBrokerInterval / 1000, now=False)
