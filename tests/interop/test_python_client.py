@@ -240,3 +240,70 @@ def test_errors_are_client_errors_with_the_broker_code(target: Target) -> None:
             producer.send(Message(r.queue.topic, b"y"), queue=MessageQueue(r.queue.topic, r.queue.broker_name, 99))
         assert err.value.code is not None
     assert re.search(r"CODE: \d+", str(err.value))
+
+
+def _in_fresh_reactor(coro_fn, timeout: float = 60.0):
+    """``await coro_fn(reactor)`` in a reactor of its own (the global one cannot be restarted)."""
+    from twisted.internet import defer
+    from twisted.internet.selectreactor import SelectReactor
+    from twisted.python.failure import Failure
+    r = SelectReactor()
+    out: dict = {}
+
+    def go() -> None:
+        d = defer.ensureDeferred(coro_fn(r))
+        d.addBoth(lambda x: (out.setdefault("result", x), r.stop()))
+    r.callWhenRunning(go)
+    r.callLater(timeout, lambda: (out.setdefault("result", TimeoutError(f"still running after {timeout}s")), r.stop()))
+    r.run(installSignalHandlers=False)
+    res = out["result"]
+    if isinstance(res, Failure):
+        res.raiseException()
+    if isinstance(res, BaseException):
+        raise res
+    return res
+
+
+def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) -> None:
+    """The Deferred and asyncio forms (same plans, other transports): concurrent sends, pulls and
+    offsets; everything sent lands once, as the blocking consumer sees."""
+    import asyncio
+
+    from twisted.internet import defer
+
+    from rmqpy.client import aio, deferred
+    topic, group = target.uniq("TPyForms"), target.uniq("GPyForms")
+
+    async def with_asyncio() -> tuple[list, list]:
+        async with aio.Producer(target.ns_addr, group=group) as producer:
+            sent = await asyncio.gather(*[producer.send(Message(topic, f"aio-{i}".encode(), tags="aio"))
+                                          for i in range(6)])
+        async with aio.PullConsumer(target.ns_addr, group=group) as consumer:
+            got = []
+            for mq in await consumer.fetch_queues(topic):
+                res = await consumer.pull(mq, await consumer.min_offset(mq), 32, "aio")
+                got += [m.body for m in res.messages]
+                await consumer.commit_offset(mq, res.next_begin_offset)
+                assert await consumer.query_offset(mq) == res.next_begin_offset == await consumer.max_offset(mq)
+        return sent, got
+
+    async def with_twisted(reactor) -> tuple[list, list]:
+        producer = deferred.Producer(reactor, target.ns_addr, group=group)
+        sent = await defer.gatherResults([producer.send(Message(topic, f"tx-{i}".encode(), tags="tx"))
+                                          for i in range(6)])
+        producer.shutdown()
+        consumer = deferred.PullConsumer(reactor, target.ns_addr, group=group + "_tx")
+        got = []
+        for mq in await consumer.fetch_queues(topic):
+            res = await consumer.pull(mq, 0, 32, "tx")
+            got += [m.body for m in res.messages]
+        await consumer.shutdown()
+        return sent, got
+
+    aio_sent, aio_got = asyncio.run(with_asyncio())
+    tx_sent, tx_got = _in_fresh_reactor(with_twisted)
+    assert sorted(aio_got) == sorted(f"aio-{i}".encode() for i in range(6))
+    assert sorted(tx_got) == sorted(f"tx-{i}".encode() for i in range(6))
+    assert len({r.msg_id for r in aio_sent + tx_sent}) == 12
+    with PullConsumer(target.ns_addr, group=target.uniq("GPyAll")) as consumer:
+        assert len(_pull_all(consumer, topic)) == 12
