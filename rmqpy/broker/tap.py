@@ -102,9 +102,14 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     if bc.grpcServerPort >= 0:  # RocketMQ 5 clients' gRPC endpoint (rmqpy/proxy/grpc/)
         from rmqpy.proxy.grpc.activities import MessagingActivities
         from rmqpy.proxy.grpc.server import GrpcServerService
+        from rmqpy.proxy.grpc.tls import grpc_tls
+        try:
+            grpc_tls_ = grpc_tls(tls_props)
+        except ValueError as exc:  # TlsConfigError
+            raise SystemExit(f"rmq-broker: {exc}") from None
         GrpcServerService(MessagingActivities(controller, controller.dispatcher, bc.grpcServerPort), reactor, settings.netty.bindAddress,
-                          bc.grpcServerPort, bc.grpcThreadPoolNums, max_inbound=bc.grpcMaxInboundMessageSize
-                          ).setServiceParent(top)
+                          bc.grpcServerPort, bc.grpcThreadPoolNums, max_inbound=bc.grpcMaxInboundMessageSize,
+                          tls=grpc_tls_).setServiceParent(top)
     if controller.metrics_manager is not None:  # metricsExporterType=PROM
         from rmqpy.common.metrics import metrics_service
         metrics_service(controller.metrics_manager.registry, *controller.metrics_manager.address()

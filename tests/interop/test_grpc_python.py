@@ -16,6 +16,7 @@ endpoint again. What a Python user sees:
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -134,3 +135,47 @@ def test_bad_input_gets_the_proxys_codes(env: Env) -> None:
     # a request that is no protobuf is refused by grpcio before any activity runs
     assert "malformed INTERNAL" in lines, proc.stdout
     assert "after OK" in lines, proc.stdout  # and the endpoint goes on serving
+
+
+@pytest.fixture(scope="module")
+def tls_env(java_built, client_host, tmp_path_factory):
+    pytest.importorskip("rocketmq.v5", reason="rocketmq-python-client (the test extra) is not installed")
+    from rmqpy.remoting.tls_testcerts import issue, make_ca
+    d = tmp_path_factory.mktemp("grpc-tls")
+    cas = [make_ca("grpc CA one"), make_ca("grpc CA two")]
+    for i, ca in enumerate(cas):
+        (d / f"ca{i}.pem").write_bytes(ca.cert_pem)
+    cert, key = issue(cas[0], "rmqpy grpc", hosts=(client_host.host_ip,)).write(d, "server", "secret")
+    for p in d.iterdir():
+        p.chmod(0o644)
+    d.chmod(0o755)
+    grpc_port = servers.free_port()
+    cluster = servers.Cluster(d / "rmqpy", client_host.host_ip, {
+        "brokerName": "broker-grpc-tls", "grpcServerPort": grpc_port, "tls.server.certPath": cert,
+        "tls.server.keyPath": key, "tls.server.keyPassword": "secret", "tls.config.file": d / "none.properties"})
+    try:
+        yield cluster, d, cas, f"{client_host.host_ip}:{grpc_port}", client_host
+    finally:
+        cluster.close()
+        print(cluster.broker.log_tail(2000))
+
+
+def test_tls_on_the_grpc_port_with_certificate_reload(tls_env) -> None:
+    """The broker's tls.* keys put TLS on the gRPC port: the Python client with TLS on (trusting the
+    server certificate's CA) sends; after the certificate files are replaced by ones of another CA,
+    a client trusting only that CA sends too (the new certificate is served without a restart)."""
+    from rmqpy.remoting.tls_testcerts import issue
+    cluster, d, cas, endpoint, host = tls_env
+    topic = "GrpcOwnTls"
+    roots = lambda i: {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(d / f"ca{i}.pem")}  # noqa: E731
+    g = grpcpy.PyGrpc(host, endpoint, cluster.ns_addr, env=roots(0))
+    g.create_topic(topic)
+    assert len(g.client("produce", topic, "1", "--tls").of("sent")) == 1
+    new_cert, new_key = issue(cas[1], "rmqpy grpc renewed", hosts=(host.host_ip,)).write(d, "renewed", "secret")
+    os.replace(new_key, d / "server.key")
+    os.replace(new_cert, d / "server.pem")
+    g2 = grpcpy.PyGrpc(host, endpoint, cluster.ns_addr, env=roots(1))
+    assert len(g2.client("produce", topic, "1", "--tls").of("sent")) == 1
+    assert "TLS grpc: reloaded" in cluster.broker.log_tail(20000)
+    stale = g.client("produce", topic, "1", "--tls", check=False)  # trusts only the replaced certificate's CA
+    assert stale.returncode != 0 and not stale.of("sent"), stale

@@ -16,8 +16,8 @@ stream hold one for their length. The pool is ``grpcServerThreadPoolNums`` threa
 nothing queues without bound); a request larger than ``grpcMaxInboundMessageSize`` is refused by
 grpcio (RESOURCE_EXHAUSTED), and a malformed protobuf by grpcio too (INTERNAL).
 
-TLS: the endpoint is plain text. rmqpy does not yet put the ``tls.*`` keys of the remoting ports
-on it (the Java proxy's ``tlsTestModeEnable`` default serves TLS and plain text on one port).
+TLS: the ``tls.*`` keys of the remoting ports, with certificate reload (:mod:`rmqpy.proxy.grpc.tls`;
+TLS only once a certificate is configured: grpcio cannot serve TLS and plain text on one port).
 """
 from __future__ import annotations
 
@@ -225,8 +225,9 @@ class GrpcServerService(service.Service):
     log = RateLimitedLogger()
 
     def __init__(self, activities: MessagingActivities, reactor: Any, host: str, port: int, threads_n: int = 64,
-                 max_calls: int = 1024, max_inbound: int = 130 * 1024 * 1024) -> None:
+                 max_calls: int = 1024, max_inbound: int = 130 * 1024 * 1024, tls: Any = None) -> None:
         self.activities, self.reactor, self.host, self.port = activities, reactor, host, port
+        self.tls = tls  # rmqpy.proxy.grpc.tls.GrpcTls, or None for plain text
         self.threads_n, self.max_calls, self.max_inbound = threads_n, max_calls, max_inbound
         self.server: Any = None
         self.bound_port = 0
@@ -242,12 +243,15 @@ class GrpcServerService(service.Service):
         self.servicer = _Servicer(self.activities, self.reactor)
         sgrpc.add_MessagingServiceServicer_to_server(self.servicer, server)
         host = f"[{self.host}]" if ":" in self.host else self.host
-        self.bound_port = server.add_insecure_port(f"{host}:{self.port}")
+        if self.tls is not None:
+            self.bound_port = server.add_secure_port(f"{host}:{self.port}", self.tls.credentials())
+        else:
+            self.bound_port = server.add_insecure_port(f"{host}:{self.port}")
         self.activities.grpc_port = self.bound_port  # what routes name when grpcServerPort=0
         server.start()
         self.server = server
-        self.log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on {h}:{p}", h=self.host,
-                      p=self.bound_port)
+        self.log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on {h}:{p}{t}", h=self.host,
+                      p=self.bound_port, t=" (TLS)" if self.tls is not None else "")
 
     def stopService(self) -> Any:  # noqa: N802
         super().stopService()

@@ -1,0 +1,113 @@
+"""TLS on the gRPC port from the same ``tls.*`` keys as the remoting ports (rmqpy.remoting.tls).
+
+grpcio serves one kind of credentials per port, so where the remoting ports (and the Java proxy's
+``ProxyAndTlsProtocolNegotiator``) look at each connection's first byte and serve TLS and plain
+text side by side in ``permissive`` mode, the gRPC port serves TLS only once a certificate is
+configured (``tls.server.certPath``/``keyPath``, or ``tls.test.mode.enable`` for a self-signed
+one), in ``permissive`` and ``enforcing`` alike; ``disabled``, or no certificate, is plain text.
+
+Certificate reload: grpcio asks :meth:`GrpcTls.fetch` before every handshake; it looks at the
+files at most every ``POLL_INTERVAL`` seconds and, when their bytes changed, checks the new pair
+as the remoting ports do (:func:`rmqpy.remoting.tls.build_server_context`) and hands grpcio the
+new certificate; a broken file keeps the old one. ``need.client.auth=require`` requires a client
+certificate issued by ``tls.server.trustCertPath``; ``optional`` is served as ``none`` (grpcio
+has no optional client authentication).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import grpc
+from cryptography.hazmat.primitives import serialization
+
+from rmqpy.remoting import tls
+from rmqpy.remoting.filewatch import POLL_INTERVAL, digest
+
+log = tls.log
+
+
+class GrpcTls:
+    def __init__(self, settings: tls.TlsSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings, self.clock = settings, clock
+        self._static: dict[str, bytes] = {}
+        self.paths = settings.server_paths()
+        if settings.test_mode and not settings.server_cert_path:
+            self._static["<test-cert>"], self._static["<test-key>"] = tls.self_signed_pair()
+            self.paths = []
+        files = self._read()
+        self.initial, self.fingerprint = self._config(files)
+        self._hashes = digest(files)
+        self._checked = clock()
+        self._lock = threading.Lock()
+        self.reloads = 0
+
+    def _read(self) -> dict[str, bytes]:
+        out = {}
+        for path in self.paths:
+            try:
+                with open(path, "rb") as fh:
+                    out[path] = fh.read()
+            except OSError as exc:
+                raise tls.TlsConfigError(f"cannot read {path}: {exc.strerror}") from None
+        return out
+
+    def _config(self, files: dict[str, bytes]) -> tuple[Any, str]:
+        """grpcio's certificate configuration of ``files``, checked as the remoting ports check them."""
+        s = self.settings
+        _, fp = tls.build_server_context(s, {**files, **self._static})  # raises TlsConfigError
+        if s.test_mode and not s.server_cert_path:
+            cert, key_pem = self._static["<test-cert>"], self._static["<test-key>"]
+        else:
+            assert s.server_cert_path and s.server_key_path
+            cert = files[s.server_cert_path]
+            password = s.server_key_password.encode() if s.server_key_password else None
+            key = serialization.load_pem_private_key(files[s.server_key_path], password)
+            key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption())  # grpcio takes a clear key only
+        roots = files.get(s.server_trust_cert_path or "") if self.require_client_auth else None
+        return grpc.ssl_server_certificate_configuration([(key_pem, cert)], roots), fp
+
+    @property
+    def require_client_auth(self) -> bool:
+        return self.settings.need_client_auth == "require" and self.settings.server_trust_cert_path is not None
+
+    def fetch(self) -> Any:
+        """grpcio's fetcher (its threads, before each handshake): a new configuration or None."""
+        with self._lock:
+            now = self.clock()
+            if not self.paths or now - self._checked < POLL_INTERVAL:
+                return None
+            self._checked = now
+            try:
+                files = self._read()
+            except tls.TlsConfigError:
+                return None  # being replaced: look again later
+            hashes = digest(files)
+            if hashes == self._hashes:
+                return None
+            self._hashes = hashes
+            try:
+                config, fp = self._config(files)
+            except Exception as exc:
+                log.error("TLS grpc: reload failed, keeping the previous certificate (sha256 {fp}): {err}",
+                          fp=self.fingerprint, err=exc)
+                return None
+            log.info("TLS grpc: reloaded; certificate sha256 {old} -> {new}", old=self.fingerprint, new=fp)
+            self.fingerprint = fp
+            self.reloads += 1
+            return config
+
+    def credentials(self) -> Any:
+        return grpc.dynamic_ssl_server_credentials(self.initial, self.fetch, self.require_client_auth)
+
+
+def grpc_tls(props: dict[str, str] | None) -> GrpcTls | None:
+    """The gRPC port's TLS for the server ``props`` (tls.* keys), or None for plain text."""
+    s = tls.TlsSettings.from_props(props)
+    if s.server_mode == "disabled" or not (s.server_cert_path or s.server_key_path or s.test_mode):
+        return None
+    if not (s.server_cert_path and s.server_key_path) and not s.test_mode:
+        raise tls.TlsConfigError("TLS needs both tls.server.certPath and tls.server.keyPath")
+    return GrpcTls(s)
