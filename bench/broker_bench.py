@@ -385,6 +385,8 @@ def main() -> None:
     ap.add_argument("--mode", choices=("sync", "async"), default="sync")
     ap.add_argument("--threads", type=int, default=16, help="sync sender threads")
     ap.add_argument("--window", type=int, default=256, help="async: sends in flight")
+    ap.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH",
+                    help="flushDiskType of both brokers")
     ap.add_argument("--only", choices=("rmqpy", "java"), help="measure one broker only")
     ap.add_argument("--harness-check", action="store_true",
                     help="also measure the interop harness' own send rate (one JSON line per message)")
@@ -400,6 +402,7 @@ def main() -> None:
     if a.from_json:
         return rewrite(a.from_json, a.out)
     sizes = [int(s) for s in a.sizes.split(",")]
+    STORE["flushDiskType"] = a.flush
     cmdline = "python " + " ".join([os.path.relpath(__file__, ROOT), *sys.argv[1:]])
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     t0 = time.monotonic()

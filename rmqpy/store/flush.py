@@ -1,15 +1,25 @@
 """Flushing the store to disk: Java's ``CommitLog.GroupCommitService`` (SYNC_FLUSH),
 ``FlushRealTimeService`` (ASYNC_FLUSH) and ``DefaultMessageStore.FlushConsumeQueueService``.
 
-fsync is blocking disk work, so it runs through :class:`BlockingRunner` (a small thread pool
-under a real reactor, inline under a ``task.Clock``); what it decides (which waiters fire, what
-the checkpoint says) runs on the reactor thread.
+fsync is blocking disk work, so it runs off the reactor thread: the commit log's in
+:class:`GroupCommitThread` (one thread of its own, like Java's ``GroupCommitService``), the rest
+through :class:`BlockingRunner` (a small thread pool); both run inline under a ``task.Clock``.
+What a flush decides (which waiters fire, what the checkpoint says) runs on the reactor thread.
+
+Group commit: a SYNC_FLUSH put waits in a FIFO for the first flush whose target (the commit log's
+end read *before* its fsync began) is at or past the put's end offset; every put acknowledged by a
+flush is therefore on disk. Requests that arrive while a flush runs are served by the next one,
+started by the flush thread at once without a trip through the reactor. Timeouts are watched
+in FIFO order by one timer, as Java's ``FlushDiskWatcher`` does (``syncFlushTimeout``, answered
+FLUSH_DISK_TIMEOUT).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 from twisted.internet import defer
@@ -57,19 +67,75 @@ class BlockingRunner:
         return defer.maybeDeferred(fn, *args)
 
 
+class GroupCommitThread:
+    """The commit log's flush thread: flushes whenever :meth:`request` was called since its last
+    flush began, and hands each outcome to the reactor thread (``reactor.callFromThread``).
+
+    ``flush()`` runs in the thread and returns ``(target, store_timestamp)``: it must read both
+    before it syncs, so that ``target`` is known to be on disk once it returns."""
+
+    def __init__(self, reactor: Any, flush: Callable[[], tuple[int, int]],
+                 done: Callable[[int, int, float], None], failed: Callable[[Failure], None]):
+        self.reactor = reactor
+        self._flush = flush
+        self._done = done
+        self._failed = failed
+        self._cond = threading.Condition(threading.Lock())
+        self._requested = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="rmqpy-group-commit", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        with self._cond:
+            if not self._requested:
+                self._requested = True
+                self._cond.notify()
+
+    def stop(self) -> None:
+        """Ends the thread after the flush it runs (joined: no sync runs once this returns)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _loop(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._requested and not self._stopping:
+                    cond.wait()
+                if self._stopping:
+                    return
+                # cleared before the target is read: a request made after this point is
+                # served by another flush, one made before is covered by this one
+                self._requested = False
+            t0 = time.perf_counter()
+            try:
+                target, ts = self._flush()
+            except Exception as e:  # noqa: BLE001 (handed to the reactor thread, which logs it)
+                self.reactor.callFromThread(self._failed, Failure(e))  # type: ignore[no-untyped-call]
+                continue
+            self.reactor.callFromThread(self._done, target, ts, time.perf_counter() - t0)
+
+
 class _FlushWaiter:
     """A SYNC_FLUSH put waiting for the commit log to be flushed past ``end``."""
-    __slots__ = ("end", "deferred", "timeout", "result")
+    __slots__ = ("end", "deferred", "deadline", "result")
 
-    def __init__(self, end: int, deferred: defer.Deferred[PutMessageResult], result: PutMessageResult):
+    def __init__(self, end: int, deferred: defer.Deferred[PutMessageResult], result: PutMessageResult,
+                 deadline: float):
         self.end = end
         self.deferred = deferred
-        self.timeout: Any = None  # IDelayedCall
+        self.deadline = deadline
         self.result = result
 
     def fire(self, status: PutMessageStatus | None = None) -> None:
-        if self.timeout is not None and self.timeout.active():
-            self.timeout.cancel()
         if status is not None:
             self.result.put_message_status = status
         self.deferred.callback(self.result)
@@ -92,9 +158,34 @@ class FlushService:
         self.checkpoint: StoreCheckpoint | None = None  # set by the store's load
         self.flushing = False
         self.flush_failures = 0  # commit log flushes failed in a row (logged once, then rate-limited)
-        self._waiters: list[_FlushWaiter] = []
+        self._waiters: deque[_FlushWaiter] = deque()  # in put order
+        self._watch: Any = None  # IDelayedCall of the oldest waiter's deadline
+        self._thread: GroupCommitThread | None = None
         self._cq_flushing = False
         self._last_flush_thorough = 0
+
+    def start(self) -> None:
+        """The flush thread, when the reactor has threads (else flushes run through the runner)."""
+        from twisted.internet.interfaces import IReactorThreads
+        if IReactorThreads.providedBy(self.reactor) and self._thread is None:
+            self._thread = GroupCommitThread(self.reactor, self._flush_in_thread, self._thread_done,
+                                             self.flush_failed)
+            self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
+
+    def _flush_in_thread(self) -> tuple[int, int]:
+        cl = self.commit_log
+        ts = cl.last_store_timestamp  # read first: a record at or before the target's
+        target = cl.get_max_offset()
+        cl.flush_blocking()
+        return target, ts
+
+    def _thread_done(self, target: int, ts: int, seconds: float) -> None:
+        self.flush_done(target, ts, seconds)
 
     def _now(self) -> int:
         return int(self.reactor.seconds() * 1000)
@@ -112,20 +203,31 @@ class FlushService:
             self.kick()
             return ok
         d: defer.Deferred[PutMessageResult] = defer.Deferred()
-        waiter = _FlushWaiter(result.wrote_offset + result.wrote_bytes, d, ok)
-        self._waiters.append(waiter)
-        waiter.timeout = self.reactor.callLater(self.config.syncFlushTimeout / 1000.0, self._timeout, waiter)
+        timeout = self.config.syncFlushTimeout / 1000.0
+        self._waiters.append(_FlushWaiter(result.wrote_offset + result.wrote_bytes, d, ok,
+                                          self.reactor.seconds() + timeout))
+        if self._watch is None:
+            self._watch = self.reactor.callLater(timeout, self._expire)
         self.kick()
         return d
 
-    def _timeout(self, waiter: _FlushWaiter) -> None:
-        if waiter in self._waiters:
-            self._waiters.remove(waiter)
-            waiter.timeout = None
-            waiter.fire(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+    def _expire(self) -> None:
+        """Answer FLUSH_DISK_TIMEOUT to the waiters past their deadline, oldest first (Java's
+        ``FlushDiskWatcher``), and watch the next one."""
+        self._watch = None
+        now = self.reactor.seconds()
+        waiters = self._waiters
+        while waiters and waiters[0].deadline <= now:
+            waiters.popleft().fire(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        if waiters:
+            self._watch = self.reactor.callLater(max(0.0, waiters[0].deadline - now), self._expire)
 
     def kick(self) -> None:
-        """Start a commit log flush unless one is running."""
+        """Start a commit log flush unless one is running (with the flush thread: make sure one
+        starts after every put so far)."""
+        if self._thread is not None:
+            self._thread.request()
+            return
         if self.flushing:
             return
         self.flushing = True
@@ -146,7 +248,7 @@ class FlushService:
         if self.checkpoint is not None and ts:
             self.checkpoint.physic_msg_timestamp = ts
         self.fire_waiters(target)
-        if self._waiters and self.running():
+        if self._waiters and self.running() and self._thread is None:
             self.kick()
 
     def flush_failed(self, f: Failure) -> None:
@@ -154,19 +256,21 @@ class FlushService:
         self.flush_failures += 1
         if self.flush_failures == 1 or limiter_for(self.reactor).allow("store-flush-failed"):
             log.error("commit log flush failed (%d in a row): %s", self.flush_failures, f.getErrorMessage())
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters, deque()
         for w in waiters:
             w.fire(PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
     def fire_waiters(self, flushed: int) -> None:
-        """Answer the puts whose records end at or before ``flushed``."""
-        keep: list[_FlushWaiter] = []
-        fire: list[_FlushWaiter] = []
-        for w in self._waiters:
-            (fire if w.end <= flushed else keep).append(w)
-        self._waiters = keep
-        for w in fire:
-            w.fire()
+        """Answer the puts whose records end at or before ``flushed``, in put order (a put that
+        ends later than a younger one, should one ever be queued so, holds the younger back:
+        late, never early)."""
+        waiters = self._waiters
+        while waiters and waiters[0].end <= flushed:
+            waiters.popleft().fire()
+        if not waiters and self._watch is not None:
+            if self._watch.active():
+                self._watch.cancel()
+            self._watch = None
 
     # ------------------------------------------------------------------ timers
     def commitlog_tick(self) -> None:

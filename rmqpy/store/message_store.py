@@ -268,6 +268,7 @@ class MessageStore(DiskSpaceGuard):
             pass
         self.stats.start()
         self.blocking.start()
+        self.flush_service.start()
         self._schedule(cfg.flushIntervalCommitLog, self.flush_service.commitlog_tick)
         self._schedule(cfg.flushIntervalConsumeQueue, self.flush_service.consume_queue_tick)
         self._schedule(cfg.cleanResourceInterval, self._clean_tick)
@@ -294,6 +295,7 @@ class MessageStore(DiskSpaceGuard):
             if c.active():
                 c.cancel()
         self._timers.clear()
+        self.flush_service.stop()
         if not self.config.readOnly:
             self.flush_service.flush_at_shutdown()
             log.info("shutdown: commit log flushed to offset %d, consume queues%s and checkpoint flushed",
