@@ -12,6 +12,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rmqpy.auth.config import check_auth_config
 from rmqpy.broker.configfile import write_config
 from rmqpy.common.properties import PropertiesError, apply_properties, config_items, format_properties, load_properties, store_properties
 from rmqpy.common.startup import check_defines
@@ -49,7 +50,7 @@ def _hostname() -> str:
 
 # Keys Java marks @ImportantField (printed by ``-m``).
 # keys whose values are secrets: GET_BROKER_CONFIG answers them masked
-SECRET_KEYS = frozenset({"innerClientAuthenticationCredentials"})
+SECRET_KEYS = frozenset({"innerClientAuthenticationCredentials", "initAuthenticationUser"})
 
 IMPORTANT_KEYS = frozenset({
     "namesrvAddr", "brokerIP1", "brokerName", "brokerClusterName", "brokerId", "autoCreateTopicEnable",
@@ -107,10 +108,21 @@ class BrokerConfig:
     # (registration with the name servers), as BrokerOuterAPI's AclClientRPCHook; never listed by
     # GET_BROKER_CONFIG (SECRET_KEYS)
     innerClientAuthenticationCredentials: str = ""
-    # 5.x AuthConfig's switches: rmqpy has no 5.x authentication/authorization yet, and refuses
-    # to start with either on rather than run open while the operator believes it is protected
+    # 5.x AuthConfig (rmqpy/auth/): users and ACLs in <storePathRootDir>/config/auth.json. The
+    # provider/strategy keys accept blank or Java's default class names only (rmqpy/auth/config.py)
     authenticationEnabled: bool = False
+    authenticationProvider: str = ""
+    authenticationMetadataProvider: str = ""
+    authenticationStrategy: str = ""
+    authenticationWhitelist: str = ""
+    # {"username": "...", "password": "..."}: created as a Super user when missing
+    initAuthenticationUser: str = ""
     authorizationEnabled: bool = False
+    authorizationProvider: str = ""
+    authorizationMetadataProvider: str = ""
+    authorizationStrategy: str = ""
+    authorizationWhitelist: str = ""
+    migrateAuthFromV1Enabled: bool = False
     # Java's BrokerConfig.configBlackList: keys UPDATE_BROKER_CONFIG refuses, on top of brokerConfigPath,
     # rocketmqHome and configBlackList (AdminBrokerProcessor.initConfigBlackList)
     configBlackList: str = "configBlackList;brokerConfigPath"
@@ -245,10 +257,7 @@ def validate(settings: BrokerSettings) -> None:
     b.registerNameServerPeriod = min(60000, max(10000, b.registerNameServerPeriod))
     if not 1 <= b.reviveQueueNum <= 512:
         raise PropertiesError(f"reviveQueueNum: {b.reviveQueueNum} is not in 1..512")
-    for key, on in (("authenticationEnabled", b.authenticationEnabled), ("authorizationEnabled", b.authorizationEnabled)):
-        if on:
-            raise PropertiesError(f"{key}=true: RocketMQ 5.x authentication/authorization is not implemented by "
-                                  "rmqpy; use aclEnable=true (plain ACL, $ROCKETMQ_HOME/conf/plain_acl.yml)")
+    check_auth_config(b)
     if b.defaultMessageRequestMode not in ("PULL", "POP"):
         raise PropertiesError(f"defaultMessageRequestMode: {b.defaultMessageRequestMode!r} is not PULL or POP")
     if not (b.grpcServerPort == -1 or 0 <= b.grpcServerPort <= 65535):

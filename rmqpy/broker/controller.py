@@ -26,6 +26,9 @@ from rmqpy.acl.client_hook import AclClientHook
 from rmqpy.acl.manager import PlainPermissionManager
 from rmqpy.acl.plain import DEFAULT_PLAIN_FILE, AclPaths
 from rmqpy.acl.validator import PlainAccessValidator
+from rmqpy.auth.config import auth_in_use
+from rmqpy.auth.metadata import AuthMetadata
+from rmqpy.auth.pipeline import AuthPipeline
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.fast_failure import BrokerFastFailure
@@ -39,6 +42,7 @@ from rmqpy.broker.pop.service import PopService
 from rmqpy.broker.processor.acl_admin import AclAdminProcessor
 from rmqpy.broker.processor.admin import AdminBrokerProcessor
 from rmqpy.broker.processor.assignment import MessageRequestModeManager, QueryAssignmentProcessor
+from rmqpy.broker.processor.auth_admin import AuthAdminProcessor
 from rmqpy.broker.processor.client_manage import ClientManageProcessor
 from rmqpy.broker.processor.consumer_manage import ConsumerManageProcessor, StoreOffsetProcessor
 from rmqpy.broker.processor.end_transaction import EndTransactionProcessor
@@ -163,6 +167,7 @@ class BrokerController:
         self._timers: list[Any] = []
         self.acl_plain_file = DEFAULT_PLAIN_FILE  # Java's -Drocketmq.acl.plain.file, relative to rocketmqHome
         self.acl: PlainPermissionManager | None = None
+        self.auth: AuthMetadata | None = None  # 5.x users and ACLs (rmqpy/auth/)
         self._register_pending: Any = None
         self.replication: Replication  # built with the store by initialize()
         self.started = False
@@ -243,6 +248,9 @@ class BrokerController:
             self.broker_config.brokerName, self.broker_addr, self.broker_config.brokerClusterName))
         self.processors[type(acl_admin).__name__] = acl_admin
         self.dispatcher.register(AclAdminProcessor.codes, acl_admin)
+        auth_admin = AuthAdminProcessor(lambda: self.auth)
+        self.processors[type(auth_admin).__name__] = auth_admin
+        self.dispatcher.register(AuthAdminProcessor.codes, auth_admin)
 
     @property
     def pull_processor(self) -> PullMessageProcessor:
@@ -267,23 +275,37 @@ class BrokerController:
         self.initial_acl()
 
     def initial_acl(self) -> None:
-        """Java ``initialAcl()``: with aclEnable, every request is checked before its processor runs."""
-        signer = AclClientHook.from_credentials(self.broker_config.innerClientAuthenticationCredentials)
+        """Java ``initialAcl()`` and ``initialRequestPipeline()``: plain ACL (aclEnable) checks each
+        request first, then 5.x authentication and authorization (rmqpy/auth/)."""
+        bc = self.broker_config
+        signer = AclClientHook.from_credentials(bc.innerClientAuthenticationCredentials)
         if signer is not None:  # the broker's own requests (registration) carry credentials
             self.namesrv_client.request_hooks.append(signer)
-        if not self.broker_config.aclEnable:
+        if bc.aclEnable:
+            self.acl = PlainPermissionManager(AclPaths(bc.rocketmqHome, self.acl_plain_file))
+            self.acl.start()
+            self.acl.watch(self.reactor, self.reactor)
+            self.dispatcher.add_request_hook(PlainAccessValidator(self.acl.current, self.reactor))
+        if auth_in_use(bc):
+            self.auth = AuthMetadata(self.config_dir)
+            self.auth.load()
+            self.auth.init_users(bc.initAuthenticationUser, bc.innerClientAuthenticationCredentials)
+            self.dispatcher.add_request_hook(AuthPipeline(
+                self.auth, bc.authenticationEnabled, bc.authorizationEnabled, lambda: bc.brokerClusterName,
+                self.reactor, bc.authenticationWhitelist, bc.authorizationWhitelist))
+            self.log.info("5.x authentication {authn}, authorization {authz}: {users} users, {acls} ACLs in {path}",
+                          authn="on" if bc.authenticationEnabled else "off",
+                          authz="on" if bc.authorizationEnabled else "off",
+                          users=len(self.auth.users), acls=len(self.auth.acls), path=self.auth.path)
+        if not bc.aclEnable and not bc.authenticationEnabled:
             host = self.netty_config.bindAddress
             if not _loopback(host):
                 self.log.warn("The broker listens on {host} (beyond loopback) without access control: any client "
                               "that reaches port {port} may send, consume, create topics and change the "
-                              "configuration. Set aclEnable=true with {home}/conf/plain_acl.yml, or listen on "
-                              "127.0.0.1 (bindAddress).", host=host or "*", port=self.netty_config.listenPort,
-                              home=self.broker_config.rocketmqHome or "$ROCKETMQ_HOME")
-            return
-        self.acl = PlainPermissionManager(AclPaths(self.broker_config.rocketmqHome, self.acl_plain_file))
-        self.acl.start()
-        self.acl.watch(self.reactor, self.reactor)
-        self.dispatcher.add_request_hook(PlainAccessValidator(self.acl.current, self.reactor))
+                              "configuration. Set authenticationEnabled=true and authorizationEnabled=true "
+                              "(5.x users and ACLs), or aclEnable=true with {home}/conf/plain_acl.yml, or listen "
+                              "on 127.0.0.1 (bindAddress).", host=host or "*", port=self.netty_config.listenPort,
+                              home=bc.rocketmqHome or "$ROCKETMQ_HOME")
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

@@ -318,13 +318,3 @@ def test_warning_when_open_beyond_loopback(tmp_path, host, warned):
         globalLogPublisher.removeObserver(seen.append)
     lines = [e for e in seen if "without access control" in (e.get("log_format") or "")]
     assert len(lines) == (1 if warned else 0)
-
-
-@pytest.mark.parametrize("key", ["authenticationEnabled", "authorizationEnabled"])
-def test_5x_auth_switches_refuse_to_start(tmp_path, key):
-    from rmqpy.broker.config import load_settings
-    from rmqpy.common.properties import PropertiesError
-    conf = tmp_path / "broker.conf"
-    conf.write_text(f"{key}=true\n")
-    with pytest.raises(PropertiesError, match=f"{key}=true: RocketMQ 5.x authentication"):
-        load_settings(str(conf))

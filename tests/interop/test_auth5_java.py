@@ -1,0 +1,214 @@
+"""RocketMQ 5.x authentication and authorization (``authenticationEnabled`` /
+``authorizationEnabled``) of the rmqpy broker against the official clients, with the Java 5.3.3
+broker as the reference.
+
+Both brokers get the same broker.properties (the init Super user ``rocketmq``, the inner client
+credentials, Java's local metadata providers named). 5.3.3 mqadmin, signing with
+``$ROCKETMQ_HOME/conf/tools.yml``, creates users and ACLs on each as the Super user, and its
+output must be the same line for line (broker addresses aside); a Normal user is refused the
+admin codes. The harness' ``acl`` command then runs sends and pulls as several identities with
+the 4.9.8 and 5.3.3 clients' ``AclClientRPCHook``: allowed, denied by policy, unknown user,
+wrong secret, no signature, no credentials; both brokers must answer alike, remark for remark.
+Last, a user is disabled, an ACL entry and a user are deleted, and rmqpy is restarted: its
+users and ACLs are still there.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.interop import clients, jvm, servers
+from tests.interop.conftest import VERSIONS
+from tests.interop.test_acl_java import outcome
+
+pytestmark = pytest.mark.interop
+
+SUPER, SUPER_PW = "rocketmq", "12345678"
+ALICE, ALICE_PW = "alice", "alicepass1"
+BOB, BOB_PW = "bob", "bobpass1"
+AUTH_PROPS = {
+    "authenticationEnabled": True,
+    "authorizationEnabled": True,
+    "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
+    "authenticationMetadataProvider":
+        "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",
+    "authorizationProvider": "org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider",
+    "authorizationMetadataProvider":
+        "org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider",
+    "initAuthenticationUser": json.dumps({"username": SUPER, "password": SUPER_PW}, separators=(",", ":")),
+    "innerClientAuthenticationCredentials": json.dumps({"accessKey": SUPER, "secretKey": SUPER_PW},
+                                                       separators=(",", ":")),
+    "autoCreateTopicEnable": False,
+    "autoCreateSubscriptionGroup": True,
+}
+TOPICS = ("topicA", "topicD", "preX", "preD")
+
+IDS = [f"alice={ALICE}:{ALICE_PW}", f"bob={BOB}:{BOB_PW}", f"super={SUPER}:{SUPER_PW}",
+       "stranger=nobody99:whatever1", f"forger={ALICE}:wrongsecret", f"unsigned={ALICE}:{ALICE_PW}:none"]
+# (probe, allowed?)
+MATRIX = [
+    ("alice/send:topicA", True), ("alice/send:topicD", False), ("alice/send:preX", True),
+    ("alice/send:preD", False),  # Topic:preD Deny, created after Topic:pre* Allow, decides
+    ("alice/pull:topicA:groupA", True), ("alice/pull:topicD:groupA", False),
+    ("alice/pull:topicA:groupB", False),
+    ("bob/send:topicA", False),  # no ACL at all
+    ("super/send:topicD", True),  # a Super user needs no ACL
+    ("stranger/send:topicA", False), ("forger/send:topicA", False), ("unsigned/send:topicA", False),
+    ("anon/send:topicA", False),
+]
+
+
+def mqadmin(host, home: Path, args: list[str]) -> str:
+    cmd = jvm.java_cmd("5.3.3", jvm.FASTEXIT_MAIN, [jvm.MQADMIN_MAIN, *args],
+                       {"rocketmq.home.dir": str(home), "rmq.logback.configurationFile": "rmq.tools.logback.xml"},
+                       kind="harness", home=home)
+    proc = host.run(cmd, timeout=90, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+    return proc.stdout + proc.stderr
+
+
+def tools_home(tmp: Path, ak: str, sk: str) -> Path:
+    home = jvm.prepare_home(tmp / f"tools-{ak}")
+    (home / "conf" / "tools.yml").write_text(f"accessKey: {ak}\nsecretKey: {sk}\n")
+    return home
+
+
+class Admin:
+    """mqadmin against one broker, as one user; output with the broker's address replaced by BROKER."""
+
+    def __init__(self, host, tmp: Path, ns_addr: str, broker_addr: str) -> None:
+        self.host, self.ns_addr, self.broker_addr = host, ns_addr, broker_addr
+        self.homes = {ak: tools_home(tmp, ak, sk) for ak, sk in
+                      ((SUPER, SUPER_PW), (ALICE, ALICE_PW))}
+
+    def __call__(self, who: str, command: str, *args: str) -> str:
+        out = mqadmin(self.host, self.homes[who], [command, "-n", self.ns_addr, "-b", self.broker_addr, *args])
+        return "\n".join(line.rstrip() for line in out.replace(self.broker_addr, "BROKER").splitlines()
+                         if line.strip() and "WARN" not in line and "SLF4J" not in line)
+
+
+def setup_script(admin: Admin) -> list[str]:
+    """Users, topics and ACLs made the same way on either broker; what mqadmin printed."""
+    out = []
+    for topic in TOPICS:
+        out.append(admin(SUPER, "updateTopic", "-t", topic, "-r", "1", "-w", "1"))
+    out.append(admin(SUPER, "createUser", "-u", ALICE, "-p", ALICE_PW))
+    out.append(admin(SUPER, "createUser", "-u", BOB, "-p", BOB_PW, "-t", "Normal"))
+    out.append(admin(SUPER, "createAcl", "-s", f"User:{ALICE}", "-r", "Topic:topicA,Group:groupA,Topic:pre*",
+                     "-a", "Pub,Sub", "-d", "Allow"))
+    out.append(admin(SUPER, "createAcl", "-s", f"User:{ALICE}", "-r", "Topic:topicD,Topic:preD", "-a", "Pub,Sub",
+                     "-d", "Deny"))
+    return out
+
+
+def inspect(admin: Admin) -> list[str]:
+    return [admin(SUPER, "getUser", "-u", ALICE), admin(SUPER, "listUser"),
+            admin(SUPER, "getAcl", "-s", f"User:{ALICE}"), admin(SUPER, "listAcl")]
+
+
+def run_matrix(host, version: str, ns_addr: str, broker_addr: str, probes: list[str]) -> dict[str, tuple]:
+    args = ["acl", "-n", ns_addr, "--broker", broker_addr, "--timeout-ms", "5000"]
+    for i in IDS:
+        args += ["--id", i]
+    for p in probes:
+        args += ["--probe", p]
+    events = clients.harness(host, version, args, timeout=180)
+    return {e["probe"]: outcome(e) for e in events.of("probe")}
+
+
+class Side:
+    """One broker's cluster with the script run: its mqadmin, setup and inspection output."""
+
+    def __init__(self, cluster, host, tmp: Path) -> None:
+        self.cluster = cluster
+        self.admin = Admin(host, tmp, cluster.ns_addr, cluster.broker_addr)
+        self.setup = setup_script(self.admin)
+        self.inspect = inspect(self.admin)
+
+
+@pytest.fixture(scope="module")
+def rmqpy_side(tmp_path_factory, client_host):
+    tmp = tmp_path_factory.mktemp("auth5-rmqpy")
+    with servers.Cluster(tmp, client_host.host_ip, dict(AUTH_PROPS)) as c:
+        yield Side(c, client_host, tmp)
+
+
+@pytest.fixture(scope="module")
+def java_side(tmp_path_factory, client_host, java_built):
+    tmp = tmp_path_factory.mktemp("auth5-java")
+    c = jvm.JavaCluster("5.3.3", tmp, client_host.host_ip, dict(AUTH_PROPS))
+    try:
+        yield Side(c, client_host, tmp)
+    finally:
+        c.close(clean=False)
+
+
+def test_mqadmin_user_and_acl_crud_same_as_java(rmqpy_side, java_side):
+    assert rmqpy_side.setup == java_side.setup
+    assert "create user to BROKER success." in rmqpy_side.setup
+    assert "create acl to BROKER success." in rmqpy_side.setup
+    assert rmqpy_side.inspect == java_side.inspect
+    get_user, list_user, get_acl, list_acl = rmqpy_side.inspect
+    assert ALICE_PW in get_user and "Normal" in get_user and "enable" in get_user, get_user
+    assert SUPER in list_user and BOB in list_user and "Super" in list_user, list_user
+    assert "Topic:topicD" in get_acl and "Deny" in get_acl and "Topic:pre*" in get_acl, get_acl
+    assert get_acl in list_acl or all(line in list_acl for line in get_acl.splitlines()[1:]), list_acl
+
+
+def test_normal_user_refused_admin_codes_same_as_java(rmqpy_side, java_side, client_host):
+    ours = [rmqpy_side.admin(ALICE, "createUser", "-u", "mallory", "-p", "mallorypw1", "-t", "Super"),
+            rmqpy_side.admin(ALICE, "listUser")]
+    theirs = [java_side.admin(ALICE, "createUser", "-u", "mallory", "-p", "mallorypw1", "-t", "Super"),
+              java_side.admin(ALICE, "listUser")]
+    assert ours == theirs
+    assert (f"CODE: 16  DESC: User:{ALICE} has no permission to access Cluster:DefaultCluster from "
+            f"{client_host.client_ip}, no matched policies.") in ours[1], ours[1]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_send_pull_matrix_same_as_java(rmqpy_side, java_side, client_host, version):
+    probes = [p for p, _ in MATRIX]
+    ours = run_matrix(client_host, version, rmqpy_side.cluster.ns_addr, rmqpy_side.cluster.broker_addr, probes)
+    theirs = run_matrix(client_host, version, java_side.cluster.ns_addr, java_side.cluster.broker_addr, probes)
+    for probe, allowed in MATRIX:
+        assert theirs[probe][0] is allowed, f"Java 5.3.3 broker: {probe}: {theirs[probe]}"
+        assert ours[probe][0] is allowed, f"rmqpy: {probe}: {ours[probe]}"
+    assert ours == theirs
+    assert ours["forger/send:topicA"][1:] == (16, "check signature failed.")
+    assert ours["stranger/send:topicA"][1:] == (16, "User:nobody99 is not found.")
+    assert ours["alice/send:topicD"][1:] == (16, f"User:{ALICE} has no permission to access Topic:topicD from "
+                                                 f"{client_host.client_ip}, the decision is deny.")
+
+
+def changes(side: Side) -> tuple[list[str], dict[str, tuple]]:
+    """Disable alice (her send is refused), enable her again, delete an ACL entry and bob."""
+    admin, c = side.admin, side.cluster
+    out = [admin(SUPER, "updateUser", "-u", ALICE, "-s", "disable")]
+    disabled = run_matrix(admin.host, VERSIONS[-1], c.ns_addr, c.broker_addr, ["alice/send:topicA"])
+    out += [admin(SUPER, "updateUser", "-u", ALICE, "-s", "enable"),
+            admin(SUPER, "deleteAcl", "-s", f"User:{ALICE}", "-r", "Topic:topicD"),
+            admin(SUPER, "deleteUser", "-u", BOB),
+            *inspect(admin)]
+    return out, disabled
+
+
+def test_update_delete_and_restart(rmqpy_side, java_side, client_host):
+    ours, ours_disabled = changes(rmqpy_side)
+    theirs, theirs_disabled = changes(java_side)
+    assert ours == theirs
+    assert ours_disabled == theirs_disabled
+    assert ours_disabled["alice/send:topicA"][1:] == (16, f"User:{ALICE} is disabled.")
+    assert BOB not in ours[-3] and "Topic:topicD" not in ours[-2], ours
+    # rmqpy's users and ACLs survive a restart (config/auth.json)
+    broker = rmqpy_side.cluster.broker
+    broker.stop()
+    broker.start()
+    assert inspect(rmqpy_side.admin) == ours[-4:]
+    after = run_matrix(client_host, VERSIONS[-1], rmqpy_side.cluster.ns_addr, rmqpy_side.cluster.broker_addr,
+                       ["alice/send:topicA", "alice/send:topicD", "bob/send:topicA"])
+    assert after["alice/send:topicA"][0] is True, after
+    assert after["alice/send:topicD"][1:] == (16, f"User:{ALICE} has no permission to access Topic:topicD from "
+                                                  f"{client_host.client_ip}, no matched policies."), after
+    assert after["bob/send:topicA"][1:] == (16, f"User:{BOB} is not found."), after
