@@ -128,6 +128,17 @@ class RequestCode(IntEnum):
     ADD_BROKER = 902
     REMOVE_BROKER = 903
     BROKER_HEARTBEAT = 904
+    # 5.x users and ACLs (mqadmin createUser ... listAcl; rmqpy/broker/processor/auth_admin.py)
+    AUTH_CREATE_USER = 3001
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     PEEK_MESSAGE = 200052

@@ -20,12 +20,16 @@ from twisted.logger import Logger
 from rmqpy.auth.metadata import AuthMetadata
 from rmqpy.auth.model import POLICY_TYPES, AuthError, Resource, User, acl_from_info, by_name, subject_user
 from rmqpy.protocol import fastjson
-from rmqpy.protocol.codes import ResponseCode
+from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.remoting.ratelimit import clip
 
-AUTH_CREATE_USER, AUTH_UPDATE_USER, AUTH_DELETE_USER, AUTH_GET_USER, AUTH_LIST_USER = 3001, 3002, 3003, 3004, 3005
-AUTH_CREATE_ACL, AUTH_UPDATE_ACL, AUTH_DELETE_ACL, AUTH_GET_ACL, AUTH_LIST_ACL = 3006, 3007, 3008, 3009, 3010
+AUTH_CREATE_USER, AUTH_UPDATE_USER, AUTH_DELETE_USER = RequestCode.AUTH_CREATE_USER, RequestCode.AUTH_UPDATE_USER, \
+    RequestCode.AUTH_DELETE_USER
+AUTH_GET_USER, AUTH_LIST_USER = RequestCode.AUTH_GET_USER, RequestCode.AUTH_LIST_USER
+AUTH_CREATE_ACL, AUTH_UPDATE_ACL, AUTH_DELETE_ACL = RequestCode.AUTH_CREATE_ACL, RequestCode.AUTH_UPDATE_ACL, \
+    RequestCode.AUTH_DELETE_ACL
+AUTH_GET_ACL, AUTH_LIST_ACL = RequestCode.AUTH_GET_ACL, RequestCode.AUTH_LIST_ACL
 SYSTEM_ERROR_REMARK = "An system error occurred, please try again later."
 
 
@@ -46,7 +50,7 @@ def _object(body: bytes | None, what: str) -> dict[str, Any]:
 
 
 class AuthAdminProcessor:
-    codes = tuple(range(AUTH_CREATE_USER, AUTH_LIST_ACL + 1))
+    codes = tuple(range(int(AUTH_CREATE_USER), int(AUTH_LIST_ACL) + 1))
     log = Logger(namespace="rmqpy.auth")
 
     def __init__(self, metadata: Callable[[], AuthMetadata | None]) -> None:
