@@ -307,3 +307,19 @@ def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) ->
     assert len({r.msg_id for r in aio_sent + tx_sent}) == 12
     with PullConsumer(target.ns_addr, group=target.uniq("GPyAll")) as consumer:
         assert len(_pull_all(consumer, topic)) == 12
+
+
+def test_the_examples_of_docs_client_md_run(client_host, tmp_path) -> None:
+    """Every python block of docs/client.md, run as written against an rmqpy name server and broker."""
+    import os
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[2]
+    blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "client.md").read_text(), re.S)
+    assert len(blocks) >= 5
+    with servers.Cluster(tmp_path, client_host.host_ip) as c:
+        for block in blocks:
+            proc = subprocess.run([sys.executable, "-c", block.replace("127.0.0.1:9876", c.ns_addr)],
+                                  env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True,
+                                  timeout=60)
+            assert proc.returncode == 0, f"{block}\n{proc.stdout}\n{proc.stderr}"
