@@ -9,6 +9,7 @@ serves the endpoint.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -77,14 +78,28 @@ def check_each_message_once(g: PyGrpc, topic: str, group: str) -> None:
     assert all(r["attempt"] == 1 and r["topic"] == topic for r in got)
 
 
-def check_unacked_comes_back(g: PyGrpc, topic: str, group: str) -> None:
+def check_unacked_comes_back(g: PyGrpc, topic: str, group: str, between=None) -> None:
+    """Two messages received and not acked come back, once each, as their second attempt;
+    ``between(topic, group)`` runs after the first receive (a broker kill -9)."""
     g.create_topic(topic)
     sent = g.client("produce", topic, "2").of("sent")
     first = g.client("receive", topic, group, "2", "10", "--no-ack").of("received")
     assert sorted(r["msgId"] for r in first) == sorted(s["msgId"] for s in sent)
+    if between is not None:
+        between(topic, group)
     again = g.client("receive", topic, group, "2", "20", "--linger", "2").of("received")
     assert sorted(r["msgId"] for r in again) == sorted(s["msgId"] for s in sent), again
     assert all(r["attempt"] == 2 for r in again), again
+
+
+def offsets_on_disk(store: Path, topic: str, group: str) -> dict[int, int]:
+    """The group's offsets of ``topic`` in a broker's config/consumerOffset.json (what a kill -9 keeps)."""
+    try:
+        text = (store / "config" / "consumerOffset.json").read_text()
+    except OSError:
+        return {}
+    m = re.search(re.escape(f'"{topic}@{group}"') + r"\s*:\s*\{([^}]*)\}", text)
+    return {int(q): int(o) for q, o in re.findall(r"(\d+)\s*:\s*(-?\d+)", m.group(1))} if m else {}
 
 
 def check_fifo_order(g: PyGrpc, topic: str, group: str) -> None:

@@ -15,7 +15,7 @@ responses); :mod:`rmqpy.proxy.grpc.server` calls them from grpcio's threads.
 """
 from __future__ import annotations
 
-import math
+import itertools
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -91,6 +91,7 @@ class MessagingActivities:
         self.dispatcher = dispatcher  # the broker's RequestDispatcher: its processors and hooks
         self.grpc_port = grpc_port
         self.clients = GrpcClients(broker, dispatcher)
+        self._round_robin = itertools.count()
 
     # ------------------------------------------------------------------ helpers
     def channel_of(self, client_id: str, peer: str, language: str = "") -> LocalChannel:
@@ -255,11 +256,21 @@ class MessagingActivities:
         if any(m.topic.name != topic for m in msgs):
             raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
         tc = self._topic(msgs[0].topic, write=True)
-        requests = [self._send_request(m, tc) for m in msgs]
+        queue_id = self._send_queue(msgs, tc)
+        requests = [self._send_request(m, tc, queue_id) for m in msgs]
         sends = [self._invoke(ch, r) for r in requests]
         return defer.gatherResults(sends, consumeErrors=True).addCallback(self._send_response, msgs, tc.topicName)
 
-    def _send_request(self, m: Any, tc: Any) -> RemotingCommand:
+    def _send_queue(self, msgs: list[Any], tc: Any) -> int:
+        """``SendMessageQueueSelector``: a lone message's group picks its queue by Guava's consistent
+        hash of the group's Java hash; anything else takes the next write queue in turn."""
+        n = max(tc.writeQueueNums, 1)
+        group = msgs[0].system_properties.message_group if len(msgs) == 1 else ""
+        if group:
+            return consistent_hash(java_string_hash(group), n)
+        return next(self._round_robin) % n
+
+    def _send_request(self, m: Any, tc: Any, queue_id: int) -> RemotingCommand:
         sp = m.system_properties
         body = bytes(m.body)
         if not body:
@@ -298,7 +309,6 @@ class MessagingActivities:
         if not sp.message_id or len(sp.message_id) > 128 or _CONTROL.search(sp.message_id):
             raise Refused(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
         props["UNIQ_KEY"] = sp.message_id
-        queue_id: int | None = None
         if sp.HasField("message_group"):
             group = sp.message_group
             if not group.strip():
@@ -308,8 +318,6 @@ class MessagingActivities:
             if _CONTROL.search(group):
                 raise Refused(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control character")
             props["__SHARDINGKEY"] = group
-            # SendMessageQueueSelector: one queue per message group, by its Java hash
-            queue_id = abs(int(math.fmod(_signed(java_string_hash(group)), max(tc.writeQueueNums, 1))))
         if sp.HasField("delivery_timestamp"):
             deliver = _duration_ms(sp.delivery_timestamp)
             now = int(time.time() * 1000)
@@ -327,8 +335,6 @@ class MessagingActivities:
             props["BORN_HOST"] = sp.born_host[:128]
         born = _duration_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
         props["BORN_TIMESTAMP"] = str(born)
-        if queue_id is None:
-            queue_id = sp.queue_id if 0 <= sp.queue_id < tc.writeQueueNums else 0
         header = SendMessageRequestHeaderV2(
             a=tc.topicName, b=tc.topicName, c="TBW102", d=4, e=queue_id,
             f=0x4 if props.get("TRAN_MSG") == "true" else 0,  # TRANSACTION_PREPARED_TYPE
@@ -594,5 +600,15 @@ class MessagingActivities:
                             ).addCallback(answered)
 
 
-def _signed(h: int) -> int:
-    return h - (1 << 32) if h & 0x80000000 else h
+def consistent_hash(key: int, buckets: int) -> int:
+    """Guava's ``Hashing.consistentHash(long, int)`` (its linear congruential generator)."""
+    state = key & 0xFFFFFFFFFFFFFFFF
+    candidate = 0
+    while True:
+        state = (2862933555777941757 * state + 1) & 0xFFFFFFFFFFFFFFFF
+        top = state >> 33  # (int) (state >>> 33): 31 bits, never negative
+        nxt = int((candidate + 1) / ((top + 1) / 2.0 ** 31))
+        if 0 <= nxt < buckets:
+            candidate = nxt
+        else:
+            return candidate

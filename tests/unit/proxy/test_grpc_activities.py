@@ -86,3 +86,70 @@ def test_send_receive_ack(env) -> None:
     bad = spb.AckMessageRequest(group=pb.Resource(name="g1"), topic=pb.Resource(name="GrpcT"),
                                 entries=[spb.AckMessageEntry(message_id="MSGID1", receipt_handle="forged")])
     assert _result(acts.ack_message(bad, ch)).entries[0].status.code == pb.Code.INVALID_RECEIPT_HANDLE
+
+
+def test_consistent_hash_is_guavas() -> None:
+    """Values printed by Guava 32.0.1 Hashing.consistentHash(key.hashCode(), n) (the proxy's queue of a
+    message group); "order-7" has a negative Java hash."""
+    from rmqpy.protocol.message import java_string_hash
+    from rmqpy.proxy.grpc.activities import consistent_hash
+    java = {("g1", 8): 6, ("order-7", 4): 0, ("order-7", 8): 4, ("abc", 8): 7, ("xyz-long-group-name", 4): 2}
+    for (key, n), bucket in java.items():
+        assert consistent_hash(java_string_hash(key), n) == bucket, (key, n)
+
+
+def _settings_cmd(**kw):
+    cmd = spb.TelemetryCommand()
+    cmd.settings.CopyFrom(pb.Settings(**kw))
+    return cmd
+
+
+def test_settings_register_the_client_and_heartbeat_needs_them(env) -> None:
+    acts, ch = env
+    with pytest.raises(Refused) as err:
+        acts.heartbeat(spb.HeartbeatRequest(client_type=pb.ClientType.PRODUCER), ch)
+    assert err.value.code == pb.Code.UNRECOGNIZED_CLIENT_TYPE
+    cmd = _settings_cmd(client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name="GrpcT")]))
+    answer = _result(acts.settings(cmd, ch, lambda c: None))
+    assert answer.status.code == pb.Code.OK and answer.settings.backoff_policy.max_attempts == 3
+    assert acts.broker.producer_manager.get_available_channel("GrpcT") is ch  # the topic is the producer group
+    assert _result(acts.heartbeat(spb.HeartbeatRequest(client_type=pb.ClientType.PRODUCER), ch)).status.code == \
+        pb.Code.OK
+    with pytest.raises(Refused) as err:
+        acts.settings(_settings_cmd(client_type=pb.ClientType.PRODUCER), ch, lambda c: None)
+    assert err.value.code == pb.Code.BAD_REQUEST
+
+
+def test_consumer_settings_take_the_groups_retry_times_and_order(env) -> None:
+    acts, ch = env
+    sub = pb.Subscription(group=pb.Resource(name="g2"), subscriptions=[
+        pb.SubscriptionEntry(topic=pb.Resource(name="GrpcT"), expression=pb.FilterExpression(expression="*"))])
+    answer = _result(acts.settings(_settings_cmd(client_type=pb.ClientType.SIMPLE_CONSUMER, subscription=sub), ch,
+                                   lambda c: None))
+    assert answer.settings.backoff_policy.max_attempts == 17 and not answer.settings.subscription.fifo
+    assert len(answer.settings.backoff_policy.customized_backoff.next) == 18
+    info = acts.broker.consumer_manager.get("g2")
+    assert info is not None and info.consume_type == "CONSUME_ACTIVELY" and ch in info.channels
+
+
+def test_end_transaction_without_its_data_is_refused(env) -> None:
+    acts, ch = env
+    req = spb.EndTransactionRequest(topic=pb.Resource(name="GrpcT"), transaction_id="", message_id="M")
+    with pytest.raises(Refused) as err:
+        acts.end_transaction(req, ch)
+    assert err.value.code == pb.Code.INVALID_TRANSACTION_ID
+    req.transaction_id = "NOPE"
+    with pytest.raises(Refused) as err:
+        acts.end_transaction(req, ch)
+    assert err.value.code == pb.Code.INTERNAL_SERVER_ERROR
+
+
+def test_transaction_data_expires_and_is_bounded(env) -> None:
+    acts, _ = env
+    clients = acts.clients
+    for i in range(20):
+        clients.add_transaction("T", "tx", i, 100 + i)
+    assert clients.poll_transaction("T", "tx") == (19, 119)  # the newest first, 15 kept
+    assert len(clients.transactions[("T", "tx")]) == 14
+    acts.broker.reactor.advance(31)
+    assert clients.poll_transaction("T", "tx") is None and ("T", "tx") not in clients.transactions
