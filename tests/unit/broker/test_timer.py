@@ -96,3 +96,38 @@ def test_pending_timer_survives_restart_and_is_delivered_once(tmp_path):
     clock.advance(100)
     assert len(messages(b, "TimerT", 1)) == 2
     b.shutdown()
+
+
+def test_timer_metrics_count_parked_and_delivered_messages_by_due_bound(tmp_path):
+    """rocketmq_timer_* / rocketmq_timing_messages (Java DefaultStoreMetricsManager) on the clock."""
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def value(samples, name, **labels):
+        return sum(v for n, lab, v in samples if n == name and all(lab.get(k) == x for k, x in labels.items()))
+
+    b, clock = make_broker(tmp_path, metricsExporterType="PROM")
+    b.clock = clock
+    try:
+        def scrape():
+            text = generate_latest(b.metrics_manager.registry).decode()
+            return [(x.name, x.labels, x.value) for f in text_string_to_metric_families(text) for x in f.samples]
+
+        for delay_s in (3, 30, 4000):
+            assert send(b, {"TIMER_DELAY_SEC": str(delay_s)}).code == ResponseCode.SUCCESS
+        s = scrape()
+        store = {"storage_type": "local", "storage_medium": "disk", "node_id": "broker-a"}
+        assert value(s, "rocketmq_timer_enqueue_total", topic="TimerT", **store) == 3
+        assert value(s, "rocketmq_timing_messages", topic="TimerT", **store) == 3
+        snapshot = {lab["timer_bound_s"]: v for n, lab, v in s if n == "rocketmq_timer_message_snapshot"}
+        assert snapshot == {"5": 1, "60": 1, "300": 0, "900": 0, "3600": 0, "14400": 1, "28800": 0, "86400": 0}
+        assert value(s, "rocketmq_delay_message_latency_seconds_bucket", le="60.0", topic="TimerT") == 2
+        assert value(s, "rocketmq_delay_message_latency_seconds_bucket", le="3600.0", topic="TimerT") == 2
+        assert value(s, "rocketmq_delay_message_latency_seconds_bucket", le="43200.0", topic="TimerT") == 3
+        clock.advance(3.5)
+        s = scrape()
+        assert value(s, "rocketmq_timer_dequeue_total", topic="TimerT") == 1
+        assert value(s, "rocketmq_timing_messages", topic="TimerT") == 2
+        assert value(s, "rocketmq_timer_dequeue_lag") == 0 and value(s, "rocketmq_timer_enqueue_lag") == 0
+    finally:
+        b.shutdown()
