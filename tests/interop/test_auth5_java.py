@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -90,10 +91,9 @@ class Admin:
 
 
 def setup_script(admin: Admin) -> list[str]:
-    """Users, topics and ACLs made the same way on either broker; what mqadmin printed."""
+    """Users and ACLs made the same way on either broker; what mqadmin printed (the topics are
+    created by the Super user at the start of each matrix run)."""
     out = []
-    for topic in TOPICS:
-        out.append(admin(SUPER, "updateTopic", "-t", topic, "-r", "1", "-w", "1"))
     out.append(admin(SUPER, "createUser", "-u", ALICE, "-p", ALICE_PW))
     out.append(admin(SUPER, "createUser", "-u", BOB, "-p", BOB_PW, "-t", "Normal"))
     out.append(admin(SUPER, "createAcl", "-s", f"User:{ALICE}", "-r", "Topic:topicA,Group:groupA,Topic:pre*",
@@ -103,16 +103,24 @@ def setup_script(admin: Admin) -> list[str]:
     return out
 
 
-def inspect(admin: Admin) -> list[str]:
+def inspect(admin: Admin, full: bool = True) -> list[str]:
+    if not full:
+        return [admin(SUPER, "listUser"), admin(SUPER, "getAcl", "-s", f"User:{ALICE}")]
     return [admin(SUPER, "getUser", "-u", ALICE), admin(SUPER, "listUser"),
             admin(SUPER, "getAcl", "-s", f"User:{ALICE}"), admin(SUPER, "listAcl")]
+
+
+def both(fn, *sides):
+    """``fn`` on each side at once (the two brokers are independent; their JVM clients start in parallel)."""
+    with ThreadPoolExecutor(len(sides)) as pool:
+        return [f.result() for f in [pool.submit(fn, side) for side in sides]]
 
 
 def run_matrix(host, version: str, ns_addr: str, broker_addr: str, probes: list[str]) -> dict[str, tuple]:
     args = ["acl", "-n", ns_addr, "--broker", broker_addr, "--timeout-ms", "5000"]
     for i in IDS:
         args += ["--id", i]
-    for p in probes:
+    for p in [f"super/create-topic:{t}" for t in TOPICS] + probes:
         args += ["--probe", p]
     events = clients.harness(host, version, args, timeout=180)
     return {e["probe"]: outcome(e) for e in events.of("probe")}
@@ -122,27 +130,45 @@ class Side:
     """One broker's cluster with the script run: its mqadmin, setup and inspection output."""
 
     def __init__(self, cluster, host, tmp: Path) -> None:
-        self.cluster = cluster
+        self.cluster, self.host = cluster, host
         self.admin = Admin(host, tmp, cluster.ns_addr, cluster.broker_addr)
+
+    def run_setup(self) -> "Side":
         self.setup = setup_script(self.admin)
         self.inspect = inspect(self.admin)
+        return self
+
+    def matrix(self, version: str, probes: list[str]) -> dict[str, tuple]:
+        return run_matrix(self.host, version, self.cluster.ns_addr, self.cluster.broker_addr, probes)
 
 
 @pytest.fixture(scope="module")
-def rmqpy_side(tmp_path_factory, client_host):
-    tmp = tmp_path_factory.mktemp("auth5-rmqpy")
-    with servers.Cluster(tmp, client_host.host_ip, dict(AUTH_PROPS)) as c:
-        yield Side(c, client_host, tmp)
+def sides(tmp_path_factory, client_host, java_built):
+    """(rmqpy, Java 5.3.3), each a name server and a broker with the same properties, set up at once."""
+    tmp = tmp_path_factory.mktemp("auth5")
+    with ThreadPoolExecutor(2) as pool:
+        java = pool.submit(jvm.JavaCluster, "5.3.3", tmp / "java", client_host.host_ip, dict(AUTH_PROPS))
+        ours = pool.submit(servers.Cluster, tmp / "rmqpy", client_host.host_ip, dict(AUTH_PROPS))
+        clusters = []
+        try:
+            for f in (ours, java):
+                clusters.append(f.result())
+            pair = [Side(c, client_host, tmp / name) for c, name in zip(clusters, ("rmqpy", "java"))]
+            both(Side.run_setup, *pair)
+            yield pair
+        finally:
+            for c in clusters:
+                c.close(clean=False) if isinstance(c, jvm.JavaCluster) else c.close()
 
 
 @pytest.fixture(scope="module")
-def java_side(tmp_path_factory, client_host, java_built):
-    tmp = tmp_path_factory.mktemp("auth5-java")
-    c = jvm.JavaCluster("5.3.3", tmp, client_host.host_ip, dict(AUTH_PROPS))
-    try:
-        yield Side(c, client_host, tmp)
-    finally:
-        c.close(clean=False)
+def rmqpy_side(sides):
+    return sides[0]
+
+
+@pytest.fixture(scope="module")
+def java_side(sides):
+    return sides[1]
 
 
 def test_mqadmin_user_and_acl_crud_same_as_java(rmqpy_side, java_side):
@@ -158,10 +184,8 @@ def test_mqadmin_user_and_acl_crud_same_as_java(rmqpy_side, java_side):
 
 
 def test_normal_user_refused_admin_codes_same_as_java(rmqpy_side, java_side, client_host):
-    ours = [rmqpy_side.admin(ALICE, "createUser", "-u", "mallory", "-p", "mallorypw1", "-t", "Super"),
-            rmqpy_side.admin(ALICE, "listUser")]
-    theirs = [java_side.admin(ALICE, "createUser", "-u", "mallory", "-p", "mallorypw1", "-t", "Super"),
-              java_side.admin(ALICE, "listUser")]
+    ours, theirs = both(lambda side: [side.admin(ALICE, "createUser", "-u", "mallory", "-p", "mallorypw1", "-t",
+                                                 "Super"), side.admin(ALICE, "listUser")], rmqpy_side, java_side)
     assert ours == theirs
     assert (f"CODE: 16  DESC: User:{ALICE} has no permission to access Cluster:DefaultCluster from "
             f"{client_host.client_ip}, no matched policies.") in ours[1], ours[1]
@@ -170,8 +194,7 @@ def test_normal_user_refused_admin_codes_same_as_java(rmqpy_side, java_side, cli
 @pytest.mark.parametrize("version", VERSIONS)
 def test_send_pull_matrix_same_as_java(rmqpy_side, java_side, client_host, version):
     probes = [p for p, _ in MATRIX]
-    ours = run_matrix(client_host, version, rmqpy_side.cluster.ns_addr, rmqpy_side.cluster.broker_addr, probes)
-    theirs = run_matrix(client_host, version, java_side.cluster.ns_addr, java_side.cluster.broker_addr, probes)
+    ours, theirs = both(lambda side: side.matrix(version, probes), rmqpy_side, java_side)
     for probe, allowed in MATRIX:
         assert theirs[probe][0] is allowed, f"Java 5.3.3 broker: {probe}: {theirs[probe]}"
         assert ours[probe][0] is allowed, f"rmqpy: {probe}: {ours[probe]}"
@@ -184,30 +207,28 @@ def test_send_pull_matrix_same_as_java(rmqpy_side, java_side, client_host, versi
 
 def changes(side: Side) -> tuple[list[str], dict[str, tuple]]:
     """Disable alice (her send is refused), enable her again, delete an ACL entry and bob."""
-    admin, c = side.admin, side.cluster
+    admin = side.admin
     out = [admin(SUPER, "updateUser", "-u", ALICE, "-s", "disable")]
-    disabled = run_matrix(admin.host, VERSIONS[-1], c.ns_addr, c.broker_addr, ["alice/send:topicA"])
+    disabled = side.matrix(VERSIONS[-1], ["alice/send:topicA"])
     out += [admin(SUPER, "updateUser", "-u", ALICE, "-s", "enable"),
             admin(SUPER, "deleteAcl", "-s", f"User:{ALICE}", "-r", "Topic:topicD"),
             admin(SUPER, "deleteUser", "-u", BOB),
-            *inspect(admin)]
+            *inspect(admin, full=False)]
     return out, disabled
 
 
 def test_update_delete_and_restart(rmqpy_side, java_side, client_host):
-    ours, ours_disabled = changes(rmqpy_side)
-    theirs, theirs_disabled = changes(java_side)
+    (ours, ours_disabled), (theirs, theirs_disabled) = both(changes, rmqpy_side, java_side)
     assert ours == theirs
     assert ours_disabled == theirs_disabled
     assert ours_disabled["alice/send:topicA"][1:] == (16, f"User:{ALICE} is disabled.")
-    assert BOB not in ours[-3] and "Topic:topicD" not in ours[-2], ours
+    assert BOB not in ours[-2] and "Topic:topicD" not in ours[-1] and "Topic:preD" in ours[-1], ours
     # rmqpy's users and ACLs survive a restart (config/auth.json)
     broker = rmqpy_side.cluster.broker
     broker.stop()
     broker.start()
-    assert inspect(rmqpy_side.admin) == ours[-4:]
-    after = run_matrix(client_host, VERSIONS[-1], rmqpy_side.cluster.ns_addr, rmqpy_side.cluster.broker_addr,
-                       ["alice/send:topicA", "alice/send:topicD", "bob/send:topicA"])
+    assert inspect(rmqpy_side.admin, full=False) == ours[-2:]
+    after = rmqpy_side.matrix(VERSIONS[-1], ["alice/send:topicA", "alice/send:topicD", "bob/send:topicA"])
     assert after["alice/send:topicA"][0] is True, after
     assert after["alice/send:topicD"][1:] == (16, f"User:{ALICE} has no permission to access Topic:topicD from "
                                                   f"{client_host.client_ip}, no matched policies."), after
