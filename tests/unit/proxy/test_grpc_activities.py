@@ -6,8 +6,9 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
+from rmqpy.broker.pop.receipt import parse_receipt
 from rmqpy.protocol.bodies.topic import TopicConfig
-from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
+from rmqpy.proxy.grpc.activities import DEFAULT_INVISIBLE_MS, MessagingActivities, Refused
 from tests.unit.broker.helpers import make_broker
 
 
@@ -153,3 +154,20 @@ def test_transaction_data_expires_and_is_bounded(env) -> None:
     assert len(clients.transactions[("T", "tx")]) == 14
     acts.broker.reactor.advance(31)
     assert clients.poll_transaction("T", "tx") is None and ("T", "tx") not in clients.transactions
+
+
+def test_push_consumer_receive_auto_renew_pops_with_the_proxys_default_invisible_time(env) -> None:
+    """A PushConsumer's receive has auto_renew and no invisible duration: the proxy pops with its
+    defaultInvisibleTimeMills (60 s) instead of refusing it."""
+    acts, ch = env
+    assert _result(acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcT", b"push")]), ch)).status.code \
+        == pb.Code.OK
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name="g1"), batch_size=4, auto_renew=True,
+                                    message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcT"), id=-1))
+    req.long_polling_timeout.seconds = 0
+    got = _result(acts.receive_message(req, ch, 10_000))
+    msgs = [r.message for r in got if r.WhichOneof("content") == "message"]
+    assert [m.body for m in msgs] == [b"push"], got
+    handle = msgs[0].system_properties.receipt_handle
+    receipt = parse_receipt(" ".join(handle.split(" ")[:8]), acts.broker.broker_config.reviveQueueNum)
+    assert receipt.invisible_time == DEFAULT_INVISIBLE_MS == 60_000
