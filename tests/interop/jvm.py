@@ -39,6 +39,10 @@ JAVA_DIR = Path(__file__).resolve().parent / "java"
 TARGET = JAVA_DIR / "target"
 BUILD_SH = JAVA_DIR / "build.sh"
 HARNESS_JAR = TARGET / "harness.jar"
+#: the 5.x gRPC client harness (java/grpc/), with the client jar it was built against
+GRPC_HARNESS_JAR = TARGET / "grpc-harness.jar"
+GRPC_CLIENT_VERSION = "5.0.8"  # rocketmq-client-java, java/grpc/pom.xml
+GRPC_HARNESS_MAIN = "io.rmqpy.interop.grpc.GrpcHarness"
 
 VERSIONS = ("4.9.8", "5.3.3")
 #: the broker / name server jars really used for each version
@@ -981,6 +985,18 @@ def harness_popen(
     its events with :meth:`HarnessProcess.wait_for` / ``collect``."""
     h = prepare_home(Path(home)) if home else default_home()
     return HarnessProcess(harness_cmd(version, args, home=h, sysprops=sysprops), h)
+
+
+def grpc_harness_cmd(args: Sequence[str], *, home: Path | None = None, heap_mb: int = 128) -> list[str]:
+    """The ``java`` command line of the gRPC client harness (the official ``rocketmq-client-java``,
+    a shaded jar of its own, so none of the remoting jars is on this class path)."""
+    ensure_built()
+    h = prepare_home(Path(home)) if home else default_home()
+    cp = os.pathsep.join([str(GRPC_HARNESS_JAR), str(TARGET / f"lib-grpc-{GRPC_CLIENT_VERSION}") + os.sep + "*"])
+    props = {"user.home": str(h), "rocketmq.log.root": str(h / "logs" / "rocketmq"), "rocketmq.log.level": "warn",
+             "java.io.tmpdir": str(h)}
+    return [java_executable(), *jvm_options(heap_mb), *[f"-D{k}={v}" for k, v in props.items()], "-cp", cp,
+            GRPC_HARNESS_MAIN, *map(str, args)]
 
 
 # --------------------------------------------------------------------------

@@ -7,6 +7,9 @@
 #   target/lib-5.3.3/         rocketmq-client + rocketmq-tools 5.3.3 (+ deps)
 #   target/lib-5.3.3-server/  rocketmq-broker + rocketmq-namesrv 5.3.3 (+ deps)
 #   target/harness.jar        our harness (src/main/java), built against 4.9.8
+#   target/grpc-harness.jar   the gRPC harness (grpc/src), built against the
+#                             5.x gRPC client rocketmq-client-java, whose shaded
+#                             jar goes to target/lib-grpc-VERSION/ (grpc/pom.xml)
 # A lib directory is reused when its .complete stamp matches libs/pom.xml and
 # the versions; harness.jar is rebuilt only when a source or pom.xml is newer.
 # Maven's cache is ~/.m2 (or $MAVEN_REPO_LOCAL when set).
@@ -102,4 +105,15 @@ if [ ! -f "$jar" ] || [ -n "$(find src pom.xml -newer "$jar" -type f 2>/dev/null
     mvn_quiet -f pom.xml package
     cp target/harness-build/harness.jar "$jar.tmp.$$"
     mv -f "$jar.tmp.$$" "$jar"
+fi
+
+# the gRPC client harness: its own module and class path (grpc/pom.xml)
+gjar=target/grpc-harness.jar
+if [ ! -f "$gjar" ] || [ -n "$(find grpc/src grpc/pom.xml -newer "$gjar" -type f 2>/dev/null | head -1)" ]; then
+    if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
+    echo "build.sh: building $gjar" >&2
+    rm -rf target/grpc-build
+    mvn_quiet -f grpc/pom.xml package
+    cp target/grpc-build/grpc-harness.jar "$gjar.tmp.$$"
+    mv -f "$gjar.tmp.$$" "$gjar"
 fi

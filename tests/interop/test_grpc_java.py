@@ -1,0 +1,215 @@
+"""The official RocketMQ 5.x gRPC Java client (``rocketmq-client-java`` 5.0.8, Maven Central) against
+rmqpy's own gRPC endpoint (``grpcServerPort``, rmqpy/proxy/grpc/), and the same scenarios through
+Apache's ``rocketmq-proxy`` 5.3.3 in front of the Java 5.3.3 broker as the reference.
+
+The client runs in the client host (tests/interop/java/grpc/, ``GrpcHarness``). What a Java user sees:
+
+* Producer: normal, FIFO (message group) and delay (delivery timestamp) sends; the Java client has
+  no batch send (its Producer sends one message per call);
+* SimpleConsumer: every message received once when each is acked; a message not acked comes back
+  after its invisible duration as attempt 2, and changeInvisibleDuration moves that time;
+* FIFO: while a message of a group is neither acked nor back, the ones after it do not come;
+* delay: no message comes before its delivery timestamp;
+* PushConsumer (concurrent): every message consumed exactly once.
+
+One server set per target (module-scoped). The scenarios share it, each on its own topic and group,
+and run together to keep CI short: one producer sends for all of them, then one consumer per scenario
+runs in parallel (the longest waits out two invisible times); each test asserts on its own scenario's
+events.
+"""
+from __future__ import annotations
+
+import subprocess
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.interop import clients, jvm, servers
+
+pytestmark = pytest.mark.interop
+
+VERSION = "5.3.3"
+
+
+class Target:
+    """One gRPC endpoint and the name server whose brokers it fronts."""
+
+    def __init__(self, kind: str, host, tmp: Path) -> None:
+        self.kind, self.host = kind, host
+        self.cluster: servers.Cluster | jvm.JavaCluster
+        self.proxy = None
+        if kind == "rmqpy":
+            port = servers.free_port()
+            self.cluster = servers.Cluster(tmp / "rmqpy", host.host_ip, {"brokerName": "broker-grpc-java",
+                                                                          "grpcServerPort": port})
+            self.endpoint = f"{host.host_ip}:{port}"
+        else:
+            self.cluster = jvm.JavaCluster(VERSION, tmp, host.host_ip, {"brokerName": "broker-grpc-java"})
+            try:
+                self.proxy = jvm.start_java_proxy(VERSION, tmp / "proxy", self.cluster.ns_addr)
+            except BaseException:
+                self.cluster.close(clean=False)
+                raise
+            self.endpoint = f"{host.host_ip}:{self.proxy.port}"
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.kill9()
+            print(self.proxy.log_tail(40))
+        if isinstance(self.cluster, jvm.JavaCluster):
+            self.cluster.close(clean=False)
+        else:
+            self.cluster.close()
+            print(self.cluster.broker.log_tail(3000))
+
+    def admin(self, *args: str) -> None:
+        out = clients.mqadmin(self.host, VERSION, [args[0], "-c", "DefaultCluster", *args[1:]], self.cluster.ns_addr)
+        assert "success" in out or "isOrder=true" in out, out
+
+    def create_topic(self, topic: str, *extra: str) -> None:
+        self.admin("updateTopic", "-t", topic, "-r", "4", "-w", "4", *extra)
+
+    def harness_cmd(self, command: str, *args: str) -> tuple[list[str], Path]:
+        home = jvm.default_home()
+        return jvm.grpc_harness_cmd([command, "--endpoint", self.endpoint, *args], home=home), home
+
+
+#: scenario -> (topic, topic options, group, sends, consumer command and options)
+SCENARIOS: dict[str, tuple[str, tuple[str, ...], str, list[str], list[str]]] = {
+    "once": ("GrpcJavaOnce", (), "grpc_java_once", ["8"],
+             ["simple", "-c", "8", "--invisible-s", "20", "--linger-s", "3"]),
+    "push": ("GrpcJavaPush", (), "grpc_java_push", ["10"], ["push", "-c", "10", "--linger-s", "3"]),
+    # msg-0 not acked (invisible 10 s), msg-1 changed to 20 s
+    "redo": ("GrpcJavaRedo", (), "grpc_java_redo", ["2"],
+             ["simple", "-c", "2", "--invisible-s", "10", "--no-ack", "msg-0", "--change", "msg-1=20",
+              "--linger-s", "1", "--timeout-s", "60"]),
+    "delay": ("GrpcJavaDelay", ("-a", "+message.type=DELAY"), "grpc_java_delay", ["2,,msg,12000"],
+              ["simple", "-c", "2", "--invisible-s", "20", "--linger-s", "1"]),
+    # two message groups, receives of one message; a-1 not acked the first time
+    "fifo": ("GrpcJavaFifo", ("-o", "true", "-a", "+message.type=FIFO"), "grpc_java_fifo", ["4,ga,a", "4,gb,b"],
+             ["simple", "-c", "8", "--invisible-s", "10", "--no-ack", "a-1", "--hold-group", "true", "--batch", "1",
+              "--linger-s", "1"]),
+}
+
+
+class Run:
+    """What the producer and each scenario's consumer printed."""
+
+    def __init__(self, sent: jvm.Events, consumed: dict[str, jvm.Events]) -> None:
+        self.sent, self.consumed = sent, consumed
+
+    def scenario(self, name: str) -> tuple[list[dict], jvm.Events]:
+        topic = SCENARIOS[name][0]
+        return [e for e in self.sent.of("sent") if e["topic"] == topic], self.consumed[name]
+
+
+def run_scenarios(t: Target, tmp: Path) -> Run:
+    for name, (topic, topic_opts, group, _, _) in SCENARIOS.items():
+        t.create_topic(topic, *topic_opts)
+        if name == "fifo":
+            t.admin("updateSubGroup", "-g", group, "-o", "true")
+    sends = ";".join(f"{topic},{spec}" for topic, _, _, specs, _ in SCENARIOS.values() for spec in specs)
+    cmd, home = t.harness_cmd("produce", "--sends", sends)
+    proc = t.host.run(cmd, timeout=120, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+    sent = jvm.Events(jvm._parse_lines(proc.stdout))
+    assert proc.returncode == 0, f"produce exited {proc.returncode}: {sent[-4:]}\n{proc.stderr[-3000:]}"
+    procs = {}
+    for name, (topic, _, group, _, consumer) in SCENARIOS.items():
+        cmd, home = t.harness_cmd(consumer[0], "--topic", topic, "--group", group, *consumer[1:])
+        out, err = tmp / f"{name}.out", tmp / f"{name}.err"
+        with open(out, "w") as fo, open(err, "w") as fe:
+            procs[name] = (t.host.popen(cmd, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL, stdout=fo,
+                                        stderr=fe), out, err)
+    consumed = {}
+    for name, (proc, out, err) in procs.items():
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        ev = jvm.Events(jvm._parse_lines(out.read_text()))
+        ev.returncode, ev.stderr = proc.returncode, err.read_text(errors="replace")
+        consumed[name] = ev
+    return Run(sent, consumed)
+
+
+@pytest.fixture(scope="module", params=["rmqpy", "java-proxy"])
+def run(request, java_built, client_host, tmp_path_factory) -> Run:
+    tmp = tmp_path_factory.mktemp(f"grpc-java-{request.param}")
+    t = Target(request.param, client_host, tmp)
+    try:
+        yield run_scenarios(t, tmp)
+    finally:
+        t.close()
+
+
+def _ok(ev: jvm.Events) -> None:
+    assert ev.returncode == 0, f"consumer exited {ev.returncode}: {ev[-6:]}\n{ev.stderr[-3000:]}"
+
+
+def _once(got: list[dict], sent: list[dict]) -> None:
+    counts = Counter(r["msgId"] for r in got)
+    assert sorted(counts) == sorted(s["msgId"] for s in sent), got
+    assert set(counts.values()) == {1}, counts
+    assert {r["body"] for r in got} == {s["body"] for s in sent}
+
+
+def test_simple_consumer_receives_each_message_once(run: Run) -> None:
+    sent, ev = run.scenario("once")
+    _ok(ev)
+    _once(ev.of("received"), sent)
+    assert all(r["attempt"] == 1 and r["topic"] == "GrpcJavaOnce" for r in ev.of("received"))
+
+
+def test_push_consumer_consumes_each_message_once(run: Run) -> None:
+    sent, ev = run.scenario("push")
+    _ok(ev)
+    _once(ev.of("received"), sent)
+    assert ev.done == {"event": "done", "ok": True, "consumed": 10, "distinct": 10}
+
+
+def test_unacked_message_comes_back_and_change_invisible_duration_moves_it(run: Run) -> None:
+    """msg-0 is not acked (invisible 10 s), msg-1 gets changeInvisibleDuration(20 s): both come back as
+    attempt 2, msg-0 not before 10 s, msg-1 not before 20 s (without the change: after 10 s)."""
+    sent, ev = run.scenario("redo")
+    _ok(ev)
+    got = ev.of("received")
+    by_body = defaultdict(list)
+    for r in got:
+        by_body[r["body"]].append(r)
+    assert sorted(by_body) == ["msg-0", "msg-1"] and {r["msgId"] for r in got} == {s["msgId"] for s in sent}
+    for body, invisible_s in (("msg-0", 10), ("msg-1", 20)):
+        first, again = by_body[body]  # two deliveries each, no more
+        assert (first["attempt"], again["attempt"]) == (1, 2), by_body
+        # hidden from the server's pop (before first["at"]) or change (after it) on
+        assert again["at"] - first["at"] >= invisible_s * 1000 - 1000, by_body
+    assert [c["body"] for c in ev.of("changed")] == ["msg-1"]
+    assert sorted(a["body"] for a in ev.of("acked")) == ["msg-0", "msg-1"]
+
+
+def test_delay_message_does_not_come_before_its_delivery_time(run: Run) -> None:
+    sent, ev = run.scenario("delay")
+    _ok(ev)
+    got = ev.of("received")
+    _once(got, sent)
+    deliver_at = {s["msgId"]: s["deliverAt"] for s in sent}
+    # the consumer was polling before the delivery time, so an early delivery would have been seen
+    assert ev.of("started")[0]["at"] < min(deliver_at.values()), (ev.of("started"), deliver_at)
+    for r in got:
+        assert r["at"] >= deliver_at[r["msgId"]], (r, deliver_at)
+        assert r["deliverAt"] == deliver_at[r["msgId"]], r
+
+
+def test_fifo_group_holds_back_what_follows_an_unacked_message(run: Run) -> None:
+    """Two message groups on a FIFO topic, an orderly consumer group, receives of one message: a-1 is
+    not acked the first time, so a-2.. must wait until a-1 came back; each group is acked in send order."""
+    sent, ev = run.scenario("fifo")
+    _ok(ev)
+    got = ev.of("received")
+    assert all(r.get("group") in ("ga", "gb") for r in got), got
+    acked = [a["body"] for a in ev.of("acked")]
+    assert [b for b in acked if b.startswith("a")] == ["a-0", "a-1", "a-2", "a-3"], got
+    assert [b for b in acked if b.startswith("b")] == ["b-0", "b-1", "b-2", "b-3"], got
+    assert [r["attempt"] for r in got if r["body"] == "a-1"] == [1, 2], got
+    assert sorted(set(acked)) == sorted(s["body"] for s in sent)
