@@ -137,6 +137,8 @@ print("after", d.Code.Name(r.status.code))
 def test_bad_input_gets_the_proxys_codes(env: Env) -> None:
     topic = "GrpcOwnBad"
     env.g.create_topic(topic)
+    log = env.cluster.broker.log
+    start = log.stat().st_size
     proc = env.host.run([sys.executable, "-c", BAD_INPUT, env.endpoint, topic], timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.split("\n")
@@ -146,6 +148,13 @@ def test_bad_input_gets_the_proxys_codes(env: Env) -> None:
     # a request that is no protobuf is refused by grpcio before any activity runs
     assert "malformed INTERNAL" in lines, proc.stdout
     assert "after OK" in lines, proc.stdout  # and the endpoint goes on serving
+    with open(log, "rb") as f:
+        f.seek(start)
+        written = f.read().decode(errors="replace")
+    # one line each, no traceback (both are rate-limited per kind)
+    assert "Traceback" not in written, written
+    assert "grpcio: Exception deserializing message!" in written, written
+    assert "gRPC send_message refused: ILLEGAL_MESSAGE_ID" in written, written
 
 
 @pytest.fixture(scope="module")

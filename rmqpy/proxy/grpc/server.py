@@ -22,6 +22,7 @@ TLS only once a certificate is configured: grpcio cannot serve TLS and plain tex
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import queue
 import threading
 from typing import Any, Callable, Iterator
@@ -219,6 +220,24 @@ class _Servicer(sgrpc.MessagingServiceServicer):
             self.reactor.callFromThread(self.a.clients.detach, ch, write)
 
 
+class _GrpcioLines(logging.Filter):
+    """grpcio logs a request it cannot decode (a malformed protobuf) with a traceback on its own
+    threads; a client could write one per request. This turns each into one rate-limited line,
+    logged on the reactor, and drops the traceback."""
+
+    log = RateLimitedLogger()
+
+    def __init__(self, reactor: Any) -> None:
+        super().__init__()
+        self.reactor = reactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage().splitlines()[0][:200] if record.getMessage() else record.name
+        reason = f"{type(record.exc_info[1]).__name__}: {str(record.exc_info[1])[:200]}" if record.exc_info else ""
+        self.reactor.callFromThread(lambda: self.log.warn("grpcio: {t} {r}", t=text, r=reason))
+        return False
+
+
 class GrpcServerService(service.Service):
     """Serves the endpoint while the broker runs; ``bound_port`` once started (0: an ephemeral port)."""
 
@@ -241,6 +260,9 @@ class GrpcServerService(service.Service):
             ("grpc.so_reuseport", 0),
         ])
         self.servicer = _Servicer(self.activities, self.reactor)
+        self._grpcio_lines = _GrpcioLines(self.reactor)
+        for name in ("grpc._common", "grpc._server"):
+            logging.getLogger(name).addFilter(self._grpcio_lines)
         sgrpc.add_MessagingServiceServicer_to_server(self.servicer, server)
         host = f"[{self.host}]" if ":" in self.host else self.host
         if self.tls is not None:
@@ -259,5 +281,7 @@ class GrpcServerService(service.Service):
         if server is None:
             return None
         self.servicer.stopping = True
+        for name in ("grpc._common", "grpc._server"):
+            logging.getLogger(name).removeFilter(self._grpcio_lines)
         # calls in progress wait on the reactor: it runs until this Deferred fires
         return threads.deferToThread(lambda: server.stop(grace=1.0).wait(5))
