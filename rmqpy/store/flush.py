@@ -60,6 +60,10 @@ class BlockingRunner:
             self._threadpool.stop()
             self._threadpool = None
 
+    @property
+    def threaded(self) -> bool:
+        return self._threadpool is not None
+
     def run(self, fn: Callable[..., Any], *args: Any) -> defer.Deferred[Any]:
         if self._threadpool is not None:
             from twisted.internet.threads import deferToThreadPool

@@ -181,9 +181,14 @@ class MappedFileQueue:
         self.readonly = readonly
         self.files: list[MappedFile] = []
         self.flushed_where = 0
+        #: the next file, made ahead of need off the reactor thread (Java's
+        #: AllocateMappedFileService): ``get_last_mapped_file`` takes it instead of creating one
+        self.ready: MappedFile | None = None
 
     def load(self) -> None:
         """Map the existing files; files not named by 20 digits are ignored with a warning."""
+        if not self.readonly:
+            self._remove_stale_next()
         if not os.path.isdir(self.store_path):
             return
         names = []
@@ -242,9 +247,13 @@ class MappedFileQueue:
                 return None
             os.makedirs(self.store_path, exist_ok=True)
             path = os.path.join(self.store_path, offset_to_file_name(create_offset))
-            if os.path.exists(path):
-                os.unlink(path)  # stale file beyond the recovered end
-            mf = MappedFile(path, self.mapped_file_size)
+            mf_ready = self._take_ready(create_offset, path)
+            if mf_ready is not None:
+                mf = mf_ready
+            else:
+                if os.path.exists(path):
+                    os.unlink(path)  # stale file beyond the recovered end
+                mf = MappedFile(path, self.mapped_file_size)
             if not self.files:
                 self.flushed_where = create_offset
             else:
@@ -252,6 +261,74 @@ class MappedFileQueue:
             self.files.append(mf)
             return mf
         return last
+
+    # ------------------------------------------------------------------ the next file, ahead of need
+    def _next_path(self, offset: int) -> str:
+        # beside the store directory, not in it: no loader (rmqpy's or Java's) ever sees it
+        parent, name = os.path.split(os.path.normpath(self.store_path))
+        return os.path.join(parent, f".{name}.next.{offset_to_file_name(offset)}")
+
+    def _remove_stale_next(self) -> None:
+        """A next file made ahead by a process that then died never got its name: delete it."""
+        parent, name = os.path.split(os.path.normpath(self.store_path))
+        prefix = f".{name}.next."
+        try:
+            stale = [n for n in os.listdir(parent) if n.startswith(prefix)]
+        except OSError:
+            return
+        for n in stale:
+            try:
+                os.unlink(os.path.join(parent, n))
+            except OSError:
+                pass
+
+    def next_offset(self) -> int | None:
+        """Where the file after the last one starts (None: no file yet, or one is ready)."""
+        last = self.last()
+        if last is None or self.readonly or self.ready is not None:
+            return None
+        return last.end_offset
+
+    def make_next(self, offset: int) -> MappedFile:
+        """Create, size, reserve and map the file for ``offset`` under a name outside the
+        directory (blocking: run it in a thread); :meth:`adopt_next` gives it its name."""
+        path = self._next_path(offset)
+        if os.path.exists(path):
+            os.unlink(path)
+        mf = MappedFile(path, self.mapped_file_size)
+        mf.file_from_offset = offset
+        # The first write into a fresh mapping costs ~0.35 ms (measured: the fault that sets up
+        # the mapping over blocks reserved but never written); a plain write of the first page
+        # here, which releases the GIL, brings that to ~0.03 ms for the put that rolls.
+        assert mf.fd is not None
+        os.pwrite(mf.fd, bytes(4096), 0)
+        return mf
+
+    def adopt_next(self, mf: MappedFile) -> None:
+        """Keep ``mf`` (from :meth:`make_next`) as the ready file if it is still the next one,
+        else delete it."""
+        last = self.last()
+        if self.ready is None and last is not None and last.end_offset == mf.file_from_offset \
+                and mf.mm is not None:
+            self.ready = mf
+        else:
+            mf.destroy()
+
+    def _take_ready(self, offset: int, path: str) -> MappedFile | None:
+        mf, self.ready = self.ready, None
+        if mf is None:
+            return None
+        if mf.file_from_offset != offset or os.path.exists(path):
+            mf.destroy()
+            return None
+        os.rename(mf.path, path)
+        mf.path = path
+        return mf
+
+    def drop_ready(self) -> None:
+        mf, self.ready = self.ready, None
+        if mf is not None:
+            mf.destroy()
 
     def min_offset(self) -> int:
         f = self.first()
@@ -294,12 +371,14 @@ class MappedFileQueue:
             else:
                 keep.append(f)
         self.files = keep
+        self.drop_ready()
         self.flushed_where = min(self.flushed_where, offset) if self.flushed_where else offset
 
     def flush_targets(self) -> list[MappedFile]:
         return [f for f in self.files if f.wrote_position > f.flushed_position]
 
     def destroy(self) -> None:
+        self.drop_ready()
         for f in self.files:
             f.destroy()
         self.files = []
@@ -310,6 +389,7 @@ class MappedFileQueue:
             pass
 
     def close(self) -> None:
+        self.drop_ready()  # its name is outside the directory: a later load would not see it
         for f in self.files:
             f.close()
 

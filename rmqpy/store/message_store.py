@@ -145,6 +145,8 @@ class MessageStore(DiskSpaceGuard):
         self._space_needed = 0  # free bytes that make _alloc_failed go away
         self._space_recheck_at = 0.0
         self._tails_pending = False  # the files written next are not reserved yet
+        self._next_preparing = False
+        self._next_prepared_after = -1
         self._lock_fd: int | None = None
         self._timers: list[list[Any]] = []
         self._loaded = False
@@ -269,6 +271,9 @@ class MessageStore(DiskSpaceGuard):
         self.stats.start()
         self.blocking.start()
         self.flush_service.start()
+        last = self.commit_log.queue.last()
+        if last is not None:
+            self._prepare_next_commit_log(last.file_from_offset)
         self._schedule(cfg.flushIntervalCommitLog, self.flush_service.commitlog_tick)
         self._schedule(cfg.flushIntervalConsumeQueue, self.flush_service.consume_queue_tick)
         self._schedule(cfg.cleanResourceInterval, self._clean_tick)

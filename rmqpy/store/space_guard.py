@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rmqpy.store.commitlog import CommitLog
     from rmqpy.store.config import MessageStoreConfig
     from rmqpy.store.consume_queue import ConsumeQueue
+    from rmqpy.store.flush import BlockingRunner
     from rmqpy.store.index import IndexService
     from rmqpy.store.mapped_file import MappedFile
 
@@ -60,6 +61,10 @@ class DiskSpaceGuard:
     _space_needed: int
     _space_recheck_at: float
     _tails_pending: bool
+    blocking: BlockingRunner
+    shutdown_flag: bool
+    _next_preparing: bool  # a next commit log file is being made in a thread
+    _next_prepared_after: int  # the commit log file after which the next was last made (or tried)
 
     def _space_path(self) -> str:
         cfg = self.config
@@ -103,10 +108,42 @@ class DiskSpaceGuard:
             self._alloc_error("commit log file", path, need, OSError(errno.ENOSPC, "free space below the file size"))
             return None
         try:
-            return self.commit_log.mapped_file_for(size)
+            mf = self.commit_log.mapped_file_for(size)
         except OSError as e:
             self._alloc_error("commit log file", path, need, e)
             return None
+        if mf.file_from_offset != self._next_prepared_after:
+            self._prepare_next_commit_log(mf.file_from_offset)
+        return mf
+
+    def _prepare_next_commit_log(self, after: int) -> None:
+        """Make the file after the one at ``after`` in a thread, so that the roll to it only
+        renames it (Java's ``AllocateMappedFileService``); only when the free space holds it
+        and the file after it, so that it never takes the room the roll itself needs."""
+        queue = self.commit_log.queue
+        if not self.blocking.threaded or self._next_preparing:
+            return
+        self._next_prepared_after = after
+        offset = queue.next_offset()
+        if offset is None:
+            return
+        free = free_bytes(self._space_path())
+        if 0 <= free < 2 * self.config.mappedFileSizeCommitLog + FREE_SPACE_HEADROOM:
+            return
+        self._next_preparing = True
+
+        def made(mf: MappedFile) -> None:
+            self._next_preparing = False
+            if self.shutdown_flag:
+                mf.destroy()
+            else:
+                queue.adopt_next(mf)
+
+        def failed(f: Any) -> None:  # the roll will create the file itself and say why it cannot
+            self._next_preparing = False
+            log.debug("commit log file %d not made ahead: %s", offset, f.getErrorMessage())
+
+        self.blocking.run(queue.make_next, offset).addCallbacks(made, failed)
 
     def _undo_append(self, offset: int, queue_offsets: list[tuple[tuple[str, int], int]], cq_path: str,
                      e: OSError) -> None:
