@@ -71,6 +71,9 @@ def image() -> dict:
     started = time.monotonic()
     podman(*argv, str(ROOT), timeout=900)
     print(f"podman build of {IMAGE}: {time.monotonic() - started:.1f} s")
+    # the previous build's image and the cache layers only it used are dangling now: without this,
+    # each change of the source would leave a chain of them in the suite's podman storage
+    podman("image", "prune", "-f", timeout=300)
     return json.loads(podman("image", "inspect", IMAGE).stdout)[0]
 
 
