@@ -14,6 +14,19 @@ consume queues), then in the same run measures
 and prints rows/s, MB/s and the ratios to both raw bandwidths (page cache and O_DIRECT).  Not a test.
 
     python3 bench/spark_scan_bench.py [--gb 1] [--body-size 1024] [--dir /tmp/rmqpy-spark-bench] [--keep]
+
+``--broker N`` measures broker mode instead: an rmqpy name server and broker on this machine, N
+messages of ``--body-size`` bytes sent to one topic (4 queues), then in the same run
+
+* spark broker mode: ``spark.read.format("rocketmq").option("nameServer", ...)`` on local[N] to
+  the ``noop`` sink (every column materialised; the executors pull with rmqpy.client);
+* the Java 5.3.3 push consumer (the interop harness, a new group from the first offset)
+  draining the same topic: from its ``started`` event to its ``done`` event (after COUNT
+  consumed), so the JVM start is not counted, its JSON line per message is;
+
+and prints both rows/s and their ratio.
+
+    python3 bench/spark_scan_bench.py --broker 200000 [--body-size 1024] [--cores 2]
 """
 
 from __future__ import annotations
@@ -130,6 +143,60 @@ def spark_scan(spark, root: Path, mode: str, opts: dict) -> tuple[float, int]:
     return time.perf_counter() - t0, df.rdd.getNumPartitions()
 
 
+def broker_bench(a) -> None:
+    """Broker-mode scan rows/s against the Java push consumer draining the same topic."""
+    import tempfile
+
+    from rmqpy.client import Message, Producer
+    from tests.interop import jvm, servers
+
+    n = a.broker
+    tmp = Path(tempfile.mkdtemp(prefix="rmqpy-spark-broker-bench-"))
+    ns = servers.start_namesrv(tmp / "ns")
+    broker = servers.start_broker(tmp / "broker", ns.addr, props={"mappedFileSizeCommitLog": 256 << 20})
+    try:
+        topic = "SparkBrokerBench"
+        body = os.urandom(a.body_size)
+        t0 = time.perf_counter()
+        with Producer(name_server=ns.addr, group="bench_producer") as p:
+            i = 0
+            while i < n:
+                k = min(64, n - i)
+                p.send_batch([Message(topic, body, tags=f"T{(i + j) % 5}", keys=[f"key-{i + j}"]) for j in range(k)])
+                i += k
+        print(f"sent {n} messages of {a.body_size} B to {topic} in {time.perf_counter() - t0:.1f}s", flush=True)
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "spark")])
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        spark = spark_session(a.cores, {})
+        df = spark.read.format("rocketmq").option("nameServer", ns.addr).option("topic", topic) \
+            .option("maxQueueSplit", max(1000, n // (4 * a.cores))).option("pullBatchSize", 256).load()
+        df.limit(1).collect()  # start the Python workers
+        t0 = time.perf_counter()
+        df.write.format("noop").mode("overwrite").save()
+        spark_s = time.perf_counter() - t0
+        rows = df.count()
+        spark.stop()
+        print(f"load average {os.getloadavg()[0]:.1f}; spark broker mode, local[{a.cores}], "
+              f"{df.rdd.getNumPartitions()} partitions: {rows} rows, {n / spark_s:9.0f} rows/s ({spark_s:.2f}s)",
+              flush=True)
+        jvm.ensure_built()
+        h = jvm.harness_popen("5.3.3", ["consume-push", "-n", ns.addr, "-t", topic, "-g", "bench_java_drain",
+                                        "-c", str(n), "--from", "first", "--timeout-ms", "600000",
+                                        "--max-body-print", "0"])
+        with h:
+            h.wait_for("started", 120)
+            t0 = time.perf_counter()
+            done = h.wait_for("done", 900)
+            java_s = time.perf_counter() - t0
+        print(f"java 5.3.3 push consumer: {done.get('consumed')} consumed, {n / java_s:9.0f} rows/s ({java_s:.2f}s)")
+        print(f"ratio spark broker mode / java push consumer: {java_s / spark_s:.2f}", flush=True)
+    finally:
+        broker.stop()
+        ns.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gb", type=float, default=1.0)
@@ -142,7 +209,12 @@ def main() -> None:
     ap.add_argument("--tuned-conf", default="spark.buffer.size=1048576",
                     help="comma list k=v for the tuned SparkSession ('' = skip the tuned run)")
     ap.add_argument("--tuned-batch", default="", help="batchRows,batchBytes of the tuned run (default: the reader's)")
+    ap.add_argument("--broker", type=int, default=0, metavar="N",
+                    help="broker mode: N messages through an rmqpy broker, against the Java push consumer")
     a = ap.parse_args()
+    if a.broker:
+        broker_bench(a)
+        return
     root = Path(a.dir) / f"b{a.body_size}-g{a.gb}"
     nmsg, nbytes = generate(root, a.gb, a.body_size, a.file_size)
     file_bytes = sum(p.stat().st_size for p in (root / "commitlog").iterdir())

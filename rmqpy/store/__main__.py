@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from rmqpy.protocol.message import RecordError, decode_record
+from rmqpy.store import readonly
 from rmqpy.store.checkpoint import StoreCheckpoint
-from rmqpy.store.commitlog import CommitLog
 from rmqpy.store.consume_queue import INT_MAX, ConsumeQueue
 from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.paths import StorePathError
@@ -25,47 +25,24 @@ except ImportError:  # pragma: no cover
     tqdm = None
 
 
-def _first_file_size(d: str) -> int | None:
-    if not os.path.isdir(d):
-        return None
-    for name in sorted(os.listdir(d)):
-        if len(name) == 20 and name.isdigit():
-            return os.path.getsize(os.path.join(d, name))
-    return None
-
-
 class ReadOnlyStore:
     def __init__(self, root: str, commitlog_dir: str | None = None):
         self.root = root
         if not os.path.isdir(root):
             raise StoreError(f"{root}: no such store directory")
         self.cl_dir = commitlog_dir or os.path.join(root, "commitlog")
-        size = _first_file_size(self.cl_dir) or 1024 * 1024 * 1024
-        self.cl_file_size = size
-        self.commit_log = CommitLog(self.cl_dir, size, readonly=True, check_crc=True)
-        self.commit_log.load()
+        self.commit_log = readonly.open_commit_log(self.cl_dir)
+        self.cl_file_size = self.commit_log.file_size
         self.cq_dir = os.path.join(root, "consumequeue")
         self.cqs: list[ConsumeQueue] = []
-        if os.path.isdir(self.cq_dir):
-            for topic in sorted(os.listdir(self.cq_dir)):
-                tdir = os.path.join(self.cq_dir, topic)
-                if not os.path.isdir(tdir):
-                    continue
-                for q in sorted(os.listdir(tdir)):
-                    if not q.isdigit():
-                        continue
-                    qdir = os.path.join(tdir, q)
-                    fsize = _first_file_size(qdir)
-                    if fsize is None:
-                        continue
-                    try:
-                        cq = ConsumeQueue(topic, int(q), self.cq_dir, fsize, readonly=True)
-                    except StorePathError as e:  # a directory symlinked out of the store
-                        print(f"ignoring consume queue: {e}", file=sys.stderr)
-                        continue
-                    cq.load()
-                    cq.recover()
-                    self.cqs.append(cq)
+        for topic, q in readonly.list_consume_queues(self.cq_dir):
+            try:
+                cq = readonly.open_consume_queue(self.cq_dir, topic, q)
+            except StorePathError as e:  # a directory symlinked out of the store
+                print(f"ignoring consume queue: {e}", file=sys.stderr)
+                continue
+            if cq is not None:
+                self.cqs.append(cq)
         cp = os.path.join(root, "checkpoint")
         self.checkpoint = StoreCheckpoint(cp, readonly=True) if os.path.exists(cp) else None
 

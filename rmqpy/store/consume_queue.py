@@ -203,6 +203,20 @@ class ConsumeQueue:
         data = mf.mm[rel:end]
         return UNIT.iter_unpack(data)
 
+    def units_bytes(self, offset: int, end: int) -> bytes:
+        """The raw 20-byte units from ``offset`` up to ``end`` (queue offsets), as far as the file
+        holding ``offset`` has written units; b"" when that file is gone or ``offset`` is below the
+        min offset. A reader walks on from ``offset`` plus the units returned."""
+        pos = offset * CQ_STORE_UNIT_SIZE
+        if pos < self.min_logic_offset or end <= offset:
+            return b""
+        mf = self.queue.find_mapped_file_by_offset(pos)
+        if mf is None or mf.mm is None:
+            return b""
+        rel = pos - mf.file_from_offset
+        stop = min(mf.readable_position(), end * CQ_STORE_UNIT_SIZE - mf.file_from_offset)
+        return bytes(mf.mm[rel:stop]) if stop > rel else b""
+
     def roll_next_file(self, offset: int) -> int:
         units_per_file = self.mapped_file_size // CQ_STORE_UNIT_SIZE
         return offset + units_per_file - offset % units_per_file

@@ -240,7 +240,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _bounds(self) -> dict[str, dict[str, tuple[int, int]]]:
         o = self.opts
         out: dict[str, dict[str, tuple[int, int]]] = {}
-        clog = R.CommitLogFiles(o.root)
+        clog = R.open_commit_log(o.root, o.check_crc)
         try:
             for t, q in R.list_queues(o.root, o.topics, o.queue_ids):
                 out.setdefault(t, {})[str(q)] = R.queue_bounds(o.root, t, q, clog, o.check_crc)

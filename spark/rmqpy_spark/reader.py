@@ -26,7 +26,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -46,6 +45,9 @@ from rmqpy.protocol.message import (
     decode_record,
     properties_to_string,
 )
+from rmqpy.store import readonly
+from rmqpy.store.commitlog import CommitLog
+from rmqpy.store.consume_queue import ConsumeQueue
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,6 @@ try:  # ISA-L's CRC32 (the same polynomial as zlib's) is about 3x faster: it is 
 except ImportError:  # pragma: no cover - optional
     _crc32 = zlib.crc32
 
-_NAME_RE = re.compile(r"^\d{20}$")
 CQ_UNIT = 20
 INT_MAX = 0x7FFFFFFF
 
@@ -118,15 +119,6 @@ class ScanOptions:
 # --------------------------------------------------------------------------- store layout
 
 
-def commitlog_dir(root: str) -> str:
-    d = os.path.join(root, "commitlog")
-    if os.path.isdir(d):
-        return d
-    if os.path.basename(os.path.normpath(root)) == "commitlog" and os.path.isdir(root):
-        return root
-    raise FileNotFoundError(f"{root}: no commitlog/ directory (is this a RocketMQ store root?)")
-
-
 def store_root(path: str) -> str:
     """The store root for ``path`` (the root itself or its commitlog/ directory)."""
     if os.path.basename(os.path.normpath(path)) == "commitlog" and not os.path.isdir(os.path.join(path, "commitlog")):
@@ -134,41 +126,24 @@ def store_root(path: str) -> str:
     return path
 
 
+def open_commit_log(root: str, check_crc: bool = True) -> CommitLog:
+    """The store's commit log, read-only (rmqpy.store's CommitLog: the class the broker writes with)."""
+    return readonly.open_commit_log(readonly.commitlog_dir(root), check_crc)
+
+
 def list_commitlog(root: str) -> list[tuple[int, str, int]]:
-    """[(base offset, path, length on disk)] sorted by offset."""
-    d = commitlog_dir(root)
-    out = []
-    for name in os.listdir(d):
-        if _NAME_RE.match(name):
-            p = os.path.join(d, name)
-            try:
-                out.append((int(name), p, os.path.getsize(p)))
-            except FileNotFoundError:  # deleted by retention meanwhile
-                pass
-    out.sort()
-    return out
+    """[(base offset, path, length on disk)] of the commit log files, sorted by offset."""
+    cl = open_commit_log(root)
+    try:
+        return [(mf.file_from_offset, mf.path, mf.mapped_len) for mf in cl.queue.files]
+    finally:
+        cl.close()
 
 
 def list_queues(root: str, topics: Iterable[str] | None = None,
                 queue_ids: Iterable[int] | None = None) -> list[tuple[str, int]]:
     """[(topic, queueId)] that have a consume queue directory."""
-    d = os.path.join(root, "consumequeue")
-    if not os.path.isdir(d):
-        return []
-    want = set(topics) if topics else None
-    qids = set(queue_ids) if queue_ids else None
-    out = []
-    for t in sorted(os.listdir(d)):
-        if want is not None and t not in want:
-            continue
-        td = os.path.join(d, t)
-        if not os.path.isdir(td):
-            continue
-        for q in os.listdir(td):
-            if q.isdigit() and (qids is None or int(q) in qids):
-                out.append((t, int(q)))
-    out.sort()
-    return out
+    return readonly.list_consume_queues(os.path.join(root, "consumequeue"), topics or None, queue_ids or None)
 
 
 # --------------------------------------------------------------------------- record walk
@@ -782,185 +757,81 @@ def plan_commitlog(root: str, split_bytes: int = 64 << 20) -> list[CommitLogSpli
 
 # --------------------------------------------------------------------------- consume queues
 
-class CommitLogFiles:
-    """Offset → (file path, file base) lookup over the commit log directory."""
-
-    def __init__(self, root: str):
-        self.files = list_commitlog(root)
-        self.bases = [b for b, _p, _s in self.files]
-        self._fds: dict[str, object] = {}
-
-    def refresh(self) -> None:
-        self.files = list_commitlog(os.path.dirname(os.path.dirname(self.files[0][1]))) if self.files else []
-        self.bases = [b for b, _p, _s in self.files]
-
-    def locate(self, offset: int) -> tuple[str, int] | None:
-        i = bisect.bisect_right(self.bases, offset) - 1
-        if i < 0:
-            return None
-        return self.files[i][1], self.files[i][0]
-
-    def read(self, offset: int, length: int) -> bytes:
-        loc = self.locate(offset)
-        if loc is None:
-            return b""
-        path, base = loc
-        f = self._fds.get(path)
-        if f is None:
-            try:
-                f = open(path, "rb", buffering=0)
-            except FileNotFoundError:
-                return b""
-            self._fds[path] = f
-        return os.pread(f.fileno(), length, offset - base)
-
-    @property
-    def min_offset(self) -> int:
-        return self.bases[0] if self.bases else 0
-
-    def close(self) -> None:
-        for f in self._fds.values():
-            f.close()
-        self._fds.clear()
+def _clog_read(clog: CommitLog, offset: int, length: int) -> bytes:
+    """Up to ``length`` bytes at ``offset``, as far as the file holding it goes (b"": no such file)."""
+    mf = clog.queue.find_mapped_file_by_offset(offset)
+    if mf is None:
+        return b""
+    pos = offset - mf.file_from_offset
+    return mf.read(pos, max(0, min(length, mf.readable_position() - pos))) or b""
 
 
-def cq_dir(root: str, topic: str, queue_id: int) -> str:
-    return os.path.join(root, "consumequeue", topic, str(queue_id))
-
-
-def _cq_files(root: str, topic: str, queue_id: int) -> list[tuple[int, str, int]]:
-    d = cq_dir(root, topic, queue_id)
-    out = []
-    try:
-        names = os.listdir(d)
-    except FileNotFoundError:
-        return []
-    for name in names:
-        if _NAME_RE.match(name):
-            p = os.path.join(d, name)
-            try:
-                out.append((int(name), p, os.path.getsize(p)))
-            except FileNotFoundError:
-                pass
-    out.sort()
-    return out
+def _open_cq(root: str, topic: str, queue_id: int, clog: CommitLog) -> ConsumeQueue | None:
+    """The consume queue read-only (rmqpy.store's ConsumeQueue); units whose records retention
+    deleted from the commit log are below its min offset."""
+    return readonly.open_consume_queue(os.path.join(root, "consumequeue"), topic, queue_id, clog.get_min_offset())
 
 
 _UNIT_DT = np.dtype([("off", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 
 
-def read_units(root: str, topic: str, queue_id: int, start: int, end: int) -> np.ndarray:
-    """Units [start, end) (queue offsets) as a structured array (may be shorter where files end)."""
-    files = _cq_files(root, topic, queue_id)
+def read_units(cq: ConsumeQueue, start: int, end: int) -> np.ndarray:
+    """Units [start, end) (queue offsets) as a structured array (shorter where the written units end)."""
     parts = []
-    want_b, end_b = start * CQ_UNIT, end * CQ_UNIT
-    for i, (base, path, size) in enumerate(files):
-        nxt = files[i + 1][0] if i + 1 < len(files) else None
-        fend = base + size if nxt is None else min(nxt, base + size)
-        if fend <= want_b or base >= end_b:
-            continue
-        if base > want_b:  # a hole: files missing
+    o = start
+    while o < end:
+        raw = cq.units_bytes(o, end)
+        n = len(raw) // CQ_UNIT
+        if not n:
             break
-        a = want_b - base
-        b = min(end_b, fend) - base
-        try:
-            with open(path, "rb", buffering=0) as f:
-                raw = os.pread(f.fileno(), b - a, a)
-        except FileNotFoundError:
-            break
-        raw = raw[:len(raw) - len(raw) % CQ_UNIT]
-        parts.append(np.frombuffer(raw, dtype=_UNIT_DT))
-        want_b = base + a + len(raw)
-        if want_b >= end_b or len(raw) < b - a:
-            break
+        parts.append(np.frombuffer(raw[:n * CQ_UNIT], dtype=_UNIT_DT))
+        o += n
     if not parts:
         return np.zeros(0, dtype=_UNIT_DT)
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-def _valid_units(path: str, n: int, window: int = 4096) -> int:
-    """Number of leading valid units (offset >= 0, size > 0) of a consume queue file of ``n`` units:
-    bisection over the (valid, then zero-filled) layout, then a linear check of the last
-    ``window`` units before that point, so a file is not read whole at every trigger."""
-    unit = _UNIT_DT
-    with open(path, "rb", buffering=0) as f:
-        fd = f.fileno()
-
-        def valid(i: int) -> bool:
-            raw = os.pread(fd, CQ_UNIT, i * CQ_UNIT)
-            if len(raw) < CQ_UNIT:
-                return False
-            u = np.frombuffer(raw, dtype=unit)[0]
-            return u["off"] >= 0 and u["size"] > 0
-
-        lo, hi = 0, n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if valid(mid):
-                lo = mid + 1
-            else:
-                hi = mid
-        start = max(0, lo - window)
-        raw = os.pread(fd, (lo - start) * CQ_UNIT, start * CQ_UNIT)
-    u = np.frombuffer(raw[:len(raw) - len(raw) % CQ_UNIT], dtype=unit)
-    bad = np.nonzero(~((u["off"] >= 0) & (u["size"] > 0)))[0]
-    return start + int(bad[0]) if len(bad) else start + len(u)
-
-
-def queue_bounds(root: str, topic: str, queue_id: int, clog: CommitLogFiles | None = None,
+def queue_bounds(root: str, topic: str, queue_id: int, clog: CommitLog | None = None,
                  check_crc: bool = True) -> tuple[int, int]:
-    """(min offset, max offset) of a consume queue: max = one past the last unit whose record is
-    complete in the commit log; min = first unit that is not a blank filler and whose record is not
-    deleted from the commit log."""
-    files = _cq_files(root, topic, queue_id)
-    if not files:
-        return 0, 0
-    # max: find the valid prefix of the last file(s)
-    maxo = files[0][0] // CQ_UNIT
-    for base, path, size in reversed(files):
-        n = size // CQ_UNIT
-        if n == 0:
-            continue
-        try:
-            k = _valid_units(path, n)
-        except FileNotFoundError:
-            continue
-        if k:
-            maxo = base // CQ_UNIT + k
-            break
-    # min: skip blank fillers and units whose commit log file is gone
-    mino = files[0][0] // CQ_UNIT
+    """(min offset, max offset) of a consume queue: the store's own (ConsumeQueue recovery and
+    retention), then max stepped back over units whose record is not complete yet (a consume
+    queue written ahead of a torn commit log tail) and min moved past blank filler units."""
     own = clog is None
-    clog = clog or CommitLogFiles(root)
+    clog = clog or open_commit_log(root, check_crc)
+    cq = None
     try:
-        lo = clog.min_offset
-        step = 4096
+        cq = _open_cq(root, topic, queue_id, clog)
+        if cq is None:
+            return 0, 0
+        maxo = cq.get_max_offset_in_queue()
+        mino = min(cq.get_min_offset_in_queue(), maxo)
         o = mino
-        while o < maxo:
-            u = read_units(root, topic, queue_id, o, min(maxo, o + step))
+        while o < maxo:  # blank fillers
+            u = read_units(cq, o, min(maxo, o + 4096))
             if not len(u):
                 break
-            good = np.nonzero((u["size"] != INT_MAX) & (u["off"] >= lo))[0]
+            good = np.nonzero(u["size"] != INT_MAX)[0]
             if len(good):
                 mino = o + int(good[0])
                 break
             o += len(u)
             mino = o
-        # max: step back over units whose record is not complete yet (CQ written ahead of a torn read)
         while maxo > mino:
-            u = read_units(root, topic, queue_id, maxo - 1, maxo)
+            u = read_units(cq, maxo - 1, maxo)
             if len(u) and _unit_record_ok(clog, u[0], topic, queue_id, maxo - 1, check_crc):
                 break
             maxo -= 1
+        return mino, max(mino, maxo)
     finally:
+        if cq is not None:
+            cq.close()
         if own:
             clog.close()
-    return mino, max(mino, maxo)
 
 
-def _unit_record_ok(clog: CommitLogFiles, unit, topic: str, queue_id: int, qoff: int, check_crc: bool) -> bool:
+def _unit_record_ok(clog: CommitLog, unit, topic: str, queue_id: int, qoff: int, check_crc: bool) -> bool:
     off, size = int(unit["off"]), int(unit["size"])
-    data = clog.read(off, size)
+    data = _clog_read(clog, off, size)
     if len(data) < size:
         return False
     reason, total = check_one(data, 0, len(data), off, check_crc)
@@ -971,31 +842,36 @@ def _unit_record_ok(clog: CommitLogFiles, unit, topic: str, queue_id: int, qoff:
 
 
 def read_queue_range(root: str, topic: str, queue_id: int, start: int, end: int, opts: ScanOptions | None = None,
-                     clog: CommitLogFiles | None = None, gap: int = 256 * 1024,
+                     clog: CommitLog | None = None, gap: int = 256 * 1024,
                      span_max: int = 16 << 20) -> Iterator[pa.RecordBatch]:
     """Yield the messages of queue offsets [start, end) of one consume queue.
 
     Units that point below the commit log's first file (deleted by retention) or that are blank
     fillers are skipped; the read stops at the first unit whose record is not valid."""
     opts = opts or ScanOptions()
-    files = _cq_files(root, topic, queue_id)
-    if files and start < files[0][0] // CQ_UNIT:
-        log.warning("consume queue %s/%d: offsets %d..%d were deleted by retention", topic, queue_id, start,
-                    files[0][0] // CQ_UNIT)
-        start = files[0][0] // CQ_UNIT
     own = clog is None
-    clog = clog or CommitLogFiles(root)
+    clog = clog or open_commit_log(root, opts.check_crc)
+    cq = None
     try:
+        cq = _open_cq(root, topic, queue_id, clog)
+        if cq is None:
+            return
+        first = cq.get_min_offset_in_queue()
+        if start < first:
+            log.warning("consume queue %s/%d: offsets %d..%d were deleted by retention", topic, queue_id, start,
+                        first)
+            start = first
+        clog_min = clog.get_min_offset()
         step = 65536
         o = start
         while o < end:
-            units = read_units(root, topic, queue_id, o, min(end, o + step))
+            units = read_units(cq, o, min(end, o + step))
             if not len(units):
                 return
             offs = units["off"].astype(np.int64)
             sizes = units["size"].astype(np.int64)
             qoffs = np.arange(o, o + len(units), dtype=np.int64)
-            live = (sizes != INT_MAX) & (offs >= clog.min_offset) & (sizes > 0)
+            live = (sizes != INT_MAX) & (offs >= clog_min) & (sizes > 0)
             stopped = False
             i = 0
             idx = np.nonzero(live)[0]
@@ -1003,21 +879,20 @@ def read_queue_range(root: str, topic: str, queue_id: int, start: int, end: int,
             while i < len(idx):
                 j = i
                 a = int(offs[idx[i]])
-                loc = clog.locate(a)
-                if loc is None:
+                mf = clog.queue.find_mapped_file_by_offset(a)
+                if mf is None:
                     stopped = True
                     break
-                fbase = loc[1]
-                fnext = next((b for b in clog.bases if b > fbase), None)
+                fend = mf.end_offset
                 e = a + int(sizes[idx[i]])
                 while j + 1 < len(idx):
                     na = int(offs[idx[j + 1]])
                     ne = na + int(sizes[idx[j + 1]])
-                    if na < e or na - e > gap or ne - a > span_max or (fnext is not None and ne > fnext):
+                    if na < e or na - e > gap or ne - a > span_max or ne > fend:
                         break
                     j += 1
                     e = ne
-                data = clog.read(a, e - a)
+                data = _clog_read(clog, a, e - a)
                 starts = []
                 for k in range(i, j + 1):
                     u = idx[k]
@@ -1049,6 +924,8 @@ def read_queue_range(root: str, topic: str, queue_id: int, start: int, end: int,
                 return
             o += len(units)
     finally:
+        if cq is not None:
+            cq.close()
         if own:
             clog.close()
 
@@ -1058,7 +935,7 @@ def plan_queues(root: str, topics=None, queue_ids=None, units_per_split: int = 2
     """[(topic, queueId, start, end)] covering every consume queue, in ranges of at most
     ``units_per_split`` units."""
     out = []
-    clog = CommitLogFiles(root)
+    clog = open_commit_log(root, check_crc)
     try:
         for t, q in list_queues(root, topics, queue_ids):
             lo, hi = queue_bounds(root, t, q, clog, check_crc)
@@ -1082,7 +959,7 @@ def read_all(root: str, opts: ScanOptions | None = None) -> pa.Table:
     return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 
-__all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "ScanOptions", "ScanStats", "CommitLogSplit", "CommitLogFiles",
+__all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "ScanOptions", "ScanStats", "CommitLogSplit", "open_commit_log",
            "list_commitlog", "list_queues", "plan_commitlog", "scan_commitlog_file", "walk", "resync",
            "check_one", "decode_batch", "read_units", "queue_bounds", "read_queue_range", "plan_queues",
            "read_all", "store_root", "create_offset_msg_id", "properties_to_string", "RecordError"]
