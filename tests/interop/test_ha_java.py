@@ -11,10 +11,12 @@ bytes are on the slave as soon as the producer is done, before any wait.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -79,6 +81,38 @@ def _start(kind: str, workdir: Path, ip: str, ns: str, role: str, broker_id: int
     return Node(kind, proc, f"{ip}:{proc.port}", workdir / "store")
 
 
+def _wait_slave_connected(master: Node, slave: Node, what: str = "the slave reported to the master's HA port") -> None:
+    """Before the slave is connected a SYNC_MASTER answers SLAVE_NOT_AVAILABLE, and before its
+    first report (a Java slave sends it 5 s after connecting) sends time out."""
+    if master.kind == "rmqpy":
+        wait_until(lambda: int(master.runtime().get("haSlaveAckOffset", -1)) >= 0, 30, what=what, diag=slave.tail)
+    else:
+        wait_until(lambda: slave.runtime().get("haConnectedToMaster") == "true", 30,
+                   what="the slave connected to the Java master's HA port", diag=slave.tail)
+
+
+@contextlib.contextmanager
+def ha_pair(client_host, workdir: Path, master_kind: str, slave_kind: str, role: str,
+            extra: dict[str, object] | None = None) -> Iterator[tuple[str, Node, Node]]:
+    """rmqpy's name server, a master and its slave (brokerId 1) on the client host's network, the
+    slave connected: yields (name server address, master, slave); all are stopped on exit."""
+    ip = client_host.host_ip
+    ns = servers.start_namesrv(workdir / "ns", host=ip)
+    ns_addr = f"{ip}:{ns.port}"
+    nodes: list[Node] = []
+    try:
+        master = _start(master_kind, workdir / "master", ip, ns_addr, role, 0, extra)
+        nodes.append(master)
+        slave = _start(slave_kind, workdir / "slave", ip, ns_addr, "SLAVE", 1, extra)
+        nodes.append(slave)
+        _wait_slave_connected(master, slave)
+        yield ns_addr, master, slave
+    finally:
+        for n in reversed(nodes):
+            n.stop()
+        ns.stop()
+
+
 def _admin(addr: str, code: int, ext: dict | None = None, body: bytes = b"") -> dict:
     rc, remark, _ext, answer = jvm.remoting_request(addr, code, ext, body)
     assert rc == 0, (code, rc, remark)
@@ -121,53 +155,40 @@ CASES = [("rmqpy", "rmqpy", "ASYNC_MASTER"), ("rmqpy", "rmqpy", "SYNC_MASTER"),
 
 @pytest.mark.parametrize("master_kind,slave_kind,role", CASES, ids=["-".join(c) for c in CASES])
 def test_slave_commit_log_is_the_masters(java_built, client_host, master_kind, slave_kind, role):
-    ip = client_host.host_ip
     workdir = Path(tempfile.mkdtemp(prefix="rmqpy-ha-"))
-    ns = servers.start_namesrv(workdir / "ns", host=ip)
-    ns_addr = f"{ip}:{ns.port}"
-    nodes: list[Node] = []
     reads = JAVA_VERSION.get(master_kind, JAVA) == JAVA and JAVA_VERSION.get(slave_kind, JAVA) == JAVA \
         and role == "SYNC_MASTER"
-    extra = READ_FROM_SLAVE if reads else None
     try:
-        master = _start(master_kind, workdir / "master", ip, ns_addr, role, 0, extra)
-        nodes.append(master)
-        slave = _start(slave_kind, workdir / "slave", ip, ns_addr, "SLAVE", 1, extra)
-        nodes.append(slave)
-        # before the slave is connected a SYNC_MASTER answers SLAVE_NOT_AVAILABLE, and before
-        # its first report (a Java slave sends it 5 s after connecting) sends time out
-        if master_kind == "rmqpy":
-            wait_until(lambda: int(master.runtime().get("haSlaveAckOffset", -1)) >= 0, 30,
-                       what="the slave reported to the master's HA port", diag=slave.tail)
-        else:
-            wait_until(lambda: slave.runtime().get("haConnectedToMaster") == "true", 30,
-                       what="the slave connected to the Java master's HA port", diag=slave.tail)
-        topic = f"TopicHA_{master_kind}_{slave_kind}_{role}"
-        ev = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", topic, "-c", str(COUNT),
-                                                 "--body-size", str(BODY), "--tags", "a,b,c", "--keys", "k{i}"],
-                             timeout=240, check=False)
-        assert ev.returncode == 0 and ev.done and ev.done.get("ok"), (ev.errors[:5], master.tail())
-        statuses = {e.get("status") for e in ev.of("sent")}
-        assert statuses == {"SEND_OK"}, statuses
-        end = master.max_offset()
-        assert end > 2 * SIZES["mappedFileSizeCommitLog"]
-        if role == "SYNC_MASTER" and master_kind == "rmqpy":
-            # acknowledged only after the slave held them: nothing to wait for
-            assert slave.max_offset() >= end
-        wait_until(lambda: slave.max_offset() >= end, 60, what="the slave caught up", diag=slave.tail)
-        assert _commit_log(slave.store, end) == _commit_log(master.store, end)
-        wait_until(lambda: _consume_queues(slave.store, topic) == _consume_queues(master.store, topic), 30,
-                   what="the slave's consume queues equal the master's",
-                   diag=lambda: f"{sorted(_consume_queues(slave.store, topic))} vs "
-                                f"{sorted(_consume_queues(master.store, topic))}")
-        if reads:
-            _check_slave_metadata(client_host, ns_addr, master, slave, topic, role)
-            _check_reads_from_slave(client_host, ns_addr, master, slave, topic)
+        with ha_pair(client_host, workdir, master_kind, slave_kind, role, READ_FROM_SLAVE if reads else None) \
+                as (ns_addr, master, slave):
+            _replicate_and_compare(client_host, ns_addr, master, slave, master_kind, slave_kind, role, reads)
     finally:
-        for n in reversed(nodes):
-            n.stop()
-        ns.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _replicate_and_compare(client_host, ns_addr: str, master: Node, slave: Node, master_kind: str,
+                           slave_kind: str, role: str, reads: bool) -> None:
+    topic = f"TopicHA_{master_kind}_{slave_kind}_{role}"
+    ev = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", topic, "-c", str(COUNT),
+                                             "--body-size", str(BODY), "--tags", "a,b,c", "--keys", "k{i}"],
+                         timeout=240, check=False)
+    assert ev.returncode == 0 and ev.done and ev.done.get("ok"), (ev.errors[:5], master.tail())
+    statuses = {e.get("status") for e in ev.of("sent")}
+    assert statuses == {"SEND_OK"}, statuses
+    end = master.max_offset()
+    assert end > 2 * SIZES["mappedFileSizeCommitLog"]
+    if role == "SYNC_MASTER" and master_kind == "rmqpy":
+        # acknowledged only after the slave held them: nothing to wait for
+        assert slave.max_offset() >= end
+    wait_until(lambda: slave.max_offset() >= end, 60, what="the slave caught up", diag=slave.tail)
+    assert _commit_log(slave.store, end) == _commit_log(master.store, end)
+    wait_until(lambda: _consume_queues(slave.store, topic) == _consume_queues(master.store, topic), 30,
+               what="the slave's consume queues equal the master's",
+               diag=lambda: f"{sorted(_consume_queues(slave.store, topic))} vs "
+                            f"{sorted(_consume_queues(master.store, topic))}")
+    if reads:
+        _check_slave_metadata(client_host, ns_addr, master, slave, topic, role)
+        _check_reads_from_slave(client_host, ns_addr, master, slave, topic)
 
 
 def _check_slave_metadata(client_host, ns_addr: str, master: Node, slave: Node, topic: str, role: str) -> None:
@@ -234,48 +255,35 @@ def test_push_consumer_reads_the_slave_while_the_master_is_down(java_built, clie
     reads every acknowledged message from the slave; after the master is back it receives what
     is sent to it then. Nothing is lost (a redelivery is allowed: offsets the consumer committed
     to the slave stay there, as with Java brokers)."""
-    ip = client_host.host_ip
-    ns = servers.start_namesrv(tmp_path / "ns", host=ip)
-    ns_addr = f"{ip}:{ns.port}"
-    nodes: list[Node] = []
     consumer = None
-    try:
-        master = _start("rmqpy", tmp_path / "master", ip, ns_addr, "SYNC_MASTER", 0)
-        nodes.append(master)
-        slave = _start("rmqpy", tmp_path / "slave", ip, ns_addr, "SLAVE", 1)
-        nodes.append(slave)
-        wait_until(lambda: int(master.runtime().get("haSlaveAckOffset", -1)) >= 0, 30,
-                   what="the slave reported to the master", diag=slave.tail)
-        topic, group = "TopicHAFailover", "GID_HAFailover"
-        first = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", topic, "-c", "200",
-                                                    "--keys", "before{i}"], timeout=120, check=False)
-        assert first.done and first.done.get("ok"), first.errors[:5]
-        wait_until(lambda: _metadata(slave.addr, topic, "-")[0], 15, what="the topic on the slave")
-        master.proc.kill9()
-        with servers_client(ns_addr) as c:
-            wait_until(lambda: "0" not in _broker_ids(c, topic), 30, what="the master out of the route")
-        consumer = clients.BackgroundHarness(client_host, JAVA, [
-            "consume-push", "-n", ns_addr, "-t", topic, "-g", group, "-c", "300", "--timeout-ms", "120000",
-            "--poll-namesrv-ms", "1000", "--rebalance-interval-ms", "1000"], tmp_path / "consumer.jsonl")
-        wait_until(lambda: len({e.get("keys") for e in consumer.events().of("received")}) >= 200, 60,
-                   what="the 200 messages read from the slave", diag=lambda: str(consumer.events()[-5:]))
-        master.proc.start(60)
-        wait_until(lambda: int(master.runtime().get("haSlaveAckOffset", -1)) >= 0, 30,
-                   what="the slave reconnected", diag=slave.tail)
-        second = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", topic, "-c", "100",
-                                                     "--keys", "after{i}"], timeout=120, check=False)
-        assert second.done and second.done.get("ok"), second.errors[:5]
-        ev = consumer.collect(120)
-        keys = {e.get("keys") for e in ev.of("received")}
-        expected = {f"before{i}" for i in range(200)} | {f"after{i}" for i in range(100)}
-        assert expected <= keys, sorted(expected - keys)[:10]
-        assert ev.done and ev.done.get("ok"), ev[-5:]
-    finally:
-        if consumer is not None:
-            consumer.stop()
-        for n in reversed(nodes):
-            n.stop()
-        ns.stop()
+    with ha_pair(client_host, tmp_path, "rmqpy", "rmqpy", "SYNC_MASTER") as (ns_addr, master, slave):
+        try:
+            topic, group = "TopicHAFailover", "GID_HAFailover"
+            first = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", topic, "-c", "200",
+                                                        "--keys", "before{i}"], timeout=120, check=False)
+            assert first.done and first.done.get("ok"), first.errors[:5]
+            wait_until(lambda: _metadata(slave.addr, topic, "-")[0], 15, what="the topic on the slave")
+            master.proc.kill9()
+            with servers_client(ns_addr) as c:
+                wait_until(lambda: "0" not in _broker_ids(c, topic), 30, what="the master out of the route")
+            consumer = clients.BackgroundHarness(client_host, JAVA, [
+                "consume-push", "-n", ns_addr, "-t", topic, "-g", group, "-c", "300", "--timeout-ms", "120000",
+                "--poll-namesrv-ms", "1000", "--rebalance-interval-ms", "1000"], tmp_path / "consumer.jsonl")
+            wait_until(lambda: len({e.get("keys") for e in consumer.events().of("received")}) >= 200, 60,
+                       what="the 200 messages read from the slave", diag=lambda: str(consumer.events()[-5:]))
+            master.proc.start(60)
+            _wait_slave_connected(master, slave, "the slave reconnected")
+            second = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", topic, "-c", "100",
+                                                         "--keys", "after{i}"], timeout=120, check=False)
+            assert second.done and second.done.get("ok"), second.errors[:5]
+            ev = consumer.collect(120)
+            keys = {e.get("keys") for e in ev.of("received")}
+            expected = {f"before{i}" for i in range(200)} | {f"after{i}" for i in range(100)}
+            assert expected <= keys, sorted(expected - keys)[:10]
+            assert ev.done and ev.done.get("ok"), ev[-5:]
+        finally:
+            if consumer is not None:
+                consumer.stop()
 
 
 def servers_client(ns_addr: str):
