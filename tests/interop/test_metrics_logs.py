@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -100,18 +101,27 @@ def run_traffic(host, ns_addr: str, metrics: tuple[str, int], workdir: Path) -> 
 
 def test_metrics_follow_java_client_traffic_and_match_java_broker(java_built, client_host, tmp_path: Path) -> None:
     ip = client_host.host_ip
-    port = jvm.free_port()
-    props = {"metricsExporterType": "PROM", "metricsPromExporterPort": port}  # host: brokerIP1, as Java
-    java = jvm.JavaCluster(VERSION, tmp_path / "java", ip, {"brokerName": "broker-java", **props})
-    try:
-        _, java_after = run_traffic(client_host, java.ns_addr, (ip, port), tmp_path / "java")
-    finally:
-        java.close(clean=False)
+    # Java's ports come from below the ephemeral range, rmqpy's from the kernel, as for their servers
+    java_port, py_port = jvm.free_port(), servers.free_port()
 
-    port = jvm.free_port()
-    with servers.Cluster(tmp_path / "py", ip, {"brokerName": "broker-py", "metricsExporterType": "PROM",
-                                               "metricsPromExporterPort": port}) as py:
-        before, after = run_traffic(client_host, py.ns_addr, (ip, port), tmp_path / "py")
+    def on_java() -> tuple[Samples, Samples]:
+        props = {"metricsExporterType": "PROM", "metricsPromExporterPort": java_port}  # host: brokerIP1, as Java
+        java = jvm.JavaCluster(VERSION, tmp_path / "java", ip, {"brokerName": "broker-java", **props})
+        try:
+            return run_traffic(client_host, java.ns_addr, (ip, java_port), tmp_path / "java")
+        finally:
+            java.close(clean=False)
+
+    def on_rmqpy() -> tuple[Samples, Samples]:
+        with servers.Cluster(tmp_path / "py", ip, {"brokerName": "broker-py", "metricsExporterType": "PROM",
+                                                   "metricsPromExporterPort": py_port}) as py:
+            return run_traffic(client_host, py.ns_addr, (ip, py_port), tmp_path / "py")
+
+    # the two clusters share nothing (own name server, ports, work dirs): they run at the same
+    # time, the rmqpy one while the Java broker boots and waits out its first registration
+    with ThreadPoolExecutor(2) as pool:
+        java_run, py_run = pool.submit(on_java), pool.submit(on_rmqpy)
+        (_, java_after), (before, after) = java_run.result(), py_run.result()
 
     # the counters and histograms move as the traffic did
     def delta(name: str, **labels: str) -> float:
