@@ -89,7 +89,7 @@ class ClientCore:
         self.route_ttl = route_ttl
         self.client_id = f"{local_ip()}@{os.getpid()}#{next(_instances)}"
         self._ns_index = 0
-        self._routes: dict[str, tuple[TopicRoute | None, float]] = {}
+        self._routes: dict[str, tuple[TopicRoute, float]] = {}
 
     def call(self, addr: str, request: RemotingCommand, timeout: float, oneway: bool = False) -> Call:
         """The Call for ``request``, signed first when there are credentials (AclClientRPCHook)."""
@@ -124,11 +124,13 @@ class ClientCore:
         try:
             resp = yield from self.name_server_plan(R.route_request(topic))
         except TransportError:
-            if cached is not None and cached[0] is not None:
+            if cached is not None:
                 return cached[0]
             raise
         data = R.parse_route(resp, topic)
-        route = TopicRoute(topic, data) if data is not None else None
+        if data is None:    # not cached: a topic just created is routed as soon as its broker registers it
+            return None
+        route = TopicRoute(topic, data)
         self._routes[topic] = (route, self.clock())
         return route
 

@@ -20,6 +20,7 @@ import pytest
 from rmqpy.client import ClientError, Message, MessageQueue, Producer, PullConsumer, PullStatus
 from rmqpy.client.core import Call
 from tests.interop import clients, jvm, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -64,6 +65,22 @@ def target(request, java_built, client_host, tmp_path_factory):
         yield t
     finally:
         t.close()
+
+
+def _routed(target: Target, topic: str, broker_addr: str | None = None) -> None:
+    """Wait until the name server routes ``topic`` (a broker registers a topic it auto-created
+    shortly after the first send; until then consumers cannot find its queues, also in Java)."""
+    assert jvm.wait_broker_registered(target.ns_addr, broker_addr or target.broker_addr, topic, 30), topic
+
+
+def _stored(target: Target, topic: str, count: int, brokers: set[str] | None = None) -> None:
+    """Wait until the consume queues of ``topic`` hold ``count`` messages: a Java broker answers a
+    send once the commit log has it and fills the consume queues a moment later (ReputMessageService),
+    so a pull right after the send may not see it yet."""
+    with PullConsumer(target.ns_addr, group="GPyWait") as consumer:
+        queues = [mq for mq in consumer.fetch_queues(topic) if brokers is None or mq.broker_name in brokers]
+        wait_until(lambda: sum(consumer.max_offset(mq) for mq in queues) >= count, 10, 0.05,
+                   what=f"{count} messages in the consume queues of {topic}")
 
 
 def _body(event: dict) -> bytes:
@@ -173,6 +190,8 @@ def test_committed_offsets_are_what_mqadmin_consumer_progress_shows(target: Targ
     with Producer(target.ns_addr) as producer:
         for i in range(12):
             producer.send(Message(topic, f"m{i}".encode()))
+    _routed(target, topic)
+    _stored(target, topic, 12)
     with PullConsumer(target.ns_addr, group=group) as consumer:
         queues = [mq for mq in consumer.fetch_queues(topic) if consumer.max_offset(mq) > 0]
         assert len(queues) >= 2
@@ -208,12 +227,15 @@ def test_sync_send_retries_on_the_other_broker_when_one_is_killed(target: Target
         def spy(call: Call):
             calls.append(call)
             return invoke(call)
+        _routed(target, topic)
+        _routed(target, topic, extra.addr)
         producer._transport.invoke = spy    # type: ignore[method-assign]
         extra.kill9()
         results = [producer.send(Message(topic, f"after-{i}".encode())) for i in range(8)]
         producer.shutdown()
         assert {r.queue.broker_name for r in results} == {target.broker_name}
         assert any(c.addr == extra.addr for c in calls), "no send was tried on the killed broker"
+        _stored(target, topic, 9, {target.broker_name})
         with PullConsumer(target.ns_addr, group=target.uniq("GPyKill")) as consumer:
             mine = [MessageQueue(topic, target.broker_name, q) for q in range(8)]
             bodies = []
@@ -269,7 +291,7 @@ def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) ->
     offsets; everything sent lands once, as the blocking consumer sees."""
     import asyncio
 
-    from twisted.internet import defer
+    from twisted.internet import defer, threads
 
     from rmqpy.client import aio, deferred
     topic, group = target.uniq("TPyForms"), target.uniq("GPyForms")
@@ -278,6 +300,7 @@ def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) ->
         async with aio.Producer(target.ns_addr, group=group) as producer:
             sent = await asyncio.gather(*[producer.send(Message(topic, f"aio-{i}".encode(), tags="aio"))
                                           for i in range(6)])
+        await asyncio.get_running_loop().run_in_executor(None, _stored, target, topic, 7)
         async with aio.PullConsumer(target.ns_addr, group=group) as consumer:
             got = []
             for mq in await consumer.fetch_queues(topic):
@@ -292,6 +315,7 @@ def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) ->
         sent = await defer.gatherResults([producer.send(Message(topic, f"tx-{i}".encode(), tags="tx"))
                                           for i in range(6)])
         producer.shutdown()
+        await threads.deferToThreadPool(reactor, reactor.getThreadPool(), _stored, target, topic, 13)
         consumer = deferred.PullConsumer(reactor, target.ns_addr, group=group + "_tx")
         got = []
         for mq in await consumer.fetch_queues(topic):
@@ -300,13 +324,18 @@ def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) ->
         await consumer.shutdown()
         return sent, got
 
+    async def produce_first() -> None:     # the topic, routed before the consumers look for it
+        async with aio.Producer(target.ns_addr, group=group) as producer:
+            await producer.send(Message(topic, b"first", tags="first"))
+    asyncio.run(produce_first())
+    _routed(target, topic)
     aio_sent, aio_got = asyncio.run(with_asyncio())
     tx_sent, tx_got = _in_fresh_reactor(with_twisted)
     assert sorted(aio_got) == sorted(f"aio-{i}".encode() for i in range(6))
     assert sorted(tx_got) == sorted(f"tx-{i}".encode() for i in range(6))
     assert len({r.msg_id for r in aio_sent + tx_sent}) == 12
     with PullConsumer(target.ns_addr, group=target.uniq("GPyAll")) as consumer:
-        assert len(_pull_all(consumer, topic)) == 12
+        assert len(_pull_all(consumer, topic)) == 13
 
 
 def test_the_examples_of_docs_client_md_run(client_host, tmp_path) -> None:
@@ -323,3 +352,44 @@ def test_the_examples_of_docs_client_md_run(client_host, tmp_path) -> None:
                                   env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True,
                                   timeout=60)
             assert proc.returncode == 0, f"{block}\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.fixture(scope="module", params=["rmqpy", "4.9.8"])
+def acl_target(request, java_built, client_host, tmp_path_factory):
+    """A broker with plain ACL (aclEnable=true) and test_acl_java's plain_acl.yml: rmqpy's or the
+    Java 4.9.8 broker (5.3.3 does not enforce plain ACL any more)."""
+    from tests.interop.test_acl_java import write_home
+    tmp = tmp_path_factory.mktemp(f"pyclient-acl-{request.param}")
+    if request.param == "rmqpy":
+        home = write_home(tmp / "home", client_host.client_ip)
+        with servers.Cluster(tmp, client_host.host_ip, {"aclEnable": True, "rocketmqHome": home}) as c:
+            yield c
+    else:
+        write_home(tmp / "java-broker", client_host.client_ip)
+        c = jvm.JavaCluster("4.9.8", tmp, client_host.host_ip, {"aclEnable": True})
+        try:
+            yield c
+        finally:
+            c.close(clean=False)
+
+
+def test_credentials_sign_requests_the_acl_broker_accepts(acl_target) -> None:
+    """Signed with the user's keys: send and pull where plain_acl.yml allows them; the denied
+    topic, a wrong secret and no credentials are refused with the broker's code."""
+    from tests.interop.test_acl_java import USER, USER_SK
+    ns = acl_target.ns_addr
+    user = (USER, USER_SK)
+    topic = "topicPub"    # defaultTopicPerm DENY: only the topics named in plain_acl.yml
+    with Producer(ns, credentials=user, retries=0) as producer:
+        sent = producer.send(Message(topic, b"signed", tags="acl"))
+        with pytest.raises(ClientError) as denied:
+            producer.send(Message("topicDeny", b"x"), queue=MessageQueue("topicDeny", sent.queue.broker_name, 0))
+    assert denied.value.code == 1 and "No default permission for topic:topicDeny" in denied.value.message
+    with PullConsumer(ns, group="groupOk", credentials=user) as consumer:
+        res = consumer.pull(sent.queue, sent.queue_offset)
+        assert [m.body for m in res.messages][:1] == [b"signed"]
+    for credentials, why in [((USER, "wrongsecret"), "Check signature failed"), (None, "No accessKey is configured")]:
+        with Producer(ns, credentials=credentials, retries=0) as producer:
+            with pytest.raises(ClientError) as refused:
+                producer.send(Message(topic, b"x"), queue=sent.queue)
+            assert refused.value.code == 1 and why in refused.value.message   # the same from both brokers
