@@ -77,6 +77,13 @@ class TimerMetricsHook(Protocol):
     def timer_dequeue(self, topic: str) -> None: ...
 
 
+class HalfMessageHook(Protocol):
+    """Told of a half message checked ``transactionCheckMax`` times and discarded: it is no longer
+    half (Java's ``TransactionMetrics`` count, ``rocketmq_half_messages``)."""
+
+    def half_discarded(self, topic: str) -> None: ...
+
+
 class Broker(Protocol):
     """The broker as its processors and services use it (Java hands them ``BrokerController``)."""
 

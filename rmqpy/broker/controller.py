@@ -151,6 +151,7 @@ class BrokerController:
             # POP revive and timer counters (Java's static PopMetricsManager / DefaultStoreMetricsManager)
             hook = self.metrics_manager.hook
             self.pop_service.metrics = self.pop_revive_service.metrics = self.timer_message_service.metrics = hook
+            self.transactional_message_service.metrics = hook
         self.processors: dict[str, Any] = {}
         self.register_processor()
         self.broker_stats_manager.start()

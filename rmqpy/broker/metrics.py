@@ -208,6 +208,11 @@ class BrokerMetricsHook:
                 hist = self.finish_latency[topic] = Histogram(FINISH_LATENCY_BUCKETS_S)
             hist.observe(max(0, (wall_ms() - born_timestamp) // 1000))  # Java records seconds
 
+    # HalfMessageHook
+    def half_discarded(self, topic: str) -> None:
+        if self.half.get(topic, 0) > 0:
+            self.half[topic] -= 1
+
     # PopMetricsHook
     def revive_put(self, group: str, topic: str, kind: str, status: str) -> None:
         _add(self.revive_in, (group, topic, kind, status))

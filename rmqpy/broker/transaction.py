@@ -47,7 +47,7 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import PutMessageResult, put_status_name
 
 if TYPE_CHECKING:
-    from rmqpy.broker.api import Broker
+    from rmqpy.broker.api import Broker, HalfMessageHook
 
 TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 REMOVETAG = "d"
@@ -85,6 +85,7 @@ class TransactionalMessageService:
         self.removed: dict[int, int] = {}
         self._op_read: int | None = None
         self.checks_sent = 0
+        self.metrics: HalfMessageHook | None = None  # metricsExporterType=PROM: the broker's metrics hook
 
     # ------------------------------------------------------------------ topics
     def _ensure_topic(self, name: str) -> None:
@@ -306,6 +307,8 @@ class TransactionalMessageService:
                        "topic TRANS_CHECK_MAXTIME_TOPIC", m=msg.msg_id)
         self._ensure_topic(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC)
         inner = self._copy(msg, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, dict(msg.properties))
+        if self.metrics is not None:  # Java: no longer a half message (rocketmq_half_messages)
+            self.metrics.half_discarded(msg.properties.get(PROPERTY_REAL_TOPIC) or "")
         return self.store.put_message(inner)
 
 

@@ -200,3 +200,35 @@ def test_producer_end_past_check_immunity_is_refused_and_the_check_settles_it(br
     assert end_tx(broker, ch, *late, state, from_check=True).code == ResponseCode.SUCCESS
     committed = [m.body for m in messages(broker, "TxT", 1)]
     assert committed == ([b"young", b"late"] if state == 8 else [])
+
+
+def test_half_messages_metric_counts_prepared_less_ended_and_discarded(tmp_path):
+    """rocketmq_half_messages (Java TransactionMetrics): +1 per prepared send, -1 per commit, rollback
+    or discard after transactionCheckMax checks."""
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    b, clock = make_broker(tmp_path, metricsExporterType="PROM", **OPTS)
+    b.clock = clock
+    try:
+        def half() -> list[tuple[dict, float]]:
+            text = generate_latest(b.metrics_manager.registry).decode()
+            return [(s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples
+                    if s.name == "rocketmq_half_messages"]
+
+        ch = FakeChannel()
+        first = send_half(b, ch, b"a")
+        send_half(b, ch, b"b")
+        third = send_half(b, ch, b"c")
+        ((labels, n),) = half()
+        assert (labels["topic"], labels["node_id"], n) == ("TxT", "broker-a", 3)
+        assert end_tx(b, ch, *first, 8).code == ResponseCode.SUCCESS   # commit
+        assert end_tx(b, ch, *third, 12).code == ResponseCode.SUCCESS   # rollback
+        assert [n for _, n in half()] == [1]
+        register_producer(b)  # asked transactionCheckMax times, never answers: discarded
+        for _ in range(30):
+            clock.advance(1.0)
+        assert len(messages(b, MAXT)) == 1
+        assert [n for _, n in half()] == [0]
+    finally:
+        b.shutdown()
