@@ -65,6 +65,20 @@ def wait_event(proc: subprocess.Popen, name: str, timeout: float = 60) -> None:
     raise AssertionError(f"the client ended before {name}: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
 
 
+def concurrently(*scenarios) -> None:
+    """Run scenarios (callables) side by side: each mostly waits on the broker's timers (an invisible
+    time, a transaction check), so together they take about as long as the longest. Every failure
+    is raised (the first one, the others chained in its message)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(len(scenarios)) as pool:
+        futures = [pool.submit(f) for f in scenarios]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        if len(errors) > 1:
+            raise AssertionError(f"{len(errors)} scenarios failed: " + " | ".join(repr(e)[:2000] for e in errors))
+        raise errors[0]
+
+
 # ---------------------------------------------------------------------- scenarios
 def check_each_message_once(g: PyGrpc, topic: str, group: str) -> None:
     g.create_topic(topic)

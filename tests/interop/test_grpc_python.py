@@ -76,19 +76,18 @@ def test_fifo_group_keeps_order_across_an_unacked_message(env: Env) -> None:
     grpcpy.check_fifo_order(env.g, "GrpcOwnFifo", "grpc_own_fifo")
 
 
-def test_transaction_commit_rollback_and_check_back(env: Env) -> None:
-    grpcpy.check_transactions(env.g, "GrpcOwnTx", "grpc_own_tx")
-
-
-def test_message_goes_to_the_dlq_after_the_groups_max_attempts(env: Env) -> None:
-    grpcpy.check_dead_letter_after_max_attempts(env.g, "GrpcOwnDlq", "grpc_own_dlq")
+def test_transactions_and_the_dlq_after_the_groups_max_attempts(env: Env) -> None:
+    """Transaction commit, rollback and check-back; a message past its group's max attempts in the DLQ
+    (side by side: both wait on the broker's timers)."""
+    grpcpy.concurrently(lambda: grpcpy.check_transactions(env.g, "GrpcOwnTx", "grpc_own_tx"),
+                        lambda: grpcpy.check_dead_letter_after_max_attempts(env.g, "GrpcOwnDlq", "grpc_own_dlq"))
 
 
 def test_mqadmin_lists_grpc_producers_and_consumers(env: Env) -> None:
     topic, group = "GrpcOwnConn", "grpc_own_conn"
     env.g.create_topic(topic)
-    producer = env.g.start("produce", topic, "1", "--hold", "20")
-    consumer = env.g.start("receive", topic, group, "0", "10", "--hold", "20")
+    producer = env.g.start("produce", topic, "1", "--hold", "15")
+    consumer = env.g.start("receive", topic, group, "0", "10", "--hold", "15")
     try:
         grpcpy.wait_event(producer, "holding")
         grpcpy.wait_event(consumer, "holding")
