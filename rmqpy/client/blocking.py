@@ -33,10 +33,17 @@ class _Connection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def closed_by_peer(self) -> bool:
-        """True when the server closed this idle connection (brokers drop idle ones after 120 s)."""
+        """True when the server closed this idle connection (brokers drop idle ones after 120 s):
+        checked before each request, so that a send is not lost on a socket known to be dead."""
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
-            return bool(readable) and not self.sock.recv(1, socket.MSG_PEEK)
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            if not poller.poll(0):
+                return False
+            self.sock.settimeout(0)
+            return not self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return False
         except (OSError, ValueError):
             return True
 
@@ -98,10 +105,6 @@ class BlockingTransport:
             if self._closed:
                 raise ClientError("the client is shut down")
             conn = self._conns.get(addr)
-            if conn is not None and not conn.lock.locked() and conn.closed_by_peer():
-                conn.close()
-                del self._conns[addr]
-                conn = None
         if conn is None:
             fresh = _Connection(addr, min(timeout, self.connect_timeout), self.max_frame)
             with self._lock:
@@ -118,6 +121,12 @@ class BlockingTransport:
         conn = self._get(call.addr, call.timeout)
         if not conn.lock.acquire(timeout=max(deadline - monotonic(), 0.001)):
             raise TransportError(f"wait for the connection to {call.addr} timed out")
+        if conn.closed_by_peer():
+            conn.lock.release()
+            self._drop(conn)
+            conn = self._get(call.addr, max(deadline - monotonic(), 0.001))
+            if not conn.lock.acquire(timeout=max(deadline - monotonic(), 0.001)):
+                raise TransportError(f"wait for the connection to {call.addr} timed out")
         try:
             return conn.invoke(call.request, max(deadline - monotonic(), 0.001), call.oneway)
         except TransportError:

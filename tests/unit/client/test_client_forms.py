@@ -112,3 +112,43 @@ def test_blocking_transport_bounds_the_wait_and_drops_the_connection() -> None:
         transport.close()
         with pytest.raises(ClientError, match="shut down"):
             transport.invoke(Call(addr, request, 0.2))
+
+
+def test_blocking_transport_reconnects_when_the_server_closed_an_idle_connection() -> None:
+    """Brokers close idle connections: the next request goes on a new one instead of failing."""
+    import socket
+    import struct
+    import threading
+
+    from rmqpy.client.blocking import BlockingTransport
+    from rmqpy.protocol import command as codec
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted: list[int] = []
+    closed = threading.Event()
+
+    def serve() -> None:
+        for _ in range(2):     # answer one request per connection, then close it
+            conn, _ = server.accept()
+            accepted.append(1)
+            (length,) = struct.unpack(">I", conn.recv(4, socket.MSG_WAITALL))
+            request = codec.decode(conn.recv(length, socket.MSG_WAITALL))
+            conn.sendall(codec.encode(request.response(0)))
+            conn.close()
+            closed.set()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    addr = "127.0.0.1:%d" % server.getsockname()[1]
+    transport = BlockingTransport()
+    for _ in range(2):
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, body=b"{}")
+        answer = transport.invoke(Call(addr, request, 5.0))
+        assert answer is not None and answer.code == 0 and answer.opaque == request.opaque
+        assert closed.wait(5)      # the server closed that connection (on loopback the FIN is there now)
+        closed.clear()
+    thread.join(5)
+    assert len(accepted) == 2
+    transport.close()
+    server.close()
