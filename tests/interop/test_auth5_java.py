@@ -9,8 +9,9 @@ output must be the same line for line (broker addresses aside); a Normal user is
 admin codes. The harness' ``acl`` command then runs sends and pulls as several identities with
 the 4.9.8 and 5.3.3 clients' ``AclClientRPCHook``: allowed, denied by policy, unknown user,
 wrong secret, no signature, no credentials; both brokers must answer alike, remark for remark.
-Last, a user is disabled, an ACL entry and a user are deleted, and rmqpy is restarted: its
-users and ACLs are still there.
+mqadmin copyUser/copyAcl move a user and its ACL from Java to rmqpy and back. Last, a user is
+disabled, an ACL entry and a user are deleted, and rmqpy is restarted: its users and ACLs are
+still there. Both brokers are driven at once (two threads) to keep the module short.
 """
 from __future__ import annotations
 
@@ -203,6 +204,33 @@ def test_send_pull_matrix_same_as_java(rmqpy_side, java_side, client_host, versi
     assert ours["stranger/send:topicA"][1:] == (16, "User:nobody99 is not found.")
     assert ours["alice/send:topicD"][1:] == (16, f"User:{ALICE} has no permission to access Topic:topicD from "
                                                  f"{client_host.client_ip}, the decision is deny.")
+
+
+def test_copy_user_and_acl_between_java_and_rmqpy(rmqpy_side, java_side, client_host):
+    """mqadmin copyUser/copyAcl read from one broker and create on the other: a user and its ACL
+    made on Java land on rmqpy as they were, and one made on rmqpy lands on Java."""
+    def make(side: Side, name: str) -> None:
+        side.admin(SUPER, "createUser", "-u", name, "-p", f"{name}pass1")
+        side.admin(SUPER, "createAcl", "-s", f"User:{name}", "-r", "Topic:topicA,Group:*", "-a", "Sub",
+                   "-i", "10.0.0.0/8", "-d", "Allow")
+    both(lambda pair: make(*pair), (java_side, "carol"), (rmqpy_side, "dave"))
+    home = rmqpy_side.admin.homes[SUPER]
+    java_addr, our_addr = java_side.cluster.broker_addr, rmqpy_side.cluster.broker_addr
+
+    def copy(job: tuple[str, str, str]) -> None:
+        name, src, dst = job
+        out = mqadmin(client_host, home, ["copyUser", "-n", rmqpy_side.cluster.ns_addr, "-f", src, "-t", dst,
+                                          "-u", name])
+        out += mqadmin(client_host, home, ["copyAcl", "-n", rmqpy_side.cluster.ns_addr, "-f", src, "-t", dst,
+                                           "-s", f"User:{name}"])
+        assert f"copy user of {name} from {src} to {dst} success." in out, out
+        assert f"copy acl of User:{name} from {src} to {dst} success." in out, out
+    both(copy, ("carol", java_addr, our_addr), ("dave", our_addr, java_addr))
+    ours, theirs = both(lambda side: [side.admin(SUPER, "getUser", "-u", n) for n in ("carol", "dave")]
+                        + [side.admin(SUPER, "getAcl", "-s", f"User:{n}") for n in ("carol", "dave")],
+                        rmqpy_side, java_side)
+    assert ours == theirs
+    assert "carolpass1" in ours[0] and "10.0.0.0/8" in ours[2] and "Group:*" in ours[3], ours
 
 
 def changes(side: Side) -> tuple[list[str], dict[str, tuple]]:

@@ -232,3 +232,21 @@ def test_config_checks(tmp_path, key, value, message):
     conf.write_text(f"authenticationEnabled=true\n{key}={value}\n")
     with pytest.raises(PropertiesError, match=message):
         load_settings(str(conf))
+
+
+def test_denials_logged_once_per_account_and_code_without_secrets(broker):
+    from twisted.logger import formatEvent, globalLogPublisher
+    seen: list[dict] = []
+    globalLogPublisher.addObserver(seen.append)
+    try:
+        ch = FakeChannel("10.1.2.3")
+        for _ in range(5):
+            assert call(broker, ch, signed(send_request("t1"), "root", "not-the-password")).code == \
+                ResponseCode.NO_PERMISSION
+        call(broker, ch, signed(pull_request("t1", "g1"), "root", "not-the-password"))
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+    lines = [formatEvent(e) for e in seen if "denied request code" in (e.get("log_format") or "")]
+    assert len(lines) == 2, lines  # one per (account, code): the send and the pull
+    assert all("root" in line and "check signature failed." in line for line in lines)
+    assert not any("not-the-password" in line or "rootpw12" in line or "Signature" in line for line in lines)
