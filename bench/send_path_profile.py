@@ -85,8 +85,9 @@ class NullTransport:
         self.last = data
 
     def writeSequence(self, seq) -> None:
-        for d in seq:
-            self.write(d)
+        # what Twisted's FileDescriptor does with the pieces queued for one write: joins them
+        # (one write of one piece it sends as it is)
+        self.write(b"".join(seq))
 
     def getPeer(self):
         return address.IPv4Address("TCP", "127.0.0.1", 40123)

@@ -172,7 +172,8 @@ class BrokerMetricsHook:
         return response
 
     def consume_message_after(self, group: str, topic: str, queue_id: int, response: RemotingCommand) -> None:
-        if response.code != _SUCCESS or not response.body or is_retry_or_dlq(topic):
+        parts = response.body_parts
+        if response.code != _SUCCESS or not (parts or response.body) or is_retry_or_dlq(topic):
             return
         nxt = (response.ext_fields or {}).get("nextBeginOffset")
         if nxt is not None and len(self.pull_offsets) < MAX_SERIES:
@@ -186,8 +187,13 @@ class BrokerMetricsHook:
             if len(self.messages_out) >= MAX_SERIES:
                 return
             series = self.messages_out[key] = [0, 0]
-        series[0] += count_messages(response.body)
-        series[1] += len(response.body)
+        if parts is not None:  # a pull's records, one per part
+            series[0] += len(parts)
+            series[1] += sum(map(len, parts))
+        else:
+            body = response.body or b""
+            series[0] += count_messages(body)
+            series[1] += len(body)
 
     def send_to_dlq(self, group: str, origin_topic: str) -> None:
         key = (origin_topic, group)

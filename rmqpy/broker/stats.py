@@ -265,7 +265,14 @@ class BrokerStatsHook:
 
     def consume_message_after(self, group: str, topic: str, queue_id: int, response: RemotingCommand) -> None:
         """Count the messages a found pull returns (Java ``consumeMessageAfter``)."""
-        if response.code == _SUCCESS and response.body:
-            nums = count_messages(response.body)
-            if group and topic and nums:
-                self.stats.inc_group_get(group, topic, nums, len(response.body))
+        if response.code != _SUCCESS:
+            return
+        parts = response.body_parts
+        if parts is not None:  # a pull's records, one per part
+            nums, size = len(parts), sum(map(len, parts))
+        elif response.body:
+            nums, size = count_messages(response.body), len(response.body)
+        else:
+            return
+        if group and topic and nums:
+            self.stats.inc_group_get(group, topic, nums, size)

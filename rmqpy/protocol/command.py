@@ -83,6 +83,9 @@ class RemotingCommand:
     ext_fields: dict[str, str] | None = None
     body: bytes | None = None
     serialize_type: int = SerializeType.JSON
+    #: a body sent as these pieces in turn instead of ``body`` (a pull's records as read from the
+    #: commit log): :func:`encode_parts` frames them without joining them first
+    body_parts: list[bytes] | None = None
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -157,11 +160,31 @@ def encode(cmd: RemotingCommand) -> bytes:
         header = _encode_binary_header(cmd) if serialize_type == 1 else _encode_json_header(cmd)
     except UnicodeEncodeError:  # a lone surrogate, e.g. a request's own text quoted in a remark
         header = encode_header(_java_strings(cmd))
-    body = cmd.body
+    body = cmd.body if cmd.body_parts is None else b"".join(cmd.body_parts)
     n = len(header)
     if body:
         return _FRAME_PREFIX.pack(4 + n + len(body), (int(serialize_type) << 24) | n) + header + body
     return _FRAME_PREFIX.pack(4 + n, (int(serialize_type) << 24) | n) + header
+
+
+def encode_parts(cmd: RemotingCommand) -> list[bytes]:
+    """The whole frame as a list of pieces for ``transport.writeSequence``: length prefix and
+    header, then ``cmd.body_parts`` (or ``cmd.body``) as they are. Twisted takes only bytes and
+    joins what is queued once when it writes, so a pull's records are copied once on their way
+    out instead of three times (the body join and the frame concatenation are skipped)."""
+    parts = cmd.body_parts
+    if parts is None:
+        return [encode(cmd)]
+    serialize_type = cmd.serialize_type
+    try:
+        header = _encode_binary_header(cmd) if serialize_type == 1 else _encode_json_header(cmd)
+    except UnicodeEncodeError:
+        header = encode_header(_java_strings(cmd))
+    n = len(header)
+    size = 0
+    for p in parts:
+        size += len(p)
+    return [_FRAME_PREFIX.pack(4 + n + size, (int(serialize_type) << 24) | n) + header, *parts]
 
 
 def decode(frame: bytes | memoryview) -> RemotingCommand:

@@ -220,7 +220,10 @@ class RemotingProtocol(protocol.Protocol):
     def send_command(self, cmd: RemotingCommand) -> None:
         if self.connected_:
             self._active = True
-            self.transport.write(codec.encode(cmd))
+            if cmd.body_parts is None:
+                self.transport.write(codec.encode(cmd))
+            else:
+                self.transport.writeSequence(codec.encode_parts(cmd))
 
     def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred[RemotingCommand]:
         """Send a request; the Deferred fires with the response or fails on timeout/close."""
@@ -375,8 +378,8 @@ class _TrackedProtocol(RemotingProtocol):
     def _send_while_paused(self, cmd: RemotingCommand) -> None:
         if not self.connected_:
             return
-        data = codec.encode(cmd)
-        self._unsent += len(data)
+        pieces = codec.encode_parts(cmd)  # [the whole frame] unless the body comes in parts
+        self._unsent += sum([len(p) for p in pieces])
         limit = self.factory.limits.max_unsent_bytes
         if 0 < limit < self._unsent:
             self.factory.closed_unsent += 1
@@ -385,4 +388,8 @@ class _TrackedProtocol(RemotingProtocol):
                           peer=self.remote_address, n=self._unsent, limit=limit)
             self.abort()
             return
-        self.transport.write(data)  # not activity: as Netty, a write counts once it is flushed
+        # not activity: as Netty, a write counts once it is flushed
+        if len(pieces) == 1:
+            self.transport.write(pieces[0])
+        else:
+            self.transport.writeSequence(pieces)

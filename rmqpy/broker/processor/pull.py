@@ -177,7 +177,7 @@ class PullMessageProcessor:
 
         response: Any = request.response(code, status, header=header)
         if code == ResponseCode.SUCCESS:
-            response.body = result.body
+            response.body_parts = result.message_list  # framed as they are (command.encode_parts)
             for hook in self.consume_message_hooks:
                 hook.consume_message_after(h.consumerGroup, h.topic, h.queueId, response)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:

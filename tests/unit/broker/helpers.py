@@ -36,6 +36,8 @@ class FakeChannel:
         self.oneway.append(request)
 
     def send_command(self, cmd: RemotingCommand) -> None:
+        if cmd.body_parts is not None:  # a pull's records, framed one after the other: the body a client reads
+            cmd.body = b"".join(cmd.body_parts)
         self.sent.append(cmd)
 
     def close(self) -> None:
