@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,11 +115,12 @@ def cpu_seconds(pid: int) -> float:
 # ---------------------------------------------------------------------- servers
 
 class Target:
-    """One name server + broker pair under test."""
+    """One name server + broker(s) under test."""
 
     name: str
     namesrv_addr: str
-    broker_pid: int
+    broker_pids: list[int]
+    boot_seconds: float  # from starting the broker(s) to registered with the name server
 
     def stop(self) -> None: ...
 
@@ -131,15 +133,24 @@ HA_SLAVE = {"brokerRole": "SLAVE", "brokerId": 1, "brokerIP2": "127.0.0.1"}
 class PyTarget(Target):
     name = "rmqpy"
 
-    def __init__(self, work: Path, ha: bool = False) -> None:
+    def __init__(self, work: Path, ha: bool = False, brokers: int = 1) -> None:
         self.ns = servers.start_namesrv(work / "namesrv")
-        props = {**STORE, "brokerName": "broker-py", **(HA_MASTER if ha else {})}
-        self.broker = servers.start_broker(work / "broker", self.ns.addr, props)
         self.slave = None
         self.namesrv_addr = self.ns.addr
-        self.broker_pid = self.broker.proc.pid
-        if not jvm.wait_broker_registered(self.ns.addr, self.broker.addr, "TBW102", 30):
-            raise RuntimeError("rmqpy broker did not register with its name server")
+        t0 = time.monotonic()
+        self.brokers = []
+        for i in range(brokers):  # --brokers N: N masters of one cluster (./run.sh --brokers N)
+            name = "broker-py" if brokers == 1 else f"broker-py-{i}"
+            props = {**STORE, "brokerName": name, **(HA_MASTER if ha else {})}
+            self.brokers.append(servers.start_broker(work / f"broker-{i}", self.ns.addr, props))
+        self.broker = self.brokers[0]
+        for b in self.brokers:
+            if not jvm.wait_broker_registered(self.ns.addr, b.addr, "TBW102", 30):
+                raise RuntimeError("rmqpy broker did not register with its name server")
+        self.boot_seconds = time.monotonic() - t0
+        self.broker_pids = [b.proc.pid for b in self.brokers]
+        if brokers > 1:
+            self.name = f"rmqpy x{brokers}"
         if ha:
             self.slave = servers.start_broker(work / "slave", self.ns.addr, {**props, **HA_SLAVE})
             deadline = time.monotonic() + 30
@@ -151,7 +162,8 @@ class PyTarget(Target):
     def stop(self) -> None:
         if self.slave is not None:
             self.slave.stop()
-        self.broker.stop()
+        for b in self.brokers:
+            b.stop()
         self.ns.stop()
 
 
@@ -163,12 +175,14 @@ def _ha_reported(addr: str) -> bool:
 class JavaTarget(Target):
     name = "java"
 
-    def __init__(self, work: Path, ha: bool = False) -> None:
+    def __init__(self, work: Path, ha: bool = False, brokers: int = 1) -> None:
         self.ns = jvm.start_java_namesrv(CLIENT_VERSION, workdir=work / "namesrv", heap_mb=256)
         self.slave = None
         props = {**STORE, "brokerName": "broker-java", **(HA_MASTER if ha else {})}
         try:
+            t0 = time.monotonic()
             self.broker = jvm.start_java_broker(CLIENT_VERSION, work / "broker", self.ns.addr, props, heap_mb=1024)
+            self.boot_seconds = time.monotonic() - t0
             if ha:
                 self.slave = jvm.start_java_broker(CLIENT_VERSION, work / "slave", self.ns.addr,
                                                    {**props, **HA_SLAVE}, heap_mb=1024, wait_registered=False)
@@ -179,7 +193,7 @@ class JavaTarget(Target):
             self.ns.kill9()
             raise
         self.namesrv_addr = self.ns.addr
-        self.broker_pid = self.broker.pid
+        self.broker_pids = [self.broker.pid]
 
     def stop(self) -> None:
         if self.slave is not None:
@@ -190,23 +204,40 @@ class JavaTarget(Target):
 
 # ---------------------------------------------------------------------- measuring
 
-def measure(target: Target, size: int, a: argparse.Namespace, home: Path) -> dict:
-    topic = f"Bench_{target.name}_{size}_{int(time.time())}"
+def rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def measure(target: Target, size: int, a: argparse.Namespace, home: Path, rnd: int = 0) -> dict:
+    topic = f"Bench_{target.name.replace(' ', '_')}_{size}_{int(time.time())}"
     prod_args = ["produce", "-n", target.namesrv_addr, "-t", topic, "--mode", a.mode, "--threads", a.threads,
-                 "--window", a.window, "--body-size", size, "--warmup", a.warmup, "--seconds", a.seconds]
+                 "--window", a.window, "--body-size", size, "--warmup", a.warmup, "--seconds", a.seconds,
+                 "--batch", a.batch]
+    pids = target.broker_pids
     load = os.getloadavg()[0]
-    c0 = cpu_seconds(target.broker_pid)
+    rss0 = sum(rss_mib(p) for p in pids)
+    c0 = sum(cpu_seconds(p) for p in pids)
     prod = run_loadgen([str(x) for x in prod_args], home, timeout=a.warmup + a.seconds + 90)
-    c1 = cpu_seconds(target.broker_pid)
-    print(f"  [{target.name} {size} B] send: {prod}", flush=True)
+    c1 = sum(cpu_seconds(p) for p in pids)
+    rss1 = sum(rss_mib(p) for p in pids)
+    print(f"  [{target.name} {size} B round {rnd}] send: {prod}", flush=True)
+    # oneway: the sender cannot know what was stored; the consumer drains whatever is there
+    expect = prod["totalOk"] if a.mode != "oneway" else 2 ** 62
     cons_args = ["consume", "-n", target.namesrv_addr, "-t", topic, "-g", f"bench_cg_{topic}",
-                 "--expect", prod["totalOk"], "--seconds", a.seconds, "--idle-ms", 5000]
-    c2 = cpu_seconds(target.broker_pid)
+                 "--expect", expect, "--seconds", a.seconds, "--idle-ms", 5000]
+    c2 = sum(cpu_seconds(p) for p in pids)
     cons = run_loadgen([str(x) for x in cons_args], home, timeout=a.seconds + 120)
-    c3 = cpu_seconds(target.broker_pid)
-    print(f"  [{target.name} {size} B] consume: {cons}", flush=True)
+    c3 = sum(cpu_seconds(p) for p in pids)
+    print(f"  [{target.name} {size} B round {rnd}] consume: {cons}", flush=True)
     return {
-        "target": target.name, "size": size,
+        "target": target.name, "size": size, "round": rnd, "boot_s": target.boot_seconds,
+        "rss_before_mib": rss0, "rss_after_send_mib": rss1,
         "send_tps": prod["tps"], "avg_rt_ms": prod["avgRtMs"], "p99_rt_ms": prod["p99RtMs"],
         "max_rt_ms": prod["maxRtMs"], "send_failed": prod["failed"], "sent_total": prod["totalOk"],
         "consume_tps": cons["tps"], "consumed": cons["received"], "consume_first_ms": cons["firstMsgAfterMs"],
@@ -240,33 +271,66 @@ def ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
+METRICS = [("send TPS", "send_tps", "{:,.0f}"), ("avg send RT (ms)", "avg_rt_ms", "{:.2f}"),
+           ("p99 send RT (ms)", "p99_rt_ms", "{:.2f}"), ("max send RT (ms)", "max_rt_ms", "{:.1f}"),
+           ("consume TPS", "consume_tps", "{:,.0f}"),
+           ("broker CPU ms/msg, send", "send_cpu_ms_per_msg", "{:.3f}"),
+           ("broker CPU ms/msg, consume", "consume_cpu_ms_per_msg", "{:.3f}"),
+           ("broker RSS after send (MiB)", "rss_after_send_mib", "{:,.0f}"),
+           ("boot to registered (s)", "boot_s", "{:.1f}")]
+JAVA_LABEL = "Java 4.9.7"  # the broker jar: Maven Central has no 4.9.8 broker (jvm.SERVER_VERSIONS)
+
+
+def target_names(results: list[dict]) -> tuple[str | None, str | None]:
+    py = next((r["target"] for r in results if r["target"] != "java"), None)
+    java = "java" if any(r["target"] == "java" for r in results) else None
+    return py, java
+
+
+def stat(results: list[dict], target: str | None, size: int, key: str) -> tuple[float, float, float, int] | None:
+    """(median, min, max, runs) of ``key`` over the rounds of one target and size."""
+    vals = sorted(r[key] for r in results if r["target"] == target and r["size"] == size)
+    if not vals:
+        return None
+    return statistics.median(vals), vals[0], vals[-1], len(vals)
+
+
+def cell(st: tuple[float, float, float, int] | None, fmt: str) -> str:
+    if st is None:
+        return "-"
+    med, lo, hi, n = st
+    return fmt.format(med) if n == 1 else f"{fmt.format(med)} ({fmt.format(lo)}-{fmt.format(hi)})"
+
+
 def table(results: list[dict], sizes: list[int]) -> str:
-    by = {(r["target"], r["size"]): r for r in results}
-    rows = ["| body | metric | rmqpy | Java 4.9.7 | rmqpy/Java |", "|---:|---|---:|---:|---:|"]
-    metrics = [("send TPS", "send_tps", "{:,.0f}"), ("avg send RT (ms)", "avg_rt_ms", "{:.2f}"),
-               ("p99 send RT (ms)", "p99_rt_ms", "{:.2f}"), ("max send RT (ms)", "max_rt_ms", "{:.1f}"),
-               ("consume TPS", "consume_tps", "{:,.0f}"),
-               ("broker CPU ms/msg, send", "send_cpu_ms_per_msg", "{:.3f}"),
-               ("broker CPU ms/msg, consume", "consume_cpu_ms_per_msg", "{:.3f}")]
+    py_name, java_name = target_names(results)
+    rows = [f"| body | metric | {py_name or 'rmqpy'} | {JAVA_LABEL} | rmqpy/Java |", "|---:|---|---:|---:|---:|"]
     for size in sizes:
-        py, java = by.get(("rmqpy", size)), by.get(("java", size))
-        for label, key, fmt in metrics:
-            pv = fmt.format(py[key]) if py else "-"
-            jv = fmt.format(java[key]) if java else "-"
-            rv = f"{ratio(py[key], java[key]):.2f}" if py and java else "-"
-            rows.append(f"| {size} B | {label} | {pv} | {jv} | {rv} |")
+        for label, key, fmt in METRICS:
+            py, java = stat(results, py_name, size, key), stat(results, java_name, size, key)
+            rv = f"{ratio(py[0], java[0]):.2f}" if py and java else "-"
+            rows.append(f"| {size} B | {label} | {cell(py, fmt)} | {cell(java, fmt)} | {rv} |")
     return "\n".join(rows)
 
 
-def plot(results: list[dict], sizes: list[int], path: Path, a: argparse.Namespace) -> None:
-    import matplotlib
+def plot(results: list[dict], sizes: list[int], path: Path, a: argparse.Namespace) -> bool:
+    """The plot (medians); False without matplotlib (pip install -r bench/requirements.txt)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install -r bench/requirements.txt)", flush=True)
+        return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by = {(r["target"], r["size"]): r for r in results}
-    targets = [t for t in ("rmqpy", "java") if any(r["target"] == t for r in results)]
-    colors = {"rmqpy": "#3572A5", "java": "#b07219"}
-    labels = {"rmqpy": "rmqpy (twistd)", "java": "Java 4.9.7"}
+    by = {}
+    for r in results:
+        st = {k: stat(results, r["target"], r["size"], k) for _l, k, _f in METRICS}
+        by[(r["target"], r["size"])] = {k: v[0] for k, v in st.items() if v is not None}
+    py_name, java_name = target_names(results)
+    targets = [t for t in (py_name, java_name) if t is not None]
+    colors = {py_name: "#3572A5", "java": "#b07219"}
+    labels = {py_name: f"{py_name} (twistd)", "java": JAVA_LABEL}
     panels = [("send TPS", "send_tps", False), ("consume TPS", "consume_tps", False),
               ("avg send RT (ms)", "avg_rt_ms", False), ("max send RT (ms)", "max_rt_ms", False)]
     fig, axes = plt.subplots(1, len(panels), figsize=(16, 4.2))
@@ -287,18 +351,27 @@ def plot(results: list[dict], sizes: list[int], path: Path, a: argparse.Namespac
         ax.margins(y=0.15)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(loc="upper right", fontsize=8)
-    fig.suptitle(f"rmqpy vs Java broker, Java client 4.9.8 load: {a.mode} send, {a.threads} threads, "
-                 f"{a.seconds:g} s per measurement, ASYNC_FLUSH ({os.cpu_count()} cores shared)", fontsize=10)
+    fig.suptitle(f"rmqpy vs Java broker, Java client 4.9.8 load: {describe_load(a)}, "
+                 f"{a.seconds:g} s per measurement, {getattr(a, 'flush', 'ASYNC_FLUSH')}, medians of "
+                 f"{getattr(a, 'repeat', 1)} ({os.cpu_count()} cores shared)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
+
+
+def describe_load(a: argparse.Namespace) -> str:
+    batch = int(getattr(a, "batch", 1))
+    what = f"{a.mode} send" + (f" of batches of {batch}" if batch > 1 else "")
+    return what + (f", window {a.window}" if a.mode == "async" else f", {a.threads} threads")
 
 
 def report(results: list[dict], sizes: list[int], a: argparse.Namespace, check: dict | None, cmdline: str,
            started: str, took: float) -> str:
-    by = {(r["target"], r["size"]): r for r in results}
+    py_name, java_name = target_names(results)
+    rounds = max((r.get("round", 0) for r in results), default=0) + 1
     lines = [
-        "# Broker benchmark: rmqpy vs Java (issue 4)",
+        "# Broker benchmark: rmqpy vs Java (issues 4, 19)",
         "",
         f"Run {started}, {took:.0f} s, on {platform.node()} ({os.cpu_count()} cores, "
         f"{platform.python_implementation()} {platform.python_version()}, "
@@ -306,20 +379,24 @@ def report(results: list[dict], sizes: list[int], a: argparse.Namespace, check: 
         "",
         f"    {cmdline}",
         "",
-        "![plot](broker_bench.png)",
+        *(["![plot](broker_bench.png)", ""] if getattr(a, "plotted", True) else []),
+        f"Load: {describe_load(a)}, {getattr(a, 'flush', 'ASYNC_FLUSH')}. "
+        + (f"Medians of {rounds} rounds, (min-max) after each; the targets alternate within a round and "
+           "the order flips every round." if rounds > 1 else "One round."),
         "",
         table(results, sizes),
         "",
-        "## Ratios rmqpy / Java",
+        "## Ratios rmqpy / Java (medians)",
         "",
     ]
     for s in sizes:
-        py, java = by.get(("rmqpy", s)), by.get(("java", s))
-        if py and java:
-            lines.append(f"* {s} B: send TPS {ratio(py['send_tps'], java['send_tps']):.2f}, "
-                         f"avg RT {ratio(py['avg_rt_ms'], java['avg_rt_ms']):.2f}, "
-                         f"max RT {ratio(py['max_rt_ms'], java['max_rt_ms']):.2f}, "
-                         f"consume TPS {ratio(py['consume_tps'], java['consume_tps']):.2f}")
+        m = {k: (stat(results, py_name, s, k), stat(results, java_name, s, k))
+             for k in ("send_tps", "avg_rt_ms", "p99_rt_ms", "max_rt_ms", "consume_tps")}
+        if all(p and j for p, j in m.values()):
+            r = {k: ratio(p[0], j[0]) for k, (p, j) in m.items()}  # type: ignore[index]
+            lines.append(f"* {s} B: send TPS {r['send_tps']:.2f}, avg RT {r['avg_rt_ms']:.2f}, "
+                         f"p99 RT {r['p99_rt_ms']:.2f}, max RT {r['max_rt_ms']:.2f}, "
+                         f"consume TPS {r['consume_tps']:.2f}")
     lines += [
         "",
         "## Set-up",
@@ -334,7 +411,7 @@ def report(results: list[dict], sizes: list[int], a: argparse.Namespace, check: 
                f"`{k}={v}`" for k, v in HA_SLAVE.items()) + "), so a send is answered once the slave holds it; "
            "the CPU figures are the master's only."] if getattr(a, "ha", False) else []),
         f"* Load: `bench/java` LoadGen on the official Java client {CLIENT_VERSION}, one JVM per phase. "
-        f"Send: {a.mode}, {a.threads} threads sharing one DefaultMQProducer"
+        f"Send: {describe_load(a)} sharing one DefaultMQProducer"
         + (f" (window {a.window})" if a.mode == "async" else "")
         + f", {a.warmup:g} s warm-up not counted, then {a.seconds:g} s measured; RT = time of one "
         "`send()` call as the client sees it. A new topic per measurement (auto-created, 4 queues).",
@@ -382,7 +459,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20, help="measured seconds per send / consume phase")
     ap.add_argument("--warmup", type=float, default=5, help="send warm-up seconds (not counted)")
     ap.add_argument("--sizes", default="128,1024", help="body sizes in bytes")
-    ap.add_argument("--mode", choices=("sync", "async"), default="sync")
+    ap.add_argument("--mode", choices=("sync", "async", "oneway"), default="sync")
+    ap.add_argument("--batch", type=int, default=1, help="sync: messages per send call (a batch)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds; the targets alternate within a round and the order flips every round")
+    ap.add_argument("--brokers", type=int, default=1,
+                    help="rmqpy: N brokers of one cluster (./run.sh --brokers N) against one Java broker")
     ap.add_argument("--threads", type=int, default=16, help="sync sender threads")
     ap.add_argument("--window", type=int, default=256, help="async: sends in flight")
     ap.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH",
@@ -402,6 +484,8 @@ def main() -> None:
     if a.from_json:
         return rewrite(a.from_json, a.out)
     sizes = [int(s) for s in a.sizes.split(",")]
+    if a.batch < 1 or (a.batch > 1 and a.mode != "sync") or a.repeat < 1 or not 1 <= a.brokers <= 16:
+        ap.error("--batch N needs --mode sync; --repeat >= 1; --brokers 1..16")
     STORE["flushDiskType"] = a.flush
     cmdline = "python " + " ".join([os.path.relpath(__file__, ROOT), *sys.argv[1:]])
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
@@ -421,12 +505,14 @@ def main() -> None:
             if a.only and a.only != cls.name:
                 continue
             print(f"starting {cls.name} name server + broker ...", flush=True)
-            targets.append(cls(work / cls.name, ha=a.ha))
+            targets.append(cls(work / cls.name, ha=a.ha, brokers=a.brokers if cls is PyTarget else 1))
+            print(f"  {targets[-1].name}: boot to registered {targets[-1].boot_seconds:.1f} s", flush=True)
         if a.harness_check:
             check = harness_check(targets[0], home)
-        for size in sizes:
-            for target in targets:
-                results.append(measure(target, size, a, home))
+        for rnd in range(a.repeat):
+            for size in sizes:
+                for target in (targets if rnd % 2 == 0 else targets[::-1]):
+                    results.append(measure(target, size, a, home, rnd))
     finally:
         for target in targets:
             target.stop()
@@ -442,9 +528,10 @@ def main() -> None:
     (a.out / "broker_bench.json").write_text(json.dumps(
         {"started": started, "seconds": took, "command": cmdline, "args": {k: str(v) for k, v in vars(a).items()},
          "store": {k: str(v) for k, v in STORE.items()}, "harness_check": check, "results": results}, indent=1) + "\n")
-    plot(results, sizes, a.out / "broker_bench.png", a)
+    a.plotted = plot(results, sizes, a.out / "broker_bench.png", a)
     (a.out / "broker_bench.md").write_text(report(results, sizes, a, check, cmdline, started, took))
-    print(f"\nwrote {a.out / 'broker_bench.md'}, broker_bench.png, broker_bench.json ({took:.0f} s)")
+    print(f"\nwrote {a.out / 'broker_bench.md'}" + (", broker_bench.png" if a.plotted else "")
+          + f", broker_bench.json ({took:.0f} s)")
 
 
 def rewrite(src: Path, out: Path) -> None:
@@ -452,10 +539,11 @@ def rewrite(src: Path, out: Path) -> None:
     args = d["args"]
     a = argparse.Namespace(seconds=float(args["seconds"]), warmup=float(args["warmup"]), mode=args["mode"],
                            threads=int(args["threads"]), window=int(args["window"]),
-                           ha=args.get("ha") == "True")
+                           ha=args.get("ha") == "True", batch=int(args.get("batch", 1)),
+                           flush=args.get("flush", "ASYNC_FLUSH"), repeat=int(args.get("repeat", 1)))
     sizes = [int(x) for x in args["sizes"].split(",")]
     out.mkdir(parents=True, exist_ok=True)
-    plot(d["results"], sizes, out / "broker_bench.png", a)
+    a.plotted = plot(d["results"], sizes, out / "broker_bench.png", a)
     (out / "broker_bench.md").write_text(report(d["results"], sizes, a, d.get("harness_check"), d["command"],
                                                 d["started"], d["seconds"]))
     print(f"rewrote {out / 'broker_bench.md'} and broker_bench.png from {src}")

@@ -1,6 +1,8 @@
 package io.rmqpy.bench;
 
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
@@ -27,7 +29,7 @@ import org.apache.rocketmq.common.message.Message;
  * line on stdout at the end (nothing per message).
  *
  * <pre>
- * LoadGen produce -n NAMESRV -t TOPIC [--mode sync|async] [--threads 16] [--window 256]
+ * LoadGen produce -n NAMESRV -t TOPIC [--mode sync|async|oneway] [--batch 1] [--threads 16] [--window 256]
  *                 [--body-size 128] [--warmup 3] [--seconds 20]
  * LoadGen consume -n NAMESRV -t TOPIC -g GROUP [--expect N] [--seconds 20] [--idle-ms 3000]
  * </pre>
@@ -35,7 +37,9 @@ import org.apache.rocketmq.common.message.Message;
  * produce: sends for warmup+seconds; only sends that start and finish inside the
  * measured window (after the warm-up) count. sync: T threads share one producer,
  * each with one send in flight (like the official benchmark Producer). async: at
- * most W sends in flight. Output: sent, failed, elapsedMs, tps, avgRtMs, maxRtMs, p99RtMs.
+ * most W sends in flight. oneway: T threads calling sendOneway (TPS = calls handed over; the
+ * consume phase tells how many were stored). --batch N (sync): each call sends a batch of N
+ * messages (DefaultMQProducer.send(Collection)), TPS counts messages, RT is per call. Output: sent, failed, elapsedMs, tps, avgRtMs, maxRtMs, p99RtMs.
  *
  * consume: a push consumer from the first offset of a new group; counts messages
  * until --expect arrived, --seconds passed since the first one, or nothing came
@@ -93,7 +97,10 @@ public final class LoadGen {
     static final class Stats {
         static final int BUCKET_US = 10;
         final AtomicLongArray hist = new AtomicLongArray(1_000_000);
+        /** messages acknowledged in the window (a batch counts its messages) */
         final LongAdder count = new LongAdder();
+        /** send calls in the window: what RT is measured over */
+        final LongAdder calls = new LongAdder();
         final LongAdder failed = new LongAdder();
         /** every SEND_OK, warm-up included: what a consumer of the topic will find */
         final LongAdder totalOk = new LongAdder();
@@ -101,7 +108,12 @@ public final class LoadGen {
         final AtomicLong maxUs = new AtomicLong();
 
         void ok(long us) {
-            count.increment();
+            ok(us, 1);
+        }
+
+        void ok(long us, int messages) {
+            count.add(messages);
+            calls.increment();
             sumUs.add(us);
             hist.incrementAndGet((int) Math.min(hist.length() - 1, us / BUCKET_US));
             long m;
@@ -111,7 +123,7 @@ public final class LoadGen {
         }
 
         double percentileMs(double p) {
-            long n = count.sum();
+            long n = calls.sum();
             long want = (long) Math.ceil(n * p);
             long seen = 0;
             for (int i = 0; i < hist.length(); i++) {
@@ -133,6 +145,8 @@ public final class LoadGen {
         final int bodySize = Integer.parseInt(opt(a, "body-size", "128"));
         final double warmup = Double.parseDouble(opt(a, "warmup", "3"));
         final double seconds = Double.parseDouble(opt(a, "seconds", "20"));
+        final int batch = Integer.parseInt(opt(a, "batch", "1"));
+        final boolean oneway = "oneway".equals(mode);
 
         final byte[] body = new byte[bodySize];
         Random rnd = new Random(42);
@@ -166,7 +180,7 @@ public final class LoadGen {
         final long tEnd = tStart + (long) (seconds * 1e9);
         final AtomicBoolean stop = new AtomicBoolean();
 
-        if ("sync".equals(mode)) {
+        if ("sync".equals(mode) || oneway) {
             Thread[] workers = new Thread[threads];
             for (int w = 0; w < threads; w++) {
                 workers[w] = new Thread(() -> {
@@ -176,14 +190,33 @@ public final class LoadGen {
                             break;
                         }
                         try {
-                            SendResult r = producer.send(new Message(topic, body));
+                            if (oneway) {
+                                // no answer: RT is the time the client takes to hand the request over
+                                producer.sendOneway(new Message(topic, body));
+                                long e = System.nanoTime();
+                                stats.totalOk.increment();
+                                if (s >= tStart && e <= tEnd) {
+                                    stats.ok((e - s) / 1000);
+                                }
+                                continue;
+                            }
+                            SendResult r;
+                            if (batch > 1) {
+                                List<Message> msgs = new ArrayList<>(batch);
+                                for (int b = 0; b < batch; b++) {
+                                    msgs.add(new Message(topic, body));
+                                }
+                                r = producer.send(msgs);
+                            } else {
+                                r = producer.send(new Message(topic, body));
+                            }
                             long e = System.nanoTime();
                             if (r.getSendStatus() == SendStatus.SEND_OK) {
-                                stats.totalOk.increment();
+                                stats.totalOk.add(batch);
                             }
                             if (s >= tStart && e <= tEnd) {
                                 if (r.getSendStatus() == SendStatus.SEND_OK) {
-                                    stats.ok((e - s) / 1000);
+                                    stats.ok((e - s) / 1000, batch);
                                 } else {
                                     stats.failed.increment();
                                 }
@@ -244,16 +277,16 @@ public final class LoadGen {
             }
             inFlight.tryAcquire(window, 15, TimeUnit.SECONDS);
         } else {
-            throw new IllegalArgumentException("--mode sync|async");
+            throw new IllegalArgumentException("--mode sync|async|oneway");
         }
         long n = stats.count.sum();
         double elapsedMs = (tEnd - tStart) / 1e6;
         return String.format(Locale.ROOT,
-            "{\"event\":\"produce\",\"mode\":\"%s\",\"threads\":%d,\"window\":%d,\"bodySize\":%d,"
+            "{\"event\":\"produce\",\"mode\":\"%s\",\"batch\":%d,\"threads\":%d,\"window\":%d,\"bodySize\":%d,"
                 + "\"sent\":%d,\"failed\":%d,\"elapsedMs\":%.1f,\"tps\":%.1f,\"avgRtMs\":%.3f,"
                 + "\"maxRtMs\":%.3f,\"p99RtMs\":%.3f,\"totalOk\":%d}",
-            mode, threads, window, bodySize, n, stats.failed.sum(), elapsedMs, n / (elapsedMs / 1000.0),
-            n == 0 ? 0.0 : stats.sumUs.sum() / 1000.0 / n, stats.maxUs.get() / 1000.0, stats.percentileMs(0.99),
+            mode, batch, threads, window, bodySize, n, stats.failed.sum(), elapsedMs, n / (elapsedMs / 1000.0),
+            stats.calls.sum() == 0 ? 0.0 : stats.sumUs.sum() / 1000.0 / stats.calls.sum(), stats.maxUs.get() / 1000.0, stats.percentileMs(0.99),
             stats.totalOk.sum() + stats0);
     }
 
