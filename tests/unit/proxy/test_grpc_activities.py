@@ -171,3 +171,31 @@ def test_push_consumer_receive_auto_renew_pops_with_the_proxys_default_invisible
     handle = msgs[0].system_properties.receipt_handle
     receipt = parse_receipt(" ".join(handle.split(" ")[:8]), acts.broker.broker_config.reviveQueueNum)
     assert receipt.invisible_time == DEFAULT_INVISIBLE_MS == 60_000
+
+
+def test_forward_to_dlq_moves_the_message_and_acks_it(env) -> None:
+    acts, ch = env
+    _result(acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcT", b"poison", "POISON1")]), ch))
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name="g3"), batch_size=4,
+                                    message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcT"), id=0))
+    req.invisible_duration.seconds = 30
+    req.long_polling_timeout.seconds = 0
+    got = [r.message for r in _result(acts.receive_message(req, ch, 10_000)) if r.WhichOneof("content") == "message"]
+    assert [m.body for m in got] == [b"poison"]
+    fwd = spb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name="g3"), topic=pb.Resource(name="GrpcT"), message_id="POISON1",
+        receipt_handle=got[0].system_properties.receipt_handle, delivery_attempt=1, max_delivery_attempts=1)
+    assert _result(acts.forward_message_to_dead_letter_queue(fwd, ch)).status.code == pb.Code.OK
+    store = acts.broker.message_store
+    assert store.get_max_offset_in_queue("%DLQ%g3", 0) == 1
+    # acked: past the invisible time nothing comes back
+    acts.broker.reactor.advance(40)
+    for _ in range(5):
+        acts.broker.reactor.advance(1)
+    again = _result(acts.receive_message(req, ch, 10_000))
+    assert [r for r in again if r.WhichOneof("content") == "message"] == []
+    bad = spb.ForwardMessageToDeadLetterQueueRequest(group=pb.Resource(name="g3"), topic=pb.Resource(name="GrpcT"),
+                                                     message_id="X", receipt_handle="1 2 3")
+    with pytest.raises(Refused) as err:
+        acts.forward_message_to_dead_letter_queue(bad, ch)
+    assert err.value.code == pb.Code.INVALID_RECEIPT_HANDLE
