@@ -175,11 +175,10 @@ def broker_bench(a) -> None:
         t0 = time.perf_counter()
         df.write.format("noop").mode("overwrite").save()
         spark_s = time.perf_counter() - t0
-        rows = df.count()
+        rows, parts = df.count(), df.rdd.getNumPartitions()
         spark.stop()
         print(f"load average {os.getloadavg()[0]:.1f}; spark broker mode, local[{a.cores}], "
-              f"{df.rdd.getNumPartitions()} partitions: {rows} rows, {n / spark_s:9.0f} rows/s ({spark_s:.2f}s)",
-              flush=True)
+              f"{parts} partitions: {rows} rows, {n / spark_s:9.0f} rows/s ({spark_s:.2f}s)", flush=True)
         jvm.ensure_built()
         h = jvm.harness_popen("5.3.3", ["consume-push", "-n", ns.addr, "-t", topic, "-g", "bench_java_drain",
                                         "-c", str(n), "--from", "first", "--timeout-ms", "600000",

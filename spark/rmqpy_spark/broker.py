@@ -191,15 +191,48 @@ def _host(h) -> str:
 
 
 def to_batch(msgs: list, broker: str) -> pa.RecordBatch:
-    """MessageExt list as a RecordBatch of :data:`BROKER_ARROW_SCHEMA`."""
-    cols: dict[str, list] = {f.name: [] for f in BROKER_ARROW_SCHEMA}
-    for m in msgs:
-        props = {k: v for k, v in (m.properties or {}).items() if k not in _PULL_PROPERTIES}
-        vals = (m.topic, m.queue_id, m.queue_offset, m.commit_log_offset, m.store_size, m.body_crc, m.flag,
-                m.sys_flag, m.born_timestamp * 1000, _host(m.born_host), m.store_timestamp * 1000, _host(m.store_host),
-                m.reconsume_times, m.prepared_transaction_offset, props.get("TAGS"), props.get("KEYS"), m.msg_id,
-                props.get("UNIQ_KEY"), list(props.items()), bytes(m.body or b""), broker)
-        for f, v in zip(BROKER_ARROW_SCHEMA, vals):
-            cols[f.name].append(v)
-    return pa.RecordBatch.from_arrays([pa.array(cols[f.name], f.type) for f in BROKER_ARROW_SCHEMA],
-                                      schema=BROKER_ARROW_SCHEMA)
+    """MessageExt list as a RecordBatch of :data:`BROKER_ARROW_SCHEMA` (column by column; the
+    properties map from flat key/value arrays)."""
+    props = [[(k, v) for k, v in (m.properties or {}).items() if k not in _PULL_PROPERTIES] for m in msgs]
+    offsets = [0]
+    keys: list[str] = []
+    vals: list[str] = []
+    for p in props:
+        for k, v in p:
+            keys.append(k)
+            vals.append(v)
+        offsets.append(len(keys))
+    pmap = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
+                                   pa.array(vals, pa.string()), type=BROKER_ARROW_SCHEMA.field("properties").type)
+    f = BROKER_ARROW_SCHEMA
+
+    def col(name: str, values: list) -> pa.Array:
+        return pa.array(values, f.field(name).type)
+
+    def prop(name: str) -> list:
+        return [m.properties.get(name) if m.properties else None for m in msgs]
+
+    cols = [
+        col("topic", [m.topic for m in msgs]),
+        col("queueId", [m.queue_id for m in msgs]),
+        col("queueOffset", [m.queue_offset for m in msgs]),
+        col("commitLogOffset", [m.commit_log_offset for m in msgs]),
+        col("size", [m.store_size for m in msgs]),
+        col("bodyCRC", [m.body_crc for m in msgs]),
+        col("flag", [m.flag for m in msgs]),
+        col("sysFlag", [m.sys_flag for m in msgs]),
+        col("bornTimestamp", [m.born_timestamp * 1000 for m in msgs]),
+        col("bornHost", [_host(m.born_host) for m in msgs]),
+        col("storeTimestamp", [m.store_timestamp * 1000 for m in msgs]),
+        col("storeHost", [_host(m.store_host) for m in msgs]),
+        col("reconsumeTimes", [m.reconsume_times for m in msgs]),
+        col("preparedTransactionOffset", [m.prepared_transaction_offset for m in msgs]),
+        col("tags", prop("TAGS")),
+        col("keys", prop("KEYS")),
+        col("msgId", [m.msg_id for m in msgs]),
+        col("uniqKey", prop("UNIQ_KEY")),
+        pmap,
+        col("body", [bytes(m.body or b"") for m in msgs]),
+        pa.array([broker] * len(msgs), pa.string()),
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=BROKER_ARROW_SCHEMA)
