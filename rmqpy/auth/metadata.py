@@ -13,6 +13,7 @@ and their messages are Java's; the managers' failures are :class:`AuthError`.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 from typing import Any
@@ -215,9 +216,11 @@ class AuthMetadata:
                 raise AuthError(f"rmqpy keeps at most {MAX_ACLS} ACLs")
             self.acls[acl.subject] = acl
         else:
-            old.update(acl.policies)
-            if any(len(p.entries) > MAX_ENTRIES for p in old.policies):
+            merged = copy.deepcopy(old)
+            merged.update(acl.policies)
+            if any(len(p.entries) > MAX_ENTRIES for p in merged.policies):
                 raise AuthError(f"rmqpy keeps at most {MAX_ENTRIES} entries in a policy")
+            self.acls[acl.subject] = merged
         self.persist()
 
     def delete_acl(self, subject: str | None, policy_type: str | None, resource: Resource | None) -> None:

@@ -250,3 +250,23 @@ def test_denials_logged_once_per_account_and_code_without_secrets(broker):
     assert len(lines) == 2, lines  # one per (account, code): the send and the pull
     assert all("root" in line and "check signature failed." in line for line in lines)
     assert not any("not-the-password" in line or "rootpw12" in line or "Signature" in line for line in lines)
+
+
+def test_plain_acl_and_5x_together(tmp_path):
+    """With aclEnable too, plain ACL checks first (its SYSTEM_ERROR), then 5.x (NO_PERMISSION)."""
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: RocketMQ\n    secretKey: '12345678'\n    admin: true\n"
+        "  - accessKey: rootadmin\n    secretKey: rootpw12\n    admin: true\n")
+    b, _ = make_broker(tmp_path, aclEnable=True, rocketmqHome=str(home), authenticationEnabled=True,
+                       authorizationEnabled=True, initAuthenticationUser='{"username":"rootadmin","password":"rootpw12"}')
+    try:
+        ch = FakeChannel()
+        r = call(b, ch, signed(send_request("t1"), "RocketMQ", "12345678"))  # plain ACL passes, 5.x refuses
+        assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "User:RocketMQ is not found.")
+        r = call(b, ch, signed(send_request("t1"), "nobody99", "12345678"))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "No acl config for nobody99" in r.remark
+        assert call(b, ch, signed(send_request("t1"), "rootadmin", "rootpw12")).code != ResponseCode.NO_PERMISSION
+    finally:
+        b.shutdown()
