@@ -168,3 +168,18 @@ def check_dead_letter_after_max_attempts(g: PyGrpc, topic: str, group: str) -> N
         receiver.kill()
         stdout, _ = receiver.communicate(timeout=10)
     assert '"received"' not in stdout, stdout
+
+
+def check_fifo_push_consumer_forwards_to_dlq(g: PyGrpc, topic: str, group: str) -> None:
+    """A FIFO PushConsumer (orderly group, retryMaxTimes 1: max attempts 2) whose listener fails one
+    message: the client consumes it twice, forwards it to %DLQ%group (ForwardMessageToDeadLetterQueue),
+    and goes on with the rest of the message group in order."""
+    g.create_topic(topic, "-o", "true", "-a", "+message.type=FIFO")
+    g.create_group(group, "-o", "true", "-r", "1")
+    sent = g.client("produce", topic, "4", "g1").of("sent")
+    got = g.client("push", topic, group, "3", "--fail", "grpc-1").of("consumed")
+    assert [(r["body"], r["result"]) for r in got] == [
+        ("grpc-0", "SUCCESS"), ("grpc-1", "FAILURE"), ("grpc-1", "FAILURE"), ("grpc-2", "SUCCESS"),
+        ("grpc-3", "SUCCESS")], got
+    out = g.mqadmin("queryMsgByUniqueKey", "-i", sent[1]["msgId"], "-t", f"%DLQ%{group}")
+    assert f"%DLQ%{group}" in out and sent[1]["msgId"] in out, out

@@ -76,11 +76,14 @@ def test_fifo_group_keeps_order_across_an_unacked_message(env: Env) -> None:
     grpcpy.check_fifo_order(env.g, "GrpcOwnFifo", "grpc_own_fifo")
 
 
-def test_transactions_and_the_dlq_after_the_groups_max_attempts(env: Env) -> None:
-    """Transaction commit, rollback and check-back; a message past its group's max attempts in the DLQ
-    (side by side: both wait on the broker's timers)."""
-    grpcpy.concurrently(lambda: grpcpy.check_transactions(env.g, "GrpcOwnTx", "grpc_own_tx"),
-                        lambda: grpcpy.check_dead_letter_after_max_attempts(env.g, "GrpcOwnDlq", "grpc_own_dlq"))
+def test_transactions_dlq_after_max_attempts_and_fifo_push_consumer(env: Env) -> None:
+    """Transaction commit, rollback and check-back; a message past its group's max attempts in the DLQ;
+    a FIFO PushConsumer forwarding a failing message to the DLQ (side by side: each mostly waits on
+    the broker's timers)."""
+    g = env.g
+    grpcpy.concurrently(lambda: grpcpy.check_transactions(g, "GrpcOwnTx", "grpc_own_tx"),
+                        lambda: grpcpy.check_dead_letter_after_max_attempts(g, "GrpcOwnDlq", "grpc_own_dlq"),
+                        lambda: grpcpy.check_fifo_push_consumer_forwards_to_dlq(g, "GrpcOwnPush", "grpc_own_push"))
 
 
 def test_mqadmin_lists_grpc_producers_and_consumers(env: Env) -> None:

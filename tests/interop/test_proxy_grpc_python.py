@@ -13,7 +13,8 @@ AckMessage into ACK_MESSAGE. What a Python user sees:
   holds back the ones after it until it comes again; they are acked in the order they were sent.
 
 The reference: the same proxy in front of the Java 5.3.3 broker, for the scenarios rmqpy's own
-endpoint serves that need the broker's side (transaction check-back, DLQ after the group's attempts).
+endpoint serves that need the broker's side (transaction check-back, DLQ after the group's attempts,
+a FIFO PushConsumer forwarding a failing message to the DLQ).
 """
 from __future__ import annotations
 
@@ -102,6 +103,8 @@ def java_env(java_built, client_host, tmp_path_factory):
         e.close()
 
 
-def test_reference_transactions_and_the_dlq_after_the_groups_max_attempts(java_env: JavaEnv) -> None:
-    grpcpy.concurrently(lambda: grpcpy.check_transactions(java_env.g, "GrpcRefTx", "grpc_ref_tx"),
-                        lambda: grpcpy.check_dead_letter_after_max_attempts(java_env.g, "GrpcRefDlq", "grpc_ref_dlq"))
+def test_reference_transactions_dlq_after_max_attempts_and_fifo_push_consumer(java_env: JavaEnv) -> None:
+    g = java_env.g
+    grpcpy.concurrently(lambda: grpcpy.check_transactions(g, "GrpcRefTx", "grpc_ref_tx"),
+                        lambda: grpcpy.check_dead_letter_after_max_attempts(g, "GrpcRefDlq", "grpc_ref_dlq"),
+                        lambda: grpcpy.check_fifo_push_consumer_forwards_to_dlq(g, "GrpcRefPush", "grpc_ref_push"))

@@ -14,6 +14,9 @@ line (``sent``, ``received``, ``done``) on stdout. Commands:
   COMMIT; sends one half message (body ``tx-<mode>``), then commits, rolls back, or (``check``)
   ends nothing and waits up to 60 s for the broker's check-back (``checked``), staying up 3 s
   after it so that the checker's EndTransaction goes out.
+* ``push TOPIC GROUP N [--fail BODY]``: PushConsumer until N messages were consumed successfully
+  (60 s at most), then 2 s more; the listener answers FAILURE for BODY every time (``consumed``
+  lines in the order the listener saw them).
 * ``--hold S`` (produce, receive): stay started S seconds before shutting down, after printing
   ``holding`` (mqadmin producerConnection / consumerConnection look meanwhile).
 * ``--tls``: the client's tls_enable (roots from GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
@@ -57,6 +60,8 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "transaction":
         return transaction(config, rest[0], rest[1])
+    if command == "push":
+        return push(config, rest[0], rest[1], int(rest[2]), _opt(rest, "--fail", None))
     if command == "receive":
         topic, group, n, invisible = rest[0], rest[1], int(rest[2]), int(rest[3])
         ack = "--no-ack" not in rest
@@ -100,6 +105,37 @@ def _hold(seconds: float) -> None:
     if seconds > 0:
         emit("holding")
         time.sleep(seconds)
+
+
+def push(config, topic: str, group: str, n: int, fail: str | None) -> int:
+    import threading
+
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    ok = []
+    enough = threading.Event()
+
+    class Listener(MessageListener):
+        def consume(self, message) -> ConsumeResult:
+            body = message.body.decode()
+            result = ConsumeResult.FAILURE if body == fail else ConsumeResult.SUCCESS
+            emit("consumed", msgId=message.message_id, body=body, attempt=message.delivery_attempt,
+                 result=result.name)
+            if result == ConsumeResult.SUCCESS:
+                ok.append(body)
+                if len(ok) >= n:
+                    enough.set()
+            return result
+
+    consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression()})
+    consumer.startup()
+    try:
+        enough.wait(60)
+        time.sleep(2)
+    finally:
+        consumer.shutdown()
+    emit("done", ok=len(ok) >= n, consumed=len(ok))
+    return 0 if len(ok) >= n else 1
 
 
 def transaction(config, topic: str, mode: str) -> int:
