@@ -199,3 +199,19 @@ def test_forward_to_dlq_moves_the_message_and_acks_it(env) -> None:
     with pytest.raises(Refused) as err:
         acts.forward_message_to_dead_letter_queue(bad, ch)
     assert err.value.code == pb.Code.INVALID_RECEIPT_HANDLE
+
+
+def test_with_5x_authentication_grpc_sends_are_refused(tmp_path) -> None:
+    """The gRPC endpoint does not read gRPC credentials yet: its requests reach the broker's
+    processors unsigned, so 5.x authentication refuses them (closed, not open)."""
+    broker, _ = make_broker(tmp_path, authenticationEnabled=True, authorizationEnabled=True,
+                            initAuthenticationUser='{"username":"root","password":"rootpw12"}')
+    try:
+        broker.topic_config_manager.update_topic_config(TopicConfig("GrpcT"))
+        acts = MessagingActivities(broker, broker.dispatcher, 8081)
+        ch = acts.channel_of("client-1", "127.0.0.1:5000")
+        sent = _result(acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcT", b"hello")]), ch))
+        assert sent.status.code != pb.Code.OK and "username cannot be null." in sent.status.message, sent
+        assert broker.message_store.get_max_offset_in_queue("GrpcT", 0) == 0
+    finally:
+        broker.shutdown()
