@@ -10,12 +10,14 @@ The client runs in the client host (tests/interop/java/grpc/, ``GrpcHarness``). 
   after its invisible duration as attempt 2, and changeInvisibleDuration moves that time;
 * FIFO: while a message of a group is neither acked nor back, the ones after it do not come;
 * delay: no message comes before its delivery timestamp;
-* PushConsumer (concurrent): every message consumed exactly once.
+* PushConsumer (concurrent): every message consumed exactly once;
+* transactions: a committed message is delivered, a rolled back one is not, and one left open is
+  committed by the producer's TransactionChecker when the server checks it back over Telemetry.
 
 One server set per target (module-scoped). The scenarios share it, each on its own topic and group,
-and run together to keep CI short: one producer sends for all of them, then one consumer per scenario
-runs in parallel (the longest waits out two invisible times); each test asserts on its own scenario's
-events.
+and run together to keep CI short: one consumer per scenario starts (all in parallel), then one
+producer sends for all of them (the longest consumer waits out two invisible times); each test
+asserts on its own scenario's events.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop import clients, jvm, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -42,10 +45,10 @@ class Target:
         if kind == "rmqpy":
             port = servers.free_port()
             self.cluster = servers.Cluster(tmp / "rmqpy", host.host_ip, {"brokerName": "broker-grpc-java",
-                                                                          "grpcServerPort": port})
+                                                                          "grpcServerPort": port, **TX_PROPS})
             self.endpoint = f"{host.host_ip}:{port}"
         else:
-            self.cluster = jvm.JavaCluster(VERSION, tmp, host.host_ip, {"brokerName": "broker-grpc-java"})
+            self.cluster = jvm.JavaCluster(VERSION, tmp, host.host_ip, {"brokerName": "broker-grpc-java", **TX_PROPS})
             try:
                 self.proxy = jvm.start_java_proxy(VERSION, tmp / "proxy", self.cluster.ns_addr)
             except BaseException:
@@ -84,8 +87,12 @@ SCENARIOS: dict[str, tuple[str, tuple[str, ...], str, list[str], list[str]]] = {
     "redo": ("GrpcJavaRedo", (), "grpc_java_redo", ["2"],
              ["simple", "-c", "2", "--invisible-s", "10", "--no-ack", "msg-0", "--change", "msg-1=20",
               "--linger-s", "1", "--timeout-s", "60"]),
-    "delay": ("GrpcJavaDelay", ("-a", "+message.type=DELAY"), "grpc_java_delay", ["2,,msg,12000"],
+    "delay": ("GrpcJavaDelay", ("-a", "+message.type=DELAY"), "grpc_java_delay", ["2,,msg,8000"],
               ["simple", "-c", "2", "--invisible-s", "20", "--linger-s", "1"]),
+    # commit, rollback, and one left open that the check-back over Telemetry commits: the producer
+    # (command "transaction", run beside the consumers) sends these, no --sends
+    "tx": ("GrpcJavaTx", ("-a", "+message.type=TRANSACTION"), "grpc_java_tx", [],
+           ["simple", "-c", "2", "--invisible-s", "20", "--linger-s", "3", "--timeout-s", "90"]),
     # two message groups, receives of one message; a-1 not acked the first time
     "fifo": ("GrpcJavaFifo", ("-o", "true", "-a", "+message.type=FIFO"), "grpc_java_fifo", ["4,ga,a", "4,gb,b"],
              ["simple", "-c", "8", "--invisible-s", "10", "--no-ack", "a-1", "--hold-group", "true", "--batch", "1",
@@ -93,15 +100,22 @@ SCENARIOS: dict[str, tuple[str, tuple[str, ...], str, list[str], list[str]]] = {
 }
 
 
-class Run:
-    """What the producer and each scenario's consumer printed."""
+#: the transaction scenario's producer (its transaction checker must live until the check-back)
+TX_PRODUCER = ["transaction", "--topic", "GrpcJavaTx", "--timeout-s", "90"]
+#: both servers check open transactions soon (Java's defaults: 6 s old, every 30 s), as test_grpc_python
+TX_PROPS = {"transactionTimeOut": 3000, "transactionCheckInterval": 2000}
 
-    def __init__(self, sent: jvm.Events, consumed: dict[str, jvm.Events]) -> None:
-        self.sent, self.consumed = sent, consumed
+
+class Run:
+    """What the producers and each scenario's consumer printed."""
+
+    def __init__(self, kind: str, sent: jvm.Events, consumed: dict[str, jvm.Events]) -> None:
+        self.kind, self.sent, self.consumed = kind, sent, consumed
 
     def scenario(self, name: str) -> tuple[list[dict], jvm.Events]:
         topic = SCENARIOS[name][0]
-        return [e for e in self.sent.of("sent") if e["topic"] == topic], self.consumed[name]
+        produced = self.consumed["tx-producer"] if name == "tx" else self.sent
+        return [e for e in produced.of("sent") if e["topic"] == topic], self.consumed[name]
 
 
 def run_scenarios(t: Target, tmp: Path) -> Run:
@@ -110,17 +124,32 @@ def run_scenarios(t: Target, tmp: Path) -> Run:
         if name == "fifo":
             t.admin("updateSubGroup", "-g", group, "-o", "true")
     sends = ";".join(f"{topic},{spec}" for topic, _, _, specs, _ in SCENARIOS.values() for spec in specs)
-    cmd, home = t.harness_cmd("produce", "--sends", sends)
-    proc = t.host.run(cmd, timeout=120, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
-    sent = jvm.Events(jvm._parse_lines(proc.stdout))
-    assert proc.returncode == 0, f"produce exited {proc.returncode}: {sent[-4:]}\n{proc.stderr[-3000:]}"
+    runs = {name: [consumer[0], "--topic", topic, "--group", group, *consumer[1:]]
+            for name, (topic, _, group, _, consumer) in SCENARIOS.items()}
+    runs["tx-producer"] = TX_PRODUCER
+    # the consumers first: they are polling before anything is sent (so a delayed message that came
+    # early would be seen), then one producer sends for every scenario
     procs = {}
-    for name, (topic, _, group, _, consumer) in SCENARIOS.items():
-        cmd, home = t.harness_cmd(consumer[0], "--topic", topic, "--group", group, *consumer[1:])
+    for name, argv in runs.items():
+        cmd, home = t.harness_cmd(*argv)
         out, err = tmp / f"{name}.out", tmp / f"{name}.err"
         with open(out, "w") as fo, open(err, "w") as fe:
             procs[name] = (t.host.popen(cmd, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL, stdout=fo,
                                         stderr=fe), out, err)
+    try:
+        for name, (proc, out, err) in procs.items():
+            if name != "tx-producer":
+                wait_until(lambda p=proc, o=out: '"started"' in o.read_text() or p.poll() is not None, 90, 0.2,
+                           what=f"{name} started")
+                assert proc.poll() is None, f"{name} exited {proc.poll()}: {out.read_text()}\n{err.read_text()[-3000:]}"
+        cmd, home = t.harness_cmd("produce", "--sends", sends)
+        produced = t.host.run(cmd, timeout=120, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+        sent = jvm.Events(jvm._parse_lines(produced.stdout))
+        assert produced.returncode == 0, f"produce exited {produced.returncode}: {sent[-4:]}\n{produced.stderr[-3000:]}"
+    except BaseException:
+        for proc, _, _ in procs.values():
+            proc.kill()
+        raise
     consumed = {}
     for name, (proc, out, err) in procs.items():
         try:
@@ -131,7 +160,7 @@ def run_scenarios(t: Target, tmp: Path) -> Run:
         ev = jvm.Events(jvm._parse_lines(out.read_text()))
         ev.returncode, ev.stderr = proc.returncode, err.read_text(errors="replace")
         consumed[name] = ev
-    return Run(sent, consumed)
+    return Run(t.kind, sent, consumed)
 
 
 @pytest.fixture(scope="module", params=["rmqpy", "java-proxy"])
@@ -213,3 +242,23 @@ def test_fifo_group_holds_back_what_follows_an_unacked_message(run: Run) -> None
     assert [b for b in acked if b.startswith("b")] == ["b-0", "b-1", "b-2", "b-3"], got
     assert [r["attempt"] for r in got if r["body"] == "a-1"] == [1, 2], got
     assert sorted(set(acked)) == sorted(s["body"] for s in sent)
+
+
+def test_transaction_commit_rollback_and_check_back(run: Run) -> None:
+    """The committed and the checked-back message are delivered, the rolled back one never. rmqpy
+    checks back only the open transaction, so each comes once. The Java 5.3.3 broker (through the
+    proxy) also checked back the two already ended, about 9 s after their end (transactionCheckInterval
+    2 s), and the checker's COMMIT for tx-commit delivered it a second time: allowed for the reference."""
+    sent, ev = run.scenario("tx")
+    producer = run.consumed["tx-producer"]
+    _ok(producer)
+    _ok(ev)
+    assert [s["body"] for s in sent] == ["tx-commit", "tx-rollback", "tx-check"], producer
+    checked = {c["body"] for c in producer.of("checked")}
+    assert "tx-check" in checked, producer
+    got = ev.of("received")
+    ids = {s["body"]: s["msgId"] for s in sent}
+    assert {r["body"]: r["msgId"] for r in got} == {"tx-check": ids["tx-check"], "tx-commit": ids["tx-commit"]}, got
+    if run.kind == "rmqpy":
+        assert checked == {"tx-check"}, producer
+        assert sorted(r["body"] for r in got) == ["tx-check", "tx-commit"], got

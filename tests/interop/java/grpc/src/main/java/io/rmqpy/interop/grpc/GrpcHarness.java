@@ -29,6 +29,9 @@ import org.apache.rocketmq.client.apis.message.MessageBuilder;
 import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
+import org.apache.rocketmq.client.apis.producer.Transaction;
+import org.apache.rocketmq.client.apis.producer.TransactionChecker;
+import org.apache.rocketmq.client.apis.producer.TransactionResolution;
 
 /**
  * The official RocketMQ 5.x gRPC Java client (rocketmq-client-java) as a test driver.
@@ -40,6 +43,7 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  *                      [--no-ack B1,B2 [--hold-group true]] [--change B=S,...] [--batch M]
  *                      [--linger-s L] [--timeout-s T]
  * GrpcHarness push     --endpoint H:P --topic T --group G -c N [--threads K] [--linger-s L] [--timeout-s T]
+ * GrpcHarness transaction --endpoint H:P --topic T [--timeout-s T]
  * </pre>
  *
  * One JSON object per line on stdout ({@code sent}, {@code received}, {@code acked},
@@ -76,6 +80,9 @@ public final class GrpcHarness {
                     break;
                 case "push":
                     rc = push(opts);
+                    break;
+                case "transaction":
+                    rc = transaction(opts);
                     break;
                 default:
                     System.err.println("unknown command " + argv[0]);
@@ -295,6 +302,43 @@ public final class GrpcHarness {
         consumer.close();
         emit(ev("closed").put("ms", System.currentTimeMillis() - t0));
         return ok ? 0 : 1;
+    }
+
+    private static int transaction(Map<String, String> opts) throws Exception {
+        ClientServiceProvider provider = ClientServiceProvider.loadService();
+        String topic = need(opts, "topic");
+        long timeoutMs = (long) (Double.parseDouble(opts.getOrDefault("timeout-s", "60")) * 1000);
+        CountDownLatch checked = new CountDownLatch(1);
+        TransactionChecker checker = mv -> {
+            String b = body(mv);
+            emit(ev("checked").put("msgId", mv.getMessageId().toString()).put("body", b)
+                    .put("at", System.currentTimeMillis()));
+            if (b.equals("tx-check")) {
+                checked.countDown();
+            }
+            // what the application decided: a check may also come for one it ended (Java's broker
+            // checks a half message whose end it has not read yet)
+            return b.equals("tx-rollback") ? TransactionResolution.ROLLBACK : TransactionResolution.COMMIT;
+        };
+        try (Producer producer = provider.newProducerBuilder().setClientConfiguration(config(opts))
+                .setTopics(topic).setTransactionChecker(checker).build()) {
+            for (String what : new String[] {"commit", "rollback", "check"}) {
+                Transaction tx = producer.beginTransaction();
+                Message m = provider.newMessageBuilder().setTopic(topic).setTag("TagA").setKeys("key-" + what)
+                        .setBody(("tx-" + what).getBytes(StandardCharsets.UTF_8)).build();
+                SendReceipt r = producer.send(m, tx);
+                emit(ev("sent").put("topic", topic).put("msgId", r.getMessageId().toString())
+                        .put("body", "tx-" + what).put("at", System.currentTimeMillis()));
+                if (what.equals("commit")) {
+                    tx.commit();
+                } else if (what.equals("rollback")) {
+                    tx.rollback();
+                }
+            }
+            boolean ok = checked.await(timeoutMs, TimeUnit.MILLISECONDS);
+            emit(ev("done").put("ok", ok));
+            return ok ? 0 : 1;
+        }
     }
 
     // ------------------------------------------------------------------ JSON lines
