@@ -66,6 +66,17 @@ class _Unbounded:
         pass
 
 
+def _no_delay(transport: Any) -> None:
+    """TCP_NODELAY on the TCP connection (under TLS: the one below it), as Netty's remoting
+    client and server set it (``NettyRemotingServer``: ``TCP_NODELAY, true``): several requests
+    in flight on one connection (a producer's threads share it) are answered back to back, and
+    Nagle's algorithm would hold each small answer until the peer acknowledged the last one."""
+    while transport is not None and not ITCPTransport.providedBy(transport):
+        transport = getattr(transport, "transport", None)
+    if transport is not None:
+        transport.setTcpNoDelay(True)
+
+
 class RemotingProtocol(protocol.Protocol):
     log = Logger()
     # set by makeConnection before any method below runs (a TCP transport, or TLS over one)
@@ -97,6 +108,7 @@ class RemotingProtocol(protocol.Protocol):
     # -------------------------------------------------------------- connection events
     def connectionMade(self) -> None:
         self.connected_ = True
+        _no_delay(self.transport)
         peer = self.transport.getPeer()
         if isinstance(peer, (IPv4Address, IPv6Address)):
             self.remote_host, self.remote_port = peer.host, peer.port
