@@ -71,6 +71,12 @@ def _header(resp: RemotingCommand, cls: type[CommandHeader], what: str) -> Comma
         raise ClientError(f"{what}: bad response header: {exc}") from None
 
 
+def _bname(mq: MessageQueue) -> dict[str, str]:
+    """The broker name that 5.x clients add to queue requests (RpcRequestHeader ``bname``): 5.x
+    brokers use it for static topics (logic queues); older brokers ignore the field."""
+    return {"bname": mq.broker_name}
+
+
 # ------------------------------------------------------------------------------------- checks
 def check_topic(topic: object) -> str:
     """``Validators.checkTopic``: 1-127 characters of ``[%|a-zA-Z0-9_-]``."""
@@ -202,7 +208,7 @@ def pull_request(group: str, mq: MessageQueue, offset: int, max_nums: int, sub: 
         consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, queueOffset=offset, maxMsgNums=max_nums,
         sysFlag=sys_flag, commitOffset=0, suspendTimeoutMillis=suspend_ms, subscription=sub.subString,
         subVersion=0, expressionType=sub.expressionType)
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, header, ext_fields=_bname(mq))
 
 
 def parse_pull_response(resp: RemotingCommand, mq: MessageQueue, sub: SubscriptionData,
@@ -242,11 +248,13 @@ def parse_pull_response(resp: RemotingCommand, mq: MessageQueue, sub: Subscripti
 
 # ------------------------------------------------------------------------------------- offsets
 def min_offset_request(mq: MessageQueue) -> RemotingCommand:
-    return RemotingCommand.request(RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(mq.topic, mq.queue_id))
+    return RemotingCommand.request(RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(mq.topic, mq.queue_id),
+                                   ext_fields=_bname(mq))
 
 
 def max_offset_request(mq: MessageQueue) -> RemotingCommand:
-    return RemotingCommand.request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(mq.topic, mq.queue_id))
+    return RemotingCommand.request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(mq.topic, mq.queue_id),
+                                   ext_fields=_bname(mq))
 
 
 def parse_offset(resp: RemotingCommand, what: str) -> int:
@@ -260,7 +268,7 @@ def parse_offset(resp: RemotingCommand, what: str) -> int:
 def query_offset_request(group: str, mq: MessageQueue) -> RemotingCommand:
     """QUERY_CONSUMER_OFFSET; setZeroIfNotFound=false so that a 5.x broker says QUERY_NOT_FOUND."""
     return RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(
-        consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, setZeroIfNotFound=False))
+        consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, setZeroIfNotFound=False), ext_fields=_bname(mq))
 
 
 def parse_query_offset(resp: RemotingCommand, what: str) -> int:
@@ -276,7 +284,7 @@ def parse_query_offset(resp: RemotingCommand, what: str) -> int:
 
 def update_offset_request(group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
-        consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, commitOffset=offset))
+        consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, commitOffset=offset), ext_fields=_bname(mq))
 
 
 def check_success(resp: RemotingCommand, what: str) -> None:

@@ -275,7 +275,9 @@ def test_pull_request_and_status_mapping() -> None:
     req = R.pull_request("CG", mq, 5, 32, sub)
     assert req.ext_fields == {"consumerGroup": "CG", "topic": "T", "queueId": "1", "queueOffset": "5",
                               "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
-                              "subscription": "a || b", "subVersion": "0", "expressionType": "TAG"}
+                              "subscription": "a || b", "subVersion": "0", "expressionType": "TAG",
+                              "bname": "broker-a"}
+    assert R.pull_request("CG", mq, 5, 32, sub, suspend_ms=15000).ext_fields["sysFlag"] == "6"   # + suspend
     base = {"suggestWhichBrokerId": "0", "nextBeginOffset": "9", "minOffset": "0", "maxOffset": "9"}
     for code, status in [(19, PullStatus.NO_NEW_MSG), (20, PullStatus.NO_MATCHED_MSG), (21, PullStatus.OFFSET_ILLEGAL)]:
         result, _ = R.parse_pull_response(RemotingCommand(code=code, ext_fields=base), mq, sub)
