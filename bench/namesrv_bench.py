@@ -1,10 +1,14 @@
 """Route lookups per second and p99 latency: twistd rmq-namesrv vs the Java name server.
 
-    python bench/namesrv_bench.py [--seconds 10] [--procs 2] [--conns 16]
+    python bench/namesrv_bench.py [--seconds 10] [--procs 2] [--conns 16] [--repeat 3] [--warmup 5]
+                                  [--version 4.9.8] [--c1-only]
 
-Both servers get the same fake broker registration and the same load from the same
-generator (asyncio, several processes, one request in flight per connection), one after
-the other in the same run. Prints both results and the ratio rmqpy / Java.
+Both servers run side by side, get the same fake broker registration and the same load
+from the same generator (asyncio Protocols in several processes, one request in flight
+per connection); after a warm-up of each, the runs alternate rmqpy, Java, rmqpy, ... and
+the medians are reported, with each server's CPU per request (/proc) and the generator's
+CPU per request: on a small machine the generator shares the cores with the server, so
+lookups/s is bounded by both, while server CPU per request is the server's own cost.
 Not a test: numbers depend on the machine, which is also running the generator.
 """
 from __future__ import annotations
@@ -14,6 +18,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -21,6 +26,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -63,48 +69,101 @@ def register_fake_broker(addr: str) -> BlockingClient:
     return client
 
 
-async def _connection(addr: str, until: float, latencies: list[float]) -> int:
-    host, _, port = addr.rpartition(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
-    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, h.GetRouteInfoRequestHeader(topic=TOPIC))
-    request.version = 409
-    frame = codec.encode(request)
-    done = 0
-    while time.perf_counter() < until:
-        start = time.perf_counter()
-        writer.write(frame)
-        (length,) = struct.unpack(">I", await reader.readexactly(4))
-        await reader.readexactly(length)
-        latencies.append(time.perf_counter() - start)
-        done += 1
-    writer.close()
-    return done
+class _Lookups(asyncio.Protocol):
+    """One connection, one GET_ROUTEINFO_BY_TOPIC in flight: the next is written as soon as
+    the answer's last byte is in. A Protocol, not streams: the generator shares the 2 cores
+    with the server, so every microsecond it spends per request is one the server cannot."""
+
+    def __init__(self, frame: bytes, until: float, latencies: list[float], finished: asyncio.Future[int]):
+        self.frame, self.until, self.latencies, self.finished = frame, until, latencies, finished
+        self.buf = b""
+        self.done = 0
+        self.start = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.start = time.perf_counter()
+        transport.write(self.frame)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data if self.buf else data
+        while len(buf) >= 4:
+            (length,) = _LENGTH.unpack_from(buf, 0)
+            if len(buf) < length + 4:
+                break
+            buf = buf[length + 4:]
+            now = time.perf_counter()
+            self.latencies.append(now - self.start)
+            self.done += 1
+            if now >= self.until:
+                self.transport.close()
+                if not self.finished.done():
+                    self.finished.set_result(self.done)
+                return
+            self.start = now
+            self.transport.write(self.frame)
+        self.buf = buf
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.finished.done():
+            self.finished.set_exception(exc or ConnectionError("closed before the end of the run"))
+
+
+_LENGTH = struct.Struct(">I")
 
 
 def _worker(addr: str, conns: int, seconds: float, out: mp.Queue) -> None:
     latencies: list[float] = []
-    until = time.perf_counter() + seconds
+    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, h.GetRouteInfoRequestHeader(topic=TOPIC))
+    request.version = 409
+    frame = codec.encode(request)
+    host, _, port = addr.rpartition(":")
 
     async def main() -> int:
-        counts = await asyncio.gather(*[_connection(addr, until, latencies) for _ in range(conns)])
-        return sum(counts)
+        loop = asyncio.get_running_loop()
+        until = time.perf_counter() + seconds
+        futures = []
+        for _ in range(conns):
+            fut: asyncio.Future[int] = loop.create_future()
+            await loop.create_connection(lambda f=fut: _Lookups(frame, until, latencies, f), host, int(port))
+            futures.append(fut)
+        return sum(await asyncio.gather(*futures))
 
+    cpu = time.process_time()
     total = asyncio.run(main())
-    out.put((total, latencies))
+    out.put((total, latencies, time.process_time() - cpu))
 
 
-def load(addr: str, procs: int, conns: int, seconds: float) -> tuple[float, float]:
+def _cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of a process so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Result(NamedTuple):
+    qps: float
+    p99_ms: float
+    server_us: float  # server CPU (user + system) per request
+    client_us: float  # load generator CPU per request
+
+
+def load(addr: str, procs: int, conns: int, seconds: float, server_pid: int) -> Result:
     queue: mp.Queue = mp.Queue()
     workers = [mp.Process(target=_worker, args=(addr, conns, seconds, queue)) for _ in range(procs)]
+    cpu0 = _cpu_seconds(server_pid)
     for w in workers:
         w.start()
     results = [queue.get() for _ in workers]
+    cpu1 = _cpu_seconds(server_pid)
     for w in workers:
         w.join()
     total = sum(r[0] for r in results)
     lat = sorted(x for r in results for x in r[1])
     p99 = lat[int(len(lat) * 0.99)] * 1000 if lat else float("nan")
-    return total / seconds, p99
+    client = sum(r[2] for r in results)
+    return Result(total / seconds, p99, (cpu1 - cpu0) / total * 1e6, client / total * 1e6)
 
 
 def main() -> None:
@@ -112,36 +171,56 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--conns", type=int, default=16)
+    ap.add_argument("--repeat", type=int, default=3, help="alternating runs per server; medians are reported")
+    ap.add_argument("--warmup", type=float, default=5, help="seconds of load on each server before measuring")
     ap.add_argument("--version", default="4.9.8", help="Java name server version")
+    ap.add_argument("--c1-only", action="store_true",
+                    help="run the Java name server C1-only as the interop tests do (default: its normal JIT, C2)")
     args = ap.parse_args()
-    results = {}
+    sys.path.insert(0, str(ROOT / "tests" / "interop"))
+    import jvm  # type: ignore[import-not-found]
+    runs: dict[str, list[Result]] = {"rmqpy": [], "java": []}
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=tmp)
         ours = subprocess.Popen(["twistd", "-n", "--pidfile=", "rmq-namesrv", "--listenPort", str(port)],
                                 cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        java = None
+        keep = []
         try:
             wait_port(port)
-            keep = register_fake_broker(f"127.0.0.1:{port}")
-            results["rmqpy"] = load(f"127.0.0.1:{port}", args.procs, args.conns, args.seconds)
-            keep.close()
+            # jvm.py's options end in -XX:TieredStopAtLevel=1 (right for short-lived test JVMs);
+            # a later flag wins, so a long-running benchmark gives Java back its C2 compiler
+            jit = [] if args.c1_only else ["-XX:TieredStopAtLevel=4"]
+            java = jvm.start_java_namesrv(args.version, free_port(), tmp + "/java", jvm_args=jit)
+            servers = {"rmqpy": (f"127.0.0.1:{port}", ours.pid), "java": (java.addr, java.pid)}
+            for addr, _ in servers.values():
+                keep.append(register_fake_broker(addr))
+            for addr, pid in servers.values():
+                load(addr, args.procs, args.conns, args.warmup, pid)
+            for _ in range(args.repeat):
+                for name, (addr, pid) in servers.items():
+                    r = load(addr, args.procs, args.conns, args.seconds, pid)
+                    runs[name].append(r)
+                    print(f"  {name:6s} {r.qps:8.0f}/s  p99 {r.p99_ms:6.2f} ms  server CPU {r.server_us:5.1f} us/req  "
+                          f"client CPU {r.client_us:5.1f} us/req  load {os.getloadavg()[0]:.2f}", flush=True)
         finally:
+            for client in keep:
+                client.close()
             ours.terminate()
             ours.wait()
-        sys.path.insert(0, str(ROOT / "tests" / "interop"))
-        import jvm  # type: ignore[import-not-found]
-        jport = free_port()
-        java = jvm.start_java_namesrv(args.version, jport, tmp + "/java")
-        try:
-            keep = register_fake_broker(f"127.0.0.1:{jport}")
-            results["java"] = load(f"127.0.0.1:{jport}", args.procs, args.conns, args.seconds)
-            keep.close()
-        finally:
-            java.stop()
-    for name, (qps, p99) in results.items():
-        print(f"{name:6s} route lookups/s {qps:10.0f}   p99 {p99:7.2f} ms")
-    print(f"ratio rmqpy/java: throughput {results['rmqpy'][0] / results['java'][0]:.2f}x, "
-          f"p99 {results['rmqpy'][1] / results['java'][1]:.2f}x (lower is better for p99)")
+            if java is not None:
+                java.stop()
+    med = {name: Result(*(statistics.median(getattr(r, f) for r in rs) for f in Result._fields))
+           for name, rs in runs.items()}
+    for name, r in med.items():
+        spread = [f"{x.qps:.0f}" for x in runs[name]]
+        print(f"{name:6s} route lookups/s {r.qps:10.0f} (runs {', '.join(spread)})   p99 {r.p99_ms:7.2f} ms   "
+              f"server CPU {r.server_us:6.1f} us/req   client CPU {r.client_us:5.1f} us/req")
+    print(f"ratio rmqpy/java (medians of {args.repeat}): throughput {med['rmqpy'].qps / med['java'].qps:.2f}x, "
+          f"p99 {med['rmqpy'].p99_ms / med['java'].p99_ms:.2f}x (lower is better), "
+          f"server CPU per request {med['java'].server_us / med['rmqpy'].server_us:.2f}x less; "
+          f"load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
