@@ -50,7 +50,7 @@ class NamesrvController(service.MultiService):
         self.factory = RemotingServerFactory(self.dispatcher, self.clock, netty.frameMaxLength, limits)
         self.sweeper = ChannelSweeper(self.clock, limits, [self.factory], netty)  # idle, half-sent connections
         self.server = RemotingServerService(reactor, netty.listenPort, self.factory, netty.bindAddress,
-                                            wrap_factory)
+                                            wrap_factory, eager_writes=True)
         self.server.setServiceParent(self)
         self._scan = task.LoopingCall(self.routes.scan_not_active_brokers)
         self._scan.clock = self.clock
