@@ -298,6 +298,10 @@ class BrokerController:
                           authn="on" if bc.authenticationEnabled else "off",
                           authz="on" if bc.authorizationEnabled else "off",
                           users=len(self.auth.users), acls=len(self.auth.acls), path=self.auth.path)
+        if bc.authorizationEnabled and not bc.authenticationEnabled:
+            self.log.warn("authorizationEnabled=true without authenticationEnabled: requests are authorized as the "
+                          "user their AccessKey names, unchecked, so any client may name a Super user (as in Java). "
+                          "Set authenticationEnabled=true.")
         if not bc.aclEnable and not bc.authenticationEnabled:
             host = self.netty_config.bindAddress
             if not _loopback(host):

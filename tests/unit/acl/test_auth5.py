@@ -270,3 +270,20 @@ def test_plain_acl_and_5x_together(tmp_path):
         assert call(b, ch, signed(send_request("t1"), "rootadmin", "rootpw12")).code != ResponseCode.NO_PERMISSION
     finally:
         b.shutdown()
+
+
+def test_authorization_without_authentication_warns(tmp_path):
+    from twisted.logger import globalLogPublisher
+    seen: list[dict] = []
+    globalLogPublisher.addObserver(seen.append)
+    try:
+        b, _ = make_broker(tmp_path, authorizationEnabled=True,
+                           initAuthenticationUser='{"username":"root","password":"rootpw12"}')
+        ch = FakeChannel()
+        unsigned = send_request("t1")
+        unsigned.ext_fields = {**unsigned.ext_fields, "AccessKey": "root"}  # named, not signed: Java lets it pass
+        assert call(b, ch, unsigned).code != ResponseCode.NO_PERMISSION
+        b.shutdown()
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+    assert len([e for e in seen if "without authenticationEnabled" in (e.get("log_format") or "")]) == 1
