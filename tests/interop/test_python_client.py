@@ -339,13 +339,17 @@ def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) ->
 
 
 def test_the_examples_of_docs_client_md_run(client_host, tmp_path) -> None:
-    """Every python block of docs/client.md, run as written against an rmqpy name server and broker."""
+    """Every python block of docs/client.md and README's rmqpy.client one, run as written against an
+    rmqpy name server and broker."""
     import os
     import subprocess
     import sys
     root = Path(__file__).resolve().parents[2]
     blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "client.md").read_text(), re.S)
     assert len(blocks) >= 5
+    blocks += [b for b in re.findall(r"```python\n(.*?)```", (root / "README.md").read_text(), re.S)
+               if "rmqpy.client" in b]
+    assert len(blocks) >= 6
     with servers.Cluster(tmp_path, client_host.host_ip) as c:
         for block in blocks:
             proc = subprocess.run([sys.executable, "-c", block.replace("127.0.0.1:9876", c.ns_addr)],
