@@ -24,25 +24,27 @@ def write_file_atomically(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-class LatestTextWriter:
-    """Writes the newest text of one file with ``in_thread`` (off the reactor), one write at a time.
+class LatestWriter:
+    """Runs ``write(value)`` with ``in_thread`` (off the reactor) for the newest value handed over,
+    one write at a time.
 
-    Texts handed over while a write runs collapse into one later write of the last of them, so
+    Values handed over while a write runs collapse into one later write of the last of them, so
     a client repeating a request costs at most one write under way and one waiting, never a
-    queue of them, and the file always ends with the newest text. A failed write is reported to
-    ``on_error`` (the next text is still written)."""
+    queue of them, and the file always ends with the newest value. A failed write is reported
+    to ``on_error`` (the next value is still written)."""
 
-    def __init__(self, path: Callable[[], str], in_thread: Callable[..., defer.Deferred],
-                 on_error: Callable[[str, Failure], None]) -> None:
-        self.path = path
+    def __init__(self, write: Callable[[Any], None], in_thread: Callable[..., defer.Deferred],
+                 on_error: Callable[[Failure], None]) -> None:
+        self._write = write
         self.in_thread = in_thread
         self.on_error = on_error
-        self._next: str | None = None
+        self._next: Any = None
+        self._pending = False
         self._busy = False
         self._idle_waiters: list[defer.Deferred] = []
 
-    def write(self, text: str) -> None:
-        self._next = text
+    def write(self, value: Any) -> None:
+        self._next, self._pending = value, True
         if not self._busy:
             self._start()
 
@@ -55,17 +57,15 @@ class LatestTextWriter:
         return d
 
     def _start(self) -> None:
-        text, self._next = self._next, None
-        assert text is not None
-        path = self.path()
+        value, self._next, self._pending = self._next, None, False
         self._busy = True
-        done = self.in_thread(write_file_atomically, path, text)
-        done.addErrback(lambda failure: self.on_error(path, failure))
+        done = self.in_thread(self._write, value)
+        done.addErrback(self.on_error)
         done.addBoth(self._done)
 
     def _done(self, _: Any) -> None:
         self._busy = False
-        if self._next is not None:
+        if self._pending:
             self._start()
             return
         waiters, self._idle_waiters = self._idle_waiters, []

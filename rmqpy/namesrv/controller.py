@@ -1,6 +1,7 @@
 """NamesrvController: the name server as a Twisted service tree."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from twisted.application import service
@@ -8,9 +9,16 @@ from twisted.internet import defer, task, threads
 from twisted.internet.interfaces import IReactorThreads
 from twisted.logger import Logger
 
-from rmqpy.common.filewrite import LatestTextWriter
+from rmqpy.common.filewrite import LatestWriter, write_file_atomically
 from rmqpy.common.metrics import exporter_enabled, metrics_service
-from rmqpy.common.properties import apply_properties, config_items, format_properties
+from rmqpy.common.properties import (
+    PropertiesError,
+    apply_properties,
+    config_items,
+    format_properties,
+    load_properties,
+    store_properties,
+)
 from rmqpy.namesrv.config import NamesrvConfig, NettyServerConfig
 from rmqpy.namesrv.kvconfig import KVConfigManager, KVLimits
 from rmqpy.namesrv.metrics import NamesrvMetrics
@@ -40,8 +48,7 @@ class NamesrvController(service.MultiService):
         self.kv = KVConfigManager(config.kvConfigPath, KVLimits(
             config.kvConfigMaxKeyLength, config.kvConfigMaxValueLength, config.kvConfigMaxKeys), self._in_thread, clock=self.clock)
         # UPDATE_NAMESRV_CONFIG persists every config as Java's Configuration.persist does
-        self.config_writer = LatestTextWriter(lambda: self.config.configStorePath, self._in_thread,
-                                              self._config_write_failed)
+        self.config_writer = LatestWriter(self._persist_config, self._in_thread, self._config_write_failed)
         self.dispatcher = RequestDispatcher()
         self.processor = NamesrvRequestProcessor(self)
         self.dispatcher.register(self.processor.handlers, self.processor)
@@ -102,15 +109,33 @@ class NamesrvController(service.MultiService):
 
     def update_config(self, props: dict[str, str]) -> None:
         """Java ``Configuration.update``: the known keys are set, then every config is written to
-        ``configStorePath`` (off the reactor, coalesced: :class:`LatestTextWriter`)."""
+        ``configStorePath`` (the ``-c`` file when there is one, as NamesrvStartup sets it), off the
+        reactor and coalesced (:class:`LatestWriter`)."""
         unknown = apply_properties(self.config_objects(), props)
         if unknown:   # one line per request, not one per key: a body may hold thousands
             self.log.warn("UPDATE_NAMESRV_CONFIG: {n} unknown config keys ignored, e.g. {k}",
                           n=len(unknown), k=ascii(unknown[0])[:80])
-        self.config_writer.write(self.all_configs_text())
+        items = [(k, v) for c in self.config_objects() for k, v in config_items(c) if v is not None]
+        self.config_writer.write((self.config.configStorePath, items))
 
-    def _config_write_failed(self, path: str, failure: Any) -> None:
-        self.log.error("persist {path} failed: {err}", path=path, err=failure.getErrorMessage())
+    @staticmethod
+    def _persist_config(job: tuple[str, list[tuple[str, Any]]]) -> None:
+        """Every config into ``path``, keeping the keys the file has that no config object knows
+        (``tls.*`` of a ``-c`` file: Java keeps them too); escaped as the broker writes its file."""
+        path, items = job
+        props: dict[str, str] = {}
+        if os.path.exists(path):
+            try:
+                props.update(load_properties(path))
+            except PropertiesError as exc:  # rewriting it would drop the keys we cannot read
+                raise OSError(f"not rewriting {path}, it cannot be read back: {exc}") from None
+        for key, value in items:
+            props[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        write_file_atomically(path, store_properties(props.items()))
+
+    def _config_write_failed(self, failure: Any) -> None:
+        self.log.error("persist {path} failed: {err}", path=self.config.configStorePath,
+                       err=failure.getErrorMessage())
 
     def all_configs_text(self) -> str:
         return "".join(format_properties(config_items(c)) for c in self.config_objects())

@@ -43,6 +43,8 @@ def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
             apply_properties([config, netty], defines)
         except PropertiesError as exc:
             raise PropertiesError(f"-D {exc}") from None
+    if options["configFile"]:  # NamesrvStartup: UPDATE_NAMESRV_CONFIG writes back to the -c file
+        config.configStorePath = options["configFile"]
     # TLS (issue 6): tls.* keys of the -c file, then -D overrides
     options["tlsProps"] = tls_properties(props, options)
     return config, netty

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rmqpy.common.properties import load_properties
 from rmqpy.protocol import fastjson
 from tests.interop import clients, jvm, servers
 from tests.interop.conftest import VERSIONS
@@ -113,6 +114,20 @@ def test_kv_config_update_and_delete_write_the_same_file(cluster: Cluster, tmp_p
         out = cluster.admin(ns, "deleteKvConfig", "-s", "INTEROP", "-k", "color")
         assert "success" in out.lower(), out
     assert fastjson.loads(ours_file.read_text()) == {"configTable": {"INTEROP": {}}}
+
+
+def test_update_namesrv_config_is_written_to_config_store_path(cluster: Cluster) -> None:
+    """mqadmin updateNamesrvConfig: each name server takes the value and writes every config to its
+    configStorePath, which NamesrvStartup sets to the -c file (Java's Configuration.persist)."""
+    files = {cluster.ours_addr: cluster.ours.workdir / "namesrv.conf", cluster.java_addr: Path(cluster.java.config)}
+    for ns in files:
+        out = cluster.admin(ns, "updateNamesrvConfig", "-k", "productEnvName", "-v", "interop")
+        assert "update name server config success" in out, out
+    ours, java = (load_properties(str(f)) for f in files.values())
+    assert ours["productEnvName"] == java["productEnvName"] == "interop"
+    # the keys both name servers have are written by both
+    shared = set(ours) & set(java)
+    assert {"productEnvName", "listenPort", "kvConfigPath", "configStorePath"} <= shared, sorted(shared)
 
 
 def test_wipe_write_perm_matches(cluster: Cluster) -> None:
