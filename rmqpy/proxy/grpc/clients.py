@@ -1,7 +1,8 @@
 """The gRPC clients the endpoint knows, as 5.3.3's proxy in local mode keeps them.
 
 * One :class:`~rmqpy.proxy.grpc.local.LocalChannel` per client id (``GrpcChannelManager``), at
-  most ``MAX_CLIENTS``; one silent for ``channelExpiredTimeoutMills`` is forgotten by ``sweep``.
+  most ``MAX_CLIENTS``; one silent for ``channelExpiredTimeoutMills`` without a Telemetry stream is
+  forgotten by ``sweep`` (every ``SWEEP_EVERY`` new clients, and when the table is full).
 * The client's raw ``Settings`` (``GrpcClientSettingsManager``), from its Telemetry stream, and the
   answer merged from the broker's config (``merged_settings``).
 * Registration in the broker's producer and consumer tables by a HEART_BEAT run on the client's
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
 
 MAX_CLIENTS = 65_536
+SWEEP_EVERY = 1024  # new clients between two sweeps of the silent ones
 TRANSACTION_DATA_EXPIRE_MS = 30_000  # ProxyConfig.transactionDataExpireMillis
 TRANSACTION_DATA_MAX_NUM = 15  # ProxyConfig.transactionDataMaxNum, per producer group and transaction id
 MAX_TRANSACTION_KEYS = 65_536  # rmqpy's bound on the table (Java's has none)
@@ -63,6 +65,7 @@ class GrpcClients:
         self.broker, self.dispatcher = broker, dispatcher
         self.channels: dict[str, LocalChannel] = {}
         self.writers: dict[str, Callable[[Any], None]] = {}  # client id -> its open Telemetry stream's
+        self._created = 0
         # (producer group, transaction id) -> [(expire at ms, tranStateTableOffset, commitLogOffset)]
         self.transactions: OrderedDict[tuple[str, str], list[tuple[int, int, int]]] = OrderedDict()
 
@@ -70,7 +73,8 @@ class GrpcClients:
     def channel_of(self, client_id: str, peer: str, language: str = "") -> LocalChannel:
         ch = self.channels.get(client_id)
         if ch is None:
-            if len(self.channels) >= MAX_CLIENTS:
+            self._created += 1
+            if len(self.channels) >= MAX_CLIENTS or self._created % SWEEP_EVERY == 0:
                 self.sweep()
                 if len(self.channels) >= MAX_CLIENTS:
                     raise TooManyClients(f"more than {MAX_CLIENTS} gRPC clients")

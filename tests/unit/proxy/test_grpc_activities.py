@@ -215,3 +215,13 @@ def test_with_5x_authentication_grpc_sends_are_refused(tmp_path) -> None:
         assert broker.message_store.get_max_offset_in_queue("GrpcT", 0) == 0
     finally:
         broker.shutdown()
+
+
+def test_silent_clients_are_forgotten(env) -> None:
+    acts, ch = env
+    clients = acts.clients
+    clients.attach(clients.channel_of("streaming", "127.0.0.1:5001"), lambda c: None)
+    acts.broker.reactor.advance(acts.broker.broker_config.channelExpiredTimeoutMills / 1000 + 1)
+    clients.channel_of("fresh", "127.0.0.1:5002")
+    clients.sweep()
+    assert set(clients.channels) == {"streaming", "fresh"}  # client-1 was silent, streaming has its stream
