@@ -142,16 +142,9 @@ def cap(start: Mapping[Key, int], end: Mapping[Key, int], max_rows: int) -> dict
     return {k: (start.get(k, e) + take[k] if avail[k] else e) for k, e in end.items()}
 
 
-def _tag_filter(expr: str) -> frozenset[str] | None:
-    """The tags a tag expression accepts (None: all), as the Java client filters after a pull."""
-    if expr.strip() in ("", "*"):
-        return None
-    return frozenset(t.strip() for t in expr.split("||") if t.strip())
-
-
 def read_range(c: PullConsumer, r: QueueRange, opts: BrokerOptions) -> Iterator[pa.RecordBatch]:
-    """The messages of [r.start, r.end) of one queue that match the tag expression, pulled in order."""
-    tags = _tag_filter(opts.sub_expression)
+    """The messages of [r.start, r.end) of one queue that match the tag expression, pulled in order
+    (the broker filters by tag hash, rmqpy.client again by the exact tags, as the Java client does)."""
     mq = r.mq
     off = r.start
     rows: list = []
@@ -160,7 +153,7 @@ def read_range(c: PullConsumer, r: QueueRange, opts: BrokerOptions) -> Iterator[
                      sub_expression=opts.sub_expression, timeout_ms=opts.pull_timeout_ms)
         if res.status == PullStatus.FOUND:
             for m in res.messages:
-                if off <= m.queue_offset < r.end and (tags is None or m.tags in tags):
+                if off <= m.queue_offset < r.end:
                     rows.append(m)
             nxt = res.next_begin_offset
         elif res.status == PullStatus.NO_MATCHED_MSG:
