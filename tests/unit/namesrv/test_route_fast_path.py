@@ -78,3 +78,19 @@ def test_order_topic_conf_follows_the_kv_config(ns: Harness) -> None:
         namespace="ORDER_TOPIC_CONFIG", key="T", value="broker-a:4")))
     body = fastjson.loads(lookup(ns, {"topic": "T"}, MQVersion.V4_9_8)[0].body)
     assert body["orderTopicConf"] == "broker-a:4"
+
+
+def test_cached_answer_changes_when_the_route_changes(ns: Harness) -> None:
+    _resp, first = lookup(ns, {"topic": "T"}, MQVersion.V4_9_8, opaque=7)
+    _resp, cached = lookup(ns, {"topic": "T"}, MQVersion.V4_9_8, opaque=8)
+    assert cached == first.replace(b'"opaque":7', b'"opaque":8')  # the cache answered, opaque its own
+    ns.register(name="broker-b", addr="10.0.0.2:10911", topics=("T",))  # a second broker serves T
+    resp, changed = lookup(ns, {"topic": "T"}, MQVersion.V4_9_8, opaque=9)
+    assert b"10.0.0.2:10911" in resp.body and b"10.0.0.2:10911" not in cached
+    # and the new answer is what the general encoder writes for it
+    plain = RemotingCommand(ResponseCode.SUCCESS, opaque=9, flag=codec.RPC_RESPONSE, body=resp.body)
+    assert changed == codec.encode(plain)
+    ns.call(RemotingCommand.request(RequestCode.UNREGISTER_BROKER, h.UnRegisterBrokerRequestHeader(
+        brokerName="broker-b", brokerAddr="10.0.0.2:10911", clusterName="DefaultCluster", brokerId=0)))
+    _resp, back = lookup(ns, {"topic": "T"}, MQVersion.V4_9_8, opaque=7)
+    assert back == first
