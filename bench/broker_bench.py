@@ -51,6 +51,9 @@ from tests.interop import jvm, servers  # noqa: E402
 BENCH_JAVA = ROOT / "bench" / "java"
 LOADGEN_JAR = BENCH_JAVA / "target" / "loadgen.jar"
 CLIENT_VERSION = "4.9.8"  # client jars; the Java server is jvm.SERVER_VERSIONS[...] = 4.9.7
+# the test suite runs its JVMs C1-only (short-lived, boot time matters); a benchmark measures the
+# steady state, so the Java broker, name server and load generator get HotSpot's full tiers back
+FULL_JIT = ["-XX:TieredStopAtLevel=4"]
 
 #: the same store / broker settings for both brokers
 STORE: dict[str, object] = {
@@ -84,7 +87,7 @@ def build_loadgen() -> None:
 
 
 def loadgen_cmd(args: list[str], home: Path) -> list[str]:
-    cmd = jvm.java_cmd(CLIENT_VERSION, "io.rmqpy.bench.LoadGen", args, kind="client", heap_mb=512, home=home)
+    cmd = jvm.java_cmd(CLIENT_VERSION, "io.rmqpy.bench.LoadGen", args, kind="client", heap_mb=512, jvm_args=FULL_JIT, home=home)
     # full tiered JIT for a 20 s run (java_cmd gives short-lived clients C1 only)
     cmd = [c for c in cmd if c != "-XX:TieredStopAtLevel=1"]
     i = cmd.index("-cp")
@@ -176,16 +179,19 @@ class JavaTarget(Target):
     name = "java"
 
     def __init__(self, work: Path, ha: bool = False, brokers: int = 1) -> None:
-        self.ns = jvm.start_java_namesrv(CLIENT_VERSION, workdir=work / "namesrv", heap_mb=256)
+        self.ns = jvm.start_java_namesrv(CLIENT_VERSION, workdir=work / "namesrv", heap_mb=256,
+                                         jvm_args=FULL_JIT)
         self.slave = None
         props = {**STORE, "brokerName": "broker-java", **(HA_MASTER if ha else {})}
         try:
             t0 = time.monotonic()
-            self.broker = jvm.start_java_broker(CLIENT_VERSION, work / "broker", self.ns.addr, props, heap_mb=1024)
+            self.broker = jvm.start_java_broker(CLIENT_VERSION, work / "broker", self.ns.addr, props, heap_mb=1024,
+                                                 jvm_args=FULL_JIT)
             self.boot_seconds = time.monotonic() - t0
             if ha:
                 self.slave = jvm.start_java_broker(CLIENT_VERSION, work / "slave", self.ns.addr,
-                                                   {**props, **HA_SLAVE}, heap_mb=1024, wait_registered=False)
+                                                   {**props, **HA_SLAVE}, heap_mb=1024, wait_registered=False,
+                                                   jvm_args=FULL_JIT)
                 time.sleep(7)  # a Java slave's first report comes haSendHeartbeatInterval (5 s) after it connects
         except BaseException:
             if self.slave is not None:
