@@ -158,6 +158,15 @@ class BrokerConfig:
     grpcServerPort: int = 8081
     grpcThreadPoolNums: int = 64
     grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
+    # a PushConsumer's receive (auto_renew): the proxy's invisible time and renewal of its receipt
+    # handles (rmqpy/proxy/grpc/receipts.py), ProxyConfig's keys and defaults
+    enableProxyAutoRenew: bool = True
+    defaultInvisibleTimeMills: int = 60 * 1000
+    renewSchedulePeriodMillis: int = 5 * 1000
+    renewAheadTimeMillis: int = 10 * 1000
+    renewMaxTimeMillis: int = 3 * 3600 * 1000
+    maxRenewRetryTimes: int = 3
+    invisibleTimeMillisWhenClear: int = 1000
     # Java 5.x metrics (rmqpy/broker/metrics.py): DISABLE or PROM (OTLP_GRPC and LOG are not served);
     # the Prometheus endpoint listens on metricsPromExporterHost (brokerIP1 when blank):metricsPromExporterPort
     metricsExporterType: str = "DISABLE"
@@ -264,6 +273,11 @@ def validate(settings: BrokerSettings) -> None:
         raise PropertiesError(f"grpcServerPort: {b.grpcServerPort} is not -1 (off) or a port")
     if not 1 <= b.grpcThreadPoolNums <= 1024:
         raise PropertiesError(f"grpcThreadPoolNums: {b.grpcThreadPoolNums} is not in 1..1024")
+    for key, low in (("defaultInvisibleTimeMills", 1000), ("renewSchedulePeriodMillis", 100),
+                     ("renewAheadTimeMillis", 0), ("renewMaxTimeMillis", 0), ("maxRenewRetryTimes", 0),
+                     ("invisibleTimeMillisWhenClear", 0)):
+        if not low <= getattr(b, key) <= 12 * 3600 * 1000:  # maxInvisibleTimeMills bounds them all
+            raise PropertiesError(f"{key}: {getattr(b, key)} is not in {low}..{12 * 3600 * 1000}")
     if b.reviveInterval < 10:
         raise PropertiesError(f"reviveInterval: {b.reviveInterval} ms is below 10 ms")
     try:

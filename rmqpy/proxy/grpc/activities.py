@@ -35,6 +35,7 @@ from rmqpy.protocol.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK
 from rmqpy.proxy.grpc.clients import GrpcClients
 from rmqpy.proxy.grpc.convert import SYSTEM_PROPERTIES, Code, remoting_status, resource, status, to_grpc_message
 from rmqpy.proxy.grpc.local import LocalChannel
+from rmqpy.proxy.grpc.receipts import InvalidHandle, ReceiptHandles, RenewConfig, Tracked
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ _NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")  # TopicValidator / GroupValidat
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _OK_PUT = (ResponseCode.SUCCESS,)
 PRODUCER_MAX_ATTEMPTS = 3  # grpcClientProducerMaxAttempts
-DEFAULT_INVISIBLE_MS = 60 * 1000  # defaultInvisibleTimeMills: a PushConsumer's receive (auto renew)
+_BAD_HANDLE = (ResponseCode.NO_MESSAGE, ResponseCode.MESSAGE_ILLEGAL)
 # CustomizedRetryPolicy's default next: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h
 RETRY_NEXT_MS = [1000, 5000, 10_000, 30_000] + [m * 60_000 for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 60, 120)]
 
@@ -92,6 +93,13 @@ class MessagingActivities:
         self.grpc_port = grpc_port
         self.clients = GrpcClients(broker, dispatcher)
         self._round_robin = itertools.count()
+        bc = broker.broker_config
+        self.receipts = ReceiptHandles(
+            broker.reactor, self._renew_change,
+            lambda client_id, group: broker.consumer_manager.find_channel(group, client_id) is not None,
+            lambda group, times: RETRY_NEXT_MS[min(times + 2, len(RETRY_NEXT_MS) - 1)],
+            RenewConfig(bc.renewSchedulePeriodMillis, bc.renewAheadTimeMillis, bc.renewMaxTimeMillis,
+                        bc.maxRenewRetryTimes, bc.invisibleTimeMillisWhenClear))
 
     # ------------------------------------------------------------------ helpers
     def channel_of(self, client_id: str, peer: str, language: str = "") -> LocalChannel:
@@ -194,6 +202,7 @@ class MessagingActivities:
         if s is None:
             raise Refused(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
         group = self._group(req.group) if s.HasField("subscription") else None
+        self.receipts.clear_client(ch.client_id)  # the proxy's CLIENT_UNREGISTER listener
         self.clients.forget(ch.client_id)
         return self.clients.unregister(ch, group).addCallback(
             lambda _: spb.NotifyClientTerminationResponse(status=status(Code.OK)))
@@ -372,8 +381,10 @@ class MessagingActivities:
         if not 0 < req.batch_size <= MAX_BATCH:
             raise Refused(Code.ILLEGAL_POLLING_TIME if req.batch_size > MAX_BATCH else Code.BAD_REQUEST,
                           f"batch size must be in [1, {MAX_BATCH}], not {req.batch_size}")
-        if req.auto_renew:  # a PushConsumer: enableProxyAutoRenew's invisible time (see docs/compatibility.md)
-            invisible = DEFAULT_INVISIBLE_MS
+        bc = self.broker.broker_config
+        renew = bool(req.auto_renew and bc.enableProxyAutoRenew)
+        if renew:  # a PushConsumer: the proxy's invisible time, its handles renewed (receipts.py)
+            invisible = bc.defaultInvisibleTimeMills
         else:
             invisible = _duration_ms(req.invisible_duration)
             if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
@@ -399,7 +410,7 @@ class MessagingActivities:
                                          bornTime=self.broker.now_ms(), initMode=0, expType=exp_type, exp=exp,
                                          order=fifo)
         pop = RemotingCommand.request(RequestCode.POP_MESSAGE, header)
-        return self._invoke(ch, pop).addCallback(self._received, tc.topicName, group, ch, max_attempts)
+        return self._invoke(ch, pop).addCallback(self._received, tc.topicName, group, ch, max_attempts, renew)
 
     def _orderly(self, group: str) -> bool:
         sgc = self.broker.subscription_group_manager.find(group)
@@ -410,7 +421,7 @@ class MessagingActivities:
         return (sgc.retryMaxTimes if sgc is not None else 16) + 1
 
     def _received(self, resp: RemotingCommand, topic: str, group: str, ch: LocalChannel,
-                  max_attempts: int) -> list[Any]:
+                  max_attempts: int, renew: bool = False) -> list[Any]:
         if resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
             return [spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))]
         if resp.code == ResponseCode.POLLING_FULL:
@@ -451,6 +462,9 @@ class MessagingActivities:
                 defer.maybeDeferred(self._forward_to_dlq, ch, group, topic, handle, message_id).addErrback(
                     lambda f: self.log.warn("forward to DLQ failed: {e}", e=f.getErrorMessage()))
                 continue
+            if renew:
+                self.receipts.add(ch.client_id, group, topic, msg.properties.get("UNIQ_KEY") or msg.msg_id, handle,
+                                  msg.reconsume_times)
             out.append(spb.ReceiveMessageResponse(message=to_grpc_message(msg, handle)))
         if len(out) == 1:
             return [spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))]
@@ -547,18 +561,22 @@ class MessagingActivities:
             code = exc.code if isinstance(exc, Refused) else Code.INVALID_RECEIPT_HANDLE
             entry.status.CopyFrom(status(code, str(exc)))
             return defer.succeed(entry)
-        header = AckMessageRequestHeader(consumerGroup=group, topic=real, queueId=receipt.queue_id, extraInfo=extra,
-                                         offset=receipt.queue_offset)
+
+        def ack(current: str) -> defer.Deferred[Any]:
+            receipt, extra = self._handle(current)  # a renewed handle: the broker's, well formed
+            header = AckMessageRequestHeader(consumerGroup=group, topic=real, queueId=receipt.queue_id,
+                                             extraInfo=extra, offset=receipt.queue_offset)
+            return self._invoke(ch, RemotingCommand.request(RequestCode.ACK_MESSAGE, header)).addCallback(answered)
 
         def answered(resp: RemotingCommand) -> Any:
             if resp.code == ResponseCode.SUCCESS:
                 entry.status.CopyFrom(status(Code.OK))
             else:
-                entry.status.CopyFrom(status(Code.INVALID_RECEIPT_HANDLE if resp.code in (
-                    ResponseCode.NO_MESSAGE, ResponseCode.MESSAGE_ILLEGAL) else remoting_status(
-                        resp.code, resp.remark).code, resp.remark or ""))
+                entry.status.CopyFrom(status(Code.INVALID_RECEIPT_HANDLE if resp.code in _BAD_HANDLE else
+                                             remoting_status(resp.code, resp.remark).code, resp.remark or ""))
             return entry
-        return self._invoke(ch, RemotingCommand.request(RequestCode.ACK_MESSAGE, header)).addCallback(answered)
+        # the proxy's removeReceiptHandle: the client's original handle stands for the renewed one
+        return self.receipts.remove(ch.client_id, group, e.receipt_handle).addCallback(ack)
 
     @staticmethod
     def _ack_response(entries: list[Any]) -> Any:
@@ -573,31 +591,64 @@ class MessagingActivities:
         invisible = _duration_ms(req.invisible_duration)
         if not 0 < invisible <= MAX_INVISIBLE_MS:
             raise Refused(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime must be in (0, {MAX_INVISIBLE_MS}] ms")
-        receipt, extra = self._handle(req.receipt_handle)
-        try:
-            real = real_topic(tc.topicName, group, receipt.retry)
-        except ReceiptError as exc:
-            raise Refused(Code.INVALID_RECEIPT_HANDLE, str(exc)) from None
-        commit_log_offset = req.receipt_handle.split(" ")[8] if req.receipt_handle.count(" ") == 8 else "-1"
-        header = ChangeInvisibleTimeRequestHeader(consumerGroup=group, topic=real, queueId=receipt.queue_id,
-                                                  extraInfo=extra, offset=receipt.queue_offset,
-                                                  invisibleTime=invisible)
+        self._change_header(req.receipt_handle, group, tc.topicName, invisible)  # refused before anything
 
-        def answered(resp: RemotingCommand) -> Any:
-            if resp.code != ResponseCode.SUCCESS:
-                code = Code.INVALID_RECEIPT_HANDLE if resp.code in (ResponseCode.NO_MESSAGE,
-                                                                    ResponseCode.MESSAGE_ILLEGAL) else \
+        def answered(result: tuple[RemotingCommand, str | None]) -> Any:
+            resp, handle = result
+            if handle is None:
+                code = Code.INVALID_RECEIPT_HANDLE if resp.code in _BAD_HANDLE else \
                     remoting_status(resp.code, resp.remark).code
                 return spb.ChangeInvisibleDurationResponse(status=status(code, resp.remark or ""))
+            return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=handle)
+        # the proxy's removeReceiptHandle: no more renewals, and the renewed handle is the one changed
+        return self.receipts.remove(ch.client_id, group, req.receipt_handle).addCallback(
+            lambda current: self._change_invisible(ch, group, tc.topicName, current, invisible)).addCallback(answered)
+
+    def _change_header(self, handle: str, group: str, topic: str, invisible: int) -> ChangeInvisibleTimeRequestHeader:
+        receipt, extra = self._handle(handle)
+        try:
+            real = real_topic(topic, group, receipt.retry)
+        except ReceiptError as exc:
+            raise Refused(Code.INVALID_RECEIPT_HANDLE, str(exc)) from None
+        return ChangeInvisibleTimeRequestHeader(consumerGroup=group, topic=real, queueId=receipt.queue_id,
+                                                extraInfo=extra, offset=receipt.queue_offset, invisibleTime=invisible)
+
+    def _change_invisible(self, ch: LocalChannel, group: str, topic: str, handle: str,
+                          invisible: int) -> defer.Deferred[tuple[RemotingCommand, str | None]]:
+        """CHANGE_MESSAGE_INVISIBLETIME of ``handle``: the answer, and the new handle if it succeeded."""
+        header = self._change_header(handle, group, topic, invisible)
+        receipt, _ = self._handle(handle)
+        commit_log_offset = handle.split(" ")[8] if handle.count(" ") == 8 else "-1"
+
+        def answered(resp: RemotingCommand) -> tuple[RemotingCommand, str | None]:
+            if resp.code != ResponseCode.SUCCESS:
+                return resp, None
             ext = resp.ext_fields or {}
             assert receipt.queue_offset is not None
-            handle = build_receipt(receipt.queue_offset, int(ext["popTime"]), int(ext["invisibleTime"]),
-                                   int(ext["reviveQid"]), real, receipt.broker_name, receipt.queue_id,
-                                   receipt.queue_offset)
-            return spb.ChangeInvisibleDurationResponse(status=status(Code.OK),
-                                                       receipt_handle=f"{handle} {commit_log_offset}")
+            new = build_receipt(receipt.queue_offset, int(ext["popTime"]), int(ext["invisibleTime"]),
+                                int(ext["reviveQid"]), header.topic, receipt.broker_name, receipt.queue_id,
+                                receipt.queue_offset)
+            return resp, f"{new} {commit_log_offset}"
         return self._invoke(ch, RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
                             ).addCallback(answered)
+
+    def _renew_change(self, t: Tracked, invisible: int) -> defer.Deferred[str]:
+        """The renewal's CHANGE_MESSAGE_INVISIBLETIME (``ReceiptHandleProcessor``'s listener), on the
+        client's channel while it has one."""
+        ch = self.clients.channels.get(t.client_id) or LocalChannel("renew:0", self.broker.reactor, t.client_id)
+
+        def answered(result: tuple[RemotingCommand, str | None]) -> str:
+            resp, handle = result
+            if handle is not None:
+                return handle
+            if resp.code in _BAD_HANDLE:
+                raise InvalidHandle(resp.remark or "")
+            raise RuntimeError(f"CHANGE_MESSAGE_INVISIBLETIME answered {resp.code} {resp.remark or ''}"[:200])
+        try:
+            d = self._change_invisible(ch, t.group, t.topic, t.handle, invisible)
+        except Refused as exc:
+            raise InvalidHandle(exc.message) from None
+        return d.addCallback(answered)
 
 
 def consistent_hash(key: int, buckets: int) -> int:

@@ -272,11 +272,13 @@ class GrpcServerService(service.Service):
         self.activities.grpc_port = self.bound_port  # what routes name when grpcServerPort=0
         server.start()
         self.server = server
+        self.activities.receipts.start()
         self.log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on {h}:{p}{t}", h=self.host,
                       p=self.bound_port, t=" (TLS)" if self.tls is not None else "")
 
     def stopService(self) -> Any:  # noqa: N802
         super().stopService()
+        self.activities.receipts.stop()
         server, self.server = self.server, None
         if server is None:
             return None

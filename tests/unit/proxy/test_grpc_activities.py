@@ -8,7 +8,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 
 from rmqpy.broker.pop.receipt import parse_receipt
 from rmqpy.protocol.bodies.topic import TopicConfig
-from rmqpy.proxy.grpc.activities import DEFAULT_INVISIBLE_MS, MessagingActivities, Refused
+from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
 from tests.unit.broker.helpers import make_broker
 
 
@@ -170,7 +170,7 @@ def test_push_consumer_receive_auto_renew_pops_with_the_proxys_default_invisible
     assert [m.body for m in msgs] == [b"push"], got
     handle = msgs[0].system_properties.receipt_handle
     receipt = parse_receipt(" ".join(handle.split(" ")[:8]), acts.broker.broker_config.reviveQueueNum)
-    assert receipt.invisible_time == DEFAULT_INVISIBLE_MS == 60_000
+    assert receipt.invisible_time == acts.broker.broker_config.defaultInvisibleTimeMills == 60_000
 
 
 def test_forward_to_dlq_moves_the_message_and_acks_it(env) -> None:
