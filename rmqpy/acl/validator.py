@@ -132,9 +132,9 @@ class DenialLog:
         self.clock = clock
         self.interval = interval
         self.size = size
-        self._last: OrderedDict[tuple[str, int], tuple[float, int]] = OrderedDict()
+        self._last: OrderedDict[tuple[str, int | str], tuple[float, int]] = OrderedDict()
 
-    def denied(self, peer: str, code: int, denial: Denied, known_key: bool) -> bool:
+    def denied(self, peer: str, code: int | str, denial: Denied, known_key: bool) -> bool:
         account = denial.access_key if known_key and denial.access_key else "<no or unknown access key>"
         slot = (account, code)
         now = self.clock.seconds()

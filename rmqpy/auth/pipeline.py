@@ -48,8 +48,9 @@ def whitelist(text: str) -> frozenset[str]:
 class AuthPipeline:
     def __init__(self, metadata: AuthMetadata, authentication: bool, authorization: bool,
                  cluster: Callable[[], str], clock: Any, authn_whitelist: str = "",
-                 authz_whitelist: str = "") -> None:
+                 authz_whitelist: str = "", checked_elsewhere: Callable[[Any], bool] = lambda channel: False) -> None:
         self.metadata = metadata
+        self.checked_elsewhere = checked_elsewhere  # channels whose calls were checked before (gRPC clients)
         self.authentication = authentication
         self.authorization = authorization
         self.cluster = cluster
@@ -58,6 +59,8 @@ class AuthPipeline:
         self.denials = DenialLog(clock)
 
     def before_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
+        if self.checked_elsewhere(channel):
+            return None  # a gRPC call's requests: checked once per call (rmqpy.proxy.grpc.auth), as the proxy does
         ak = (request.ext_fields or {}).get(signature.ACCESS_KEY)
         try:
             if self.authentication:
@@ -75,7 +78,15 @@ class AuthPipeline:
         if str(request.code) in self.authn_whitelist:
             return
         ext = request.ext_fields or {}
-        username = ext.get(signature.ACCESS_KEY)
+        exclude = [signature.SIGNATURE]
+        if request.version <= V4_9_3:
+            exclude.append(signature.UNIQUE_MSG_QUERY_FLAG)
+        self.check_signature(ext.get(signature.ACCESS_KEY), lambda: signature.content(ext, request.body, exclude),
+                             ext.get(signature.SIGNATURE))
+
+    def check_signature(self, username: str | None, content: Callable[[], bytes], given: str | None) -> None:
+        """``DefaultAuthenticationHandler.doAuthenticate``: ``given`` (Base64) must be the HmacSHA1 of
+        ``content()`` keyed with the enabled user's password."""
         if not username:
             raise Denied("username cannot be null.", "authn", None)
         user = self.metadata.users.get(username)
@@ -83,11 +94,8 @@ class AuthPipeline:
             raise Denied(f"User:{username} is not found.", "authn", username)
         if user.userStatus == "disable":
             raise Denied(f"User:{username} is disabled.", "authn", username)
-        exclude = [signature.SIGNATURE]
-        if request.version <= V4_9_3:
-            exclude.append(signature.UNIQUE_MSG_QUERY_FLAG)
-        expected = signature.calculate(signature.content(ext, request.body, exclude), user.password or "")
-        if not signature.matches(expected, ext.get(signature.SIGNATURE)):
+        expected = signature.calculate(content(), user.password or "")
+        if not signature.matches(expected, given):
             raise Denied("check signature failed.", "authn", username)
 
     def authorize(self, request: RemotingCommand, source_ip: str) -> None:
@@ -99,6 +107,11 @@ class AuthPipeline:
             wanted = needs(request, self.cluster())
         except (ValueError, TypeError, AttributeError):
             raise Denied("parse authorization context error.", "authz", username) from None
+        self.check_needs(username, wanted, source_ip)
+
+    def check_needs(self, username: str | None, wanted: list[Need], source_ip: str) -> None:
+        """``UserAuthorizationHandler`` then ``AclAuthorizationHandler``: raise :class:`Denied` at the
+        first of ``wanted`` that ``username`` may not do from ``source_ip``."""
         for need in wanted:
             if username is None:
                 raise Denied("Authorization failed. Please verify your access rights and try again.", "authz", None)

@@ -74,6 +74,7 @@ from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
 from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader
+from rmqpy.proxy.grpc.local import LocalChannel
 from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
@@ -170,6 +171,7 @@ class BrokerController:
         self.acl_plain_file = DEFAULT_PLAIN_FILE  # Java's -Drocketmq.acl.plain.file, relative to rocketmqHome
         self.acl: PlainPermissionManager | None = None
         self.auth: AuthMetadata | None = None  # 5.x users and ACLs (rmqpy/auth/)
+        self.auth_pipeline: AuthPipeline | None = None  # their checks, also of gRPC calls (rmqpy/proxy/grpc/auth.py)
         self._register_pending: Any = None
         self.replication: Replication  # built with the store by initialize()
         self.started = False
@@ -292,9 +294,11 @@ class BrokerController:
             self.auth = AuthMetadata(self.config_dir)
             self.auth.load()
             self.auth.init_users(bc.initAuthenticationUser, bc.innerClientAuthenticationCredentials)
-            self.dispatcher.add_request_hook(AuthPipeline(
+            self.auth_pipeline = AuthPipeline(
                 self.auth, bc.authenticationEnabled, bc.authorizationEnabled, lambda: bc.brokerClusterName,
-                self.reactor, bc.authenticationWhitelist, bc.authorizationWhitelist))
+                self.reactor, bc.authenticationWhitelist, bc.authorizationWhitelist,
+                checked_elsewhere=lambda channel: isinstance(channel, LocalChannel))
+            self.dispatcher.add_request_hook(self.auth_pipeline)
             self.log.info("5.x authentication {authn}, authorization {authz}: {users} users, {acls} ACLs in {path}",
                           authn="on" if bc.authenticationEnabled else "off",
                           authz="on" if bc.authorizationEnabled else "off",

@@ -101,6 +101,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
                      controller.replication.service).setServiceParent(top)
     if bc.grpcServerPort >= 0:  # RocketMQ 5 clients' gRPC endpoint (rmqpy/proxy/grpc/)
         from rmqpy.proxy.grpc.activities import MessagingActivities
+        from rmqpy.proxy.grpc.auth import GrpcAuth
         from rmqpy.proxy.grpc.server import GrpcServerService
         from rmqpy.proxy.grpc.tls import grpc_tls
         try:
@@ -109,7 +110,8 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
             raise SystemExit(f"rmq-broker: {exc}") from None
         GrpcServerService(MessagingActivities(controller, controller.dispatcher, bc.grpcServerPort), reactor, settings.netty.bindAddress,
                           bc.grpcServerPort, bc.grpcThreadPoolNums, max_inbound=bc.grpcMaxInboundMessageSize,
-                          tls=grpc_tls_).setServiceParent(top)
+                          tls=grpc_tls_, auth=GrpcAuth(controller.auth_pipeline) if controller.auth_pipeline else None
+                          ).setServiceParent(top)
     if controller.metrics_manager is not None:  # metricsExporterType=PROM
         from rmqpy.common.metrics import metrics_service
         metrics_service(controller.metrics_manager.registry, *controller.metrics_manager.address()

@@ -12,6 +12,12 @@ wrong secret, no signature, no credentials; both brokers must answer alike, rema
 mqadmin copyUser/copyAcl move a user and its ACL from Java to rmqpy and back. Last, a user is
 disabled, an ACL entry and a user are deleted, and rmqpy is restarted: its users and ACLs are
 still there. Both brokers are driven at once (two threads) to keep the module short.
+
+rmqpy's broker also serves its gRPC endpoint: the official Python client 5.1.2 with
+``Credentials(ak, sk)`` (it signs each call's metadata) sends and receives as the Super user and
+as Normal users (their Pub/Sub ACLs), and is refused a denied topic, a send without Pub, a wrong
+secret and no credentials with the proxy's UNAUTHORIZED (tests/unit/proxy/test_grpc_auth.py has the signature check itself). Apache's
+proxy is not run here as a reference: it needs its own authentication configuration.
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import clients, jvm, servers
+from tests.interop import clients, grpcpy, jvm, servers
 from tests.interop.conftest import VERSIONS
 from tests.interop.test_acl_java import outcome
 
@@ -149,13 +155,16 @@ def sides(tmp_path_factory, client_host, java_built):
     tmp = tmp_path_factory.mktemp("auth5")
     with ThreadPoolExecutor(2) as pool:
         java = pool.submit(jvm.JavaCluster, "5.3.3", tmp / "java", client_host.host_ip, dict(AUTH_PROPS))
-        ours = pool.submit(servers.Cluster, tmp / "rmqpy", client_host.host_ip, dict(AUTH_PROPS))
+        grpc_port = servers.free_port()
+        ours = pool.submit(servers.Cluster, tmp / "rmqpy", client_host.host_ip,
+                           {**AUTH_PROPS, "grpcServerPort": grpc_port})
         clusters = []
         try:
             for f in (ours, java):
                 clusters.append(f.result())
             pair = [Side(c, client_host, tmp / name) for c, name in zip(clusters, ("rmqpy", "java"))]
             both(Side.run_setup, *pair)
+            pair[0].grpc_endpoint = f"{client_host.host_ip}:{grpc_port}"
             yield pair
         finally:
             for c in clusters:
@@ -204,6 +213,57 @@ def test_send_pull_matrix_same_as_java(rmqpy_side, java_side, client_host, versi
     assert ours["stranger/send:topicA"][1:] == (16, "User:nobody99 is not found.")
     assert ours["alice/send:topicD"][1:] == (16, f"User:{ALICE} has no permission to access Topic:topicD from "
                                                  f"{client_host.client_ip}, the decision is deny.")
+
+
+def test_grpc_official_python_client_with_credentials(rmqpy_side, client_host):
+    """The official Python client over rmqpy's gRPC endpoint, signing with its credentials: the
+    Super user, alice (Topic:pre*, Group:groupA Pub/Sub) and gina (Sub only) send or receive each
+    message once; gina's send, alice's route to Topic:preD (Deny), a wrong secret and a client
+    without credentials are refused with the 5.3.3 proxy's UNAUTHORIZED (40100) and Java's reasons."""
+    side, ip = rmqpy_side, client_host.client_ip
+    for topic in ("grpcSuper", "preGrpc", "preD"):
+        assert "success" in side.admin(SUPER, "updateTopic", "-t", topic, "-r", "2", "-w", "2")
+    side.admin(SUPER, "createUser", "-u", "gina", "-p", "ginapass1")  # only here: removed at the end
+    side.admin(SUPER, "createAcl", "-s", "User:gina", "-r", "Topic:preGrpc,Group:groupG", "-a", "Sub", "-d", "Allow")
+    g = grpcpy.PyGrpc(side.host, side.grpc_endpoint, side.cluster.ns_addr)
+    results: dict[str, jvm.Events] = {}
+
+    def as_(name: str, ak: str, sk: str, command: str, topic: str, *args: str) -> None:
+        results[name] = g.client(command, topic, *args, "--credentials", f"{ak}:{sk}", check=False)
+
+    try:
+        grpcpy.concurrently(lambda: as_("super", SUPER, SUPER_PW, "produce", "grpcSuper", "3"),
+                            lambda: as_("alice", ALICE, ALICE_PW, "produce", "preGrpc", "3"),
+                            lambda: as_("gina", "gina", "ginapass1", "produce", "preGrpc", "1"),
+                            lambda: as_("alice/preD", ALICE, ALICE_PW, "produce", "preD", "1"),
+                            lambda: as_("forger", ALICE, "wrongsecret", "produce", "preGrpc", "1"),
+                            lambda: as_("anon", "", "", "produce", "preGrpc", "1"))
+        sent = {who: results[who].of("sent") for who in ("super", "alice")}
+        assert all(len(s) == 3 for s in sent.values()), {w: (results[w], results[w].stderr[-2000:]) for w in sent}
+        grpcpy.concurrently(
+            lambda: as_("super/receive", SUPER, SUPER_PW, "receive", "grpcSuper", "grpc_super_group", "3", "20"),
+            lambda: as_("gina/receive", "gina", "ginapass1", "receive", "preGrpc", "groupG", "3", "20"),
+            lambda: as_("alice/receive", ALICE, ALICE_PW, "receive", "preGrpc", "groupA", "3", "20"))
+    finally:
+        side.admin(SUPER, "deleteUser", "-u", "gina")
+    for who, mine in (("super", "super"), ("alice", "alice"), ("gina", "alice")):
+        got = results[who + "/receive"]
+        assert got.returncode == 0, (who, got, got.stderr[-2000:])
+        assert sorted(r["msgId"] for r in got.of("received")) == sorted(s["msgId"] for s in sent[mine]), (who, got)
+    refused = {who: results[who] for who in ("gina", "alice/preD", "forger", "anon")}
+    for who, events in refused.items():
+        assert events.returncode == 1 and not events.of("sent") and events.of("error"), (who, events)
+    # the send is refused: the client raises UnauthorizedException(code 40100, the broker's reason)
+    assert refused["gina"].of("error")[0]["error"] == (
+        f"UnauthorizedException: 40100, User:gina has no permission to access Topic:preGrpc from {ip}, "
+        "no matched policies."), refused["gina"]
+    # the route query is refused: the client logs the reason and fails to start
+    for who, reason in (("alice/preD", f"User:{ALICE} has no permission to access Topic:preD from {ip}, "
+                                       "the decision is deny."),
+                        ("forger", "check signature failed."), ("anon", "username cannot be null.")):
+        events = refused[who]
+        assert "failed to fetch topic" in events.of("error")[0]["error"], (who, events)
+        assert f"40100, {reason}" in events.stderr, (who, events.stderr[-2000:])
 
 
 def test_copy_user_and_acl_between_java_and_rmqpy(rmqpy_side, java_side, client_host):

@@ -35,6 +35,7 @@ from twisted.internet import defer, threads
 from twisted.python.failure import Failure
 
 from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
+from rmqpy.proxy.grpc.auth import GrpcAuth
 from rmqpy.proxy.grpc.convert import Code, status
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
@@ -48,9 +49,10 @@ _END = object()
 class _Servicer(sgrpc.MessagingServiceServicer):
     log = RateLimitedLogger()
 
-    def __init__(self, activities: MessagingActivities, reactor: Any) -> None:
+    def __init__(self, activities: MessagingActivities, reactor: Any, auth: GrpcAuth | None = None) -> None:
         self.a = activities
         self.reactor = reactor
+        self.auth = auth  # 5.x authentication and authorization of each call, when the broker has them on
         self.stopping = False
 
     # ------------------------------------------------------------------ the bridge
@@ -87,6 +89,19 @@ class _Servicer(sgrpc.MessagingServiceServicer):
             self.reactor.callFromThread(self.log.failure, "grpc call failed", Failure())
             return make(status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {str(exc)[:200]}"))
 
+    def _refused(self, request: Any, context: Any) -> Any:
+        """None when the call passes authentication and authorization (if on), else the
+        UNAUTHORIZED Status the proxy answers (``AuthenticationPipeline`` / ``AuthorizationPipeline``
+        run before anything else, the client id check included)."""
+        if self.auth is None:
+            return None
+        metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
+        peer = context.peer()[:128]  # "ipv4:10.0.0.1:5678", "ipv6:[::1]:5678"
+        address = peer.split(":", 1)[1] if peer.startswith("ipv") else peer
+        host = address.rpartition(":")[0].strip("[]") or address
+        reason = self._call(self.auth.check, metadata, request, address, host)
+        return None if reason is None else status(Code.UNAUTHORIZED, reason)
+
     def _channel(self, context: Any) -> Any:
         metadata = dict(context.invocation_metadata())
         client_id = metadata.get(CLIENT_ID, "")
@@ -109,6 +124,9 @@ class _Servicer(sgrpc.MessagingServiceServicer):
                           context: Any, *args: Any) -> Any:
         """``_answer`` for calls made as a client: ``fn(request, channel, *args)``, or
         CLIENT_ID_REQUIRED when the call names no (valid) client id."""
+        refused = self._refused(request, context)
+        if refused is not None:
+            return make(refused)
         ch = self._channel(context)
         if ch is None:
             return make(status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
@@ -117,7 +135,8 @@ class _Servicer(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ unary calls
     def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802 (the service's names)
         make = lambda s: spb.QueryRouteResponse(status=s)  # noqa: E731
-        return self._answer(make, self.a.query_route, request)
+        refused = self._refused(request, context)
+        return make(refused) if refused is not None else self._answer(make, self.a.query_route, request)
 
     def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.HeartbeatResponse(status=s)  # noqa: E731
@@ -125,7 +144,8 @@ class _Servicer(sgrpc.MessagingServiceServicer):
 
     def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.QueryAssignmentResponse(status=s)  # noqa: E731
-        return self._answer(make, self.a.query_assignment, request)
+        refused = self._refused(request, context)
+        return make(refused) if refused is not None else self._answer(make, self.a.query_assignment, request)
 
     def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.SendMessageResponse(status=s)  # noqa: E731
@@ -186,6 +206,10 @@ class _Servicer(sgrpc.MessagingServiceServicer):
                         break
                     if cmd.WhichOneof("command") != "settings":
                         continue  # thread stack traces and verify results answer commands never sent
+                    refused = self._refused(cmd, context)
+                    if refused is not None:  # the proxy answers the command and keeps the stream
+                        out.put(spb.TelemetryCommand(status=refused))
+                        continue
                     try:
                         out.put(self._call(self.a.settings, cmd, ch, write))
                     except Refused as exc:
@@ -244,9 +268,11 @@ class GrpcServerService(service.Service):
     log = RateLimitedLogger()
 
     def __init__(self, activities: MessagingActivities, reactor: Any, host: str, port: int, threads_n: int = 64,
-                 max_calls: int = 1024, max_inbound: int = 130 * 1024 * 1024, tls: Any = None) -> None:
+                 max_calls: int = 1024, max_inbound: int = 130 * 1024 * 1024, tls: Any = None,
+                 auth: GrpcAuth | None = None) -> None:
         self.activities, self.reactor, self.host, self.port = activities, reactor, host, port
         self.tls = tls  # rmqpy.proxy.grpc.tls.GrpcTls, or None for plain text
+        self.auth = auth  # rmqpy.proxy.grpc.auth.GrpcAuth when the broker authenticates or authorizes
         self.threads_n, self.max_calls, self.max_inbound = threads_n, max_calls, max_inbound
         self.server: Any = None
         self.bound_port = 0
@@ -259,7 +285,7 @@ class GrpcServerService(service.Service):
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
         ])
-        self.servicer = _Servicer(self.activities, self.reactor)
+        self.servicer = _Servicer(self.activities, self.reactor, self.auth)
         self._grpcio_lines = _GrpcioLines(self.reactor)
         for name in ("grpc._common", "grpc._server"):
             logging.getLogger(name).addFilter(self._grpcio_lines)

@@ -20,6 +20,9 @@ line (``sent``, ``received``, ``done``) on stdout. Commands:
 * ``--hold S`` (produce, receive): stay started S seconds before shutting down, after printing
   ``holding`` (mqadmin producerConnection / consumerConnection look meanwhile).
 * ``--tls``: the client's tls_enable (roots from GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
+* ``--credentials AK:SK``: the client's ``Credentials(ak, sk)`` (it signs every call); produce and
+  receive then print ``error`` with what the client raised, and exit 1, when a call is refused
+  (the client's error log lines also go to stderr).
 """
 from __future__ import annotations
 
@@ -33,14 +36,30 @@ def emit(kind: str, **fields) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+    from rocketmq import ClientConfiguration, Credentials
 
     endpoint, command, *rest = argv
     tls = "--tls" in rest
     if tls:
         rest.remove("--tls")
     hold = float(_opt(rest, "--hold", "0"))
-    config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+    ak, _, sk = _opt(rest, "--credentials", ":").partition(":")
+    config = ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=10)
+    if "--credentials" in rest:
+        import logging  # the client's own error lines (a refused route query) on stderr too
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setLevel(logging.ERROR)
+        logging.getLogger("rocketmq-python-client").addHandler(handler)
+        try:
+            return run(config, command, rest, tls, hold)
+        except Exception as exc:  # a refused call: what the client raised, for the test to read
+            emit("error", error=f"{type(exc).__name__}: {exc}")
+            return 1
+    return run(config, command, rest, tls, hold)
+
+
+def run(config, command: str, rest: list[str], tls: bool, hold: float) -> int:
+    from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
     if command == "produce":
         topic, n = rest[0], int(rest[1])
         producer = Producer(config, (topic,), tls_enable=tls)

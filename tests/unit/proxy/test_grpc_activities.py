@@ -9,7 +9,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rmqpy.broker.pop.receipt import parse_receipt
 from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
-from tests.unit.broker.helpers import make_broker
+from tests.unit.broker.helpers import FakeChannel, make_broker, send_request
 
 
 @pytest.fixture
@@ -201,9 +201,11 @@ def test_forward_to_dlq_moves_the_message_and_acks_it(env) -> None:
     assert err.value.code == pb.Code.INVALID_RECEIPT_HANDLE
 
 
-def test_with_5x_authentication_grpc_sends_are_refused(tmp_path) -> None:
-    """The gRPC endpoint does not read gRPC credentials yet: its requests reach the broker's
-    processors unsigned, so 5.x authentication refuses them (closed, not open)."""
+def test_with_5x_authentication_grpc_requests_are_checked_once_per_call(tmp_path) -> None:
+    """With 5.x authentication on, a gRPC call is checked once, by the endpoint from its metadata
+    (rmqpy.proxy.grpc.auth, tests/unit/proxy/test_grpc_auth.py); the remoting requests the
+    activities make for it are not checked again by the broker's hook, which still refuses an
+    unsigned remoting client."""
     broker, _ = make_broker(tmp_path, authenticationEnabled=True, authorizationEnabled=True,
                             initAuthenticationUser='{"username":"root","password":"rootpw12"}')
     try:
@@ -211,8 +213,10 @@ def test_with_5x_authentication_grpc_sends_are_refused(tmp_path) -> None:
         acts = MessagingActivities(broker, broker.dispatcher, 8081)
         ch = acts.channel_of("client-1", "127.0.0.1:5000")
         sent = _result(acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcT", b"hello")]), ch))
-        assert sent.status.code != pb.Code.OK and "username cannot be null." in sent.status.message, sent
-        assert broker.message_store.get_max_offset_in_queue("GrpcT", 0) == 0
+        assert sent.status.code == pb.Code.OK, sent
+        assert sum(broker.message_store.get_max_offset_in_queue("GrpcT", q) for q in range(8)) == 1
+        unsigned = send_request("GrpcT", b"x")
+        assert broker.auth_pipeline.before_request(FakeChannel(), unsigned).remark == "username cannot be null."
     finally:
         broker.shutdown()
 
