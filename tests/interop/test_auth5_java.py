@@ -218,8 +218,8 @@ def test_send_pull_matrix_same_as_java(rmqpy_side, java_side, client_host, versi
 def test_grpc_official_python_client_with_credentials(rmqpy_side, client_host):
     """The official Python client over rmqpy's gRPC endpoint, signing with its credentials: the
     Super user, alice (Topic:pre*, Group:groupA Pub/Sub) and gina (Sub only) send or receive each
-    message once; gina's send, alice's route to Topic:preD (Deny), a wrong secret and a client
-    without credentials are refused with the 5.3.3 proxy's UNAUTHORIZED (40100) and Java's reasons."""
+    message once; gina's send, alice's route to Topic:preD (Deny) and receive in Group:groupB, a
+    wrong secret and a client without credentials are refused with the 5.3.3 proxy's UNAUTHORIZED (40100) and Java's reasons."""
     side, ip = rmqpy_side, client_host.client_ip
     for topic in ("grpcSuper", "preGrpc", "preD"):
         assert "success" in side.admin(SUPER, "updateTopic", "-t", topic, "-r", "2", "-w", "2")
@@ -243,7 +243,8 @@ def test_grpc_official_python_client_with_credentials(rmqpy_side, client_host):
         grpcpy.concurrently(
             lambda: as_("super/receive", SUPER, SUPER_PW, "receive", "grpcSuper", "grpc_super_group", "3", "20"),
             lambda: as_("gina/receive", "gina", "ginapass1", "receive", "preGrpc", "groupG", "3", "20"),
-            lambda: as_("alice/receive", ALICE, ALICE_PW, "receive", "preGrpc", "groupA", "3", "20"))
+            lambda: as_("alice/receive", ALICE, ALICE_PW, "receive", "preGrpc", "groupA", "3", "20"),
+            lambda: as_("alice/groupB", ALICE, ALICE_PW, "receive", "preGrpc", "groupB", "1", "20", "--wait", "5"))
     finally:
         side.admin(SUPER, "deleteUser", "-u", "gina")
     for who, mine in (("super", "super"), ("alice", "alice"), ("gina", "alice")):
@@ -257,6 +258,11 @@ def test_grpc_official_python_client_with_credentials(rmqpy_side, client_host):
     assert refused["gina"].of("error")[0]["error"] == (
         f"UnauthorizedException: 40100, User:gina has no permission to access Topic:preGrpc from {ip}, "
         "no matched policies."), refused["gina"]
+    # a receive in a group without Sub: the client raises UnauthorizedException too
+    assert results["alice/groupB"].returncode == 1 and not results["alice/groupB"].of("received")
+    assert results["alice/groupB"].of("error")[0]["error"] == (
+        f"UnauthorizedException: 40100, User:{ALICE} has no permission to access Group:groupB from {ip}, "
+        "no matched policies."), results["alice/groupB"]
     # the route query is refused: the client logs the reason and fails to start
     for who, reason in (("alice/preD", f"User:{ALICE} has no permission to access Topic:preD from {ip}, "
                                        "the decision is deny."),
