@@ -42,7 +42,7 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * GrpcHarness simple   --endpoint H:P --topic T --group G -c N --invisible-s S
  *                      [--no-ack B1,B2 [--hold-group true]] [--change B=S,...] [--batch M]
  *                      [--linger-s L] [--timeout-s T]
- * GrpcHarness push     --endpoint H:P --topic T --group G -c N [--threads K] [--linger-s L] [--timeout-s T]
+ * GrpcHarness push     --endpoint H:P --topic T --group G -c N [--threads K] [--consume-ms C] [--linger-s L] [--timeout-s T]
  * GrpcHarness transaction --endpoint H:P --topic T [--timeout-s T]
  * </pre>
  *
@@ -54,6 +54,7 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * delivery is acked; with {@code --hold-group true} the messages after a no-ack one in its batch and
  * message group are not acked either (a FIFO consumer that failed). {@code simple} and
  * {@code push} stop {@code --linger-s} after N messages were acked (consumed), to catch extra deliveries, and exit 1 if fewer came within {@code --timeout-s}.
+ * Its listener takes {@code --consume-ms} per message (a consumption longer than the invisible time).
  */
 public final class GrpcHarness {
     private static PrintStream out;
@@ -277,6 +278,7 @@ public final class GrpcHarness {
         int n = Integer.parseInt(need(opts, "c"));
         long lingerMs = (long) (Double.parseDouble(opts.getOrDefault("linger-s", "0")) * 1000);
         long timeoutMs = (long) (Double.parseDouble(opts.getOrDefault("timeout-s", "60")) * 1000);
+        long consumeMs = Long.parseLong(opts.getOrDefault("consume-ms", "0"));
         Set<String> seen = ConcurrentHashMap.newKeySet();
         CountDownLatch all = new CountDownLatch(n);
         AtomicInteger consumed = new AtomicInteger();
@@ -286,6 +288,15 @@ public final class GrpcHarness {
                 .setConsumptionThreadCount(Integer.parseInt(opts.getOrDefault("threads", "4")))
                 .setMessageListener(mv -> {
                     emit(received(mv));
+                    if (consumeMs > 0) {
+                        try {
+                            Thread.sleep(consumeMs);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                        emit(ev("consumed").put("body", body(mv))
+                                .put("at", System.currentTimeMillis()));
+                    }
                     consumed.incrementAndGet();
                     if (seen.add(mv.getMessageId().toString())) {
                         all.countDown();
