@@ -56,6 +56,12 @@ if [ "$kind" = "podman" ]; then
   command -v runc >/dev/null 2>&1 || need+=(runc)
   [ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)
   command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  # compose's network, confined to a namespace of its own (tests/interop/container/compose_confined.sh):
+  # CNI's dnsname plugin resolves the services' names (podman 4.3's CNI backend has no DNS without it),
+  # with dnsmasq; curl for the README's metrics commands
+  [ -x /usr/lib/cni/dnsname ] || need+=(golang-github-containernetworking-plugin-dnsname)
+  command -v dnsmasq >/dev/null 2>&1 || need+=(dnsmasq-base)
+  command -v curl >/dev/null 2>&1 || need+=(curl)
 fi
 
 if [ "${#need[@]}" -gt 0 ]; then

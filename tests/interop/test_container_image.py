@@ -48,6 +48,8 @@ CONF = "/home/rocketmq/conf"
 TOPIC, GROUP, COUNT = "TContainer", "g_container", 40
 GRPC_TOPIC = "TContainerGrpc"
 PY_CLIENT = Path(__file__).parent / "pyclient" / "grpc_client.py"
+#: the README's compose and `podman run -p` commands, run in a network namespace of their own
+COMPOSE_CONFINED = Path(__file__).parent / "container" / "compose_confined.sh"
 #: the host's CA bundle, for pip behind a TLS-intercepting proxy (harmless without one)
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -148,6 +150,9 @@ def test_image_recipe_and_compose_agree(image: dict) -> None:
         assert svc["build"]["dockerfile"] == "container/Containerfile"
         assert (COMPOSE.parent / svc["build"]["context"]).resolve() == ROOT
     assert services["namesrv"]["command"] == config["Cmd"]
+    # stated again in compose.yaml: podman-compose builds OCI images, which drop the HEALTHCHECK
+    for svc in services.values():
+        assert svc["healthcheck"]["test"] == image["Healthcheck"]["Test"], svc.get("healthcheck")
     broker = services["broker"]["command"]
     assert broker[:3] == ["mqbroker", "-c", f"{CONF}/broker.conf"] and broker[3:5] == ["-n", "namesrv:9876"], broker
     assert services["broker"]["depends_on"]["namesrv"]["condition"] == "service_healthy"
@@ -215,3 +220,30 @@ def test_java_client_through_the_image(image: dict, java_built, client_host, tmp
         assert (tmp_path / "ns-logs" / "rocketmqlogs" / "namesrv.log").stat().st_uid == UID
     finally:
         ctrs.remove()
+
+
+def test_readme_compose_path_confined() -> None:
+    """The README's "In containers" section as a user runs it, through podman's own network layer
+    (compose's bridge, the published ports), which the rest of the suite never uses: so it runs in
+    a private network namespace whose firewall tables and bridge vanish with it
+    (tests/interop/container/compose_confined.sh, which says how). `podman-compose up -d --build`,
+    both services healthy in `ps`, rmqpy-admin updateTopic in the broker container, the README's
+    official Python client program unchanged on 127.0.0.1:8081, the metrics on 5557 and 5558,
+    `down -v`; then the README's `podman run -p` commands with the broker advertising the host's
+    address, the same client through it."""
+    if isolation.isolation_kind() != "podman":
+        pytest.skip("the compose path needs podman: RMQPY_INTEROP_ISOLATION=podman")
+    isolation.ensure_podman_image(build=True)
+    compose = Path(sys.executable).parent / "podman-compose"
+    if not compose.exists():
+        pytest.fail("podman-compose (the test extra) is not installed")
+    started = time.monotonic()
+    proc = subprocess.run(["bash", str(COMPOSE_CONFINED)], capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, PYTHON=sys.executable, PODMAN_COMPOSE=str(compose)))
+    print(proc.stdout[-3000:])
+    print(f"compose_confined.sh: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    for step in ("both healthy", "topic made", "official Python client: sent and received",
+                 "metrics: broker (5557) counted the message", "podman run -p: registered at",
+                 "README path passed", "cleaned up (exit 0)"):
+        assert step in proc.stdout, step

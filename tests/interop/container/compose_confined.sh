@@ -25,7 +25,9 @@
 #
 # Needs: podman, the suite's base image (RMQPY_INTEROP_ISOLATION=podman tests/interop/setup_host.sh),
 # podman-compose (PODMAN_COMPOSE=..., default: found on PATH, else installed from PyPI into a
-# throwaway venv), python3 with rocketmq-python-client 5.1.2 (the test extra).
+# throwaway venv; the test extra has it: podman 4.3 has no `podman compose`), CNI's dnsname plugin
+# and dnsmasq (compose's service names: the broker's `-n namesrv:9876`; setup_host.sh installs them),
+# $PYTHON (default python3) with rocketmq-python-client 5.1.2 (the test extra), curl.
 # Cleans up the namespace, the containers, the volumes and the network also on failure.
 set -euo pipefail
 
@@ -38,8 +40,9 @@ SUITE_PODMAN_DIR=${RMQPY_INTEROP_PODMAN_DIR:-/var/lib/rmqpy-interop/podman}
 BASE=localhost/rmqpy-interop-client:bookworm
 HOST_CA=/etc/ssl/certs/ca-certificates.crt
 WORK=$(mktemp -d /tmp/rmqpy-compose.XXXXXX)
+PYTHON=${PYTHON:-python3}
 t0=$(date +%s.%N)
-say() { printf '[%6.1f s] %s\n' "$(echo "$(date +%s.%N) - $t0" | bc)" "$*"; }
+say() { printf '[%6.1f s] %s\n' "$(awk "BEGIN {print $(date +%s.%N) - $t0}")" "$*"; }
 
 mkdir -p "$PDIR" "$RUNROOT"
 cat > "$PDIR/containers.conf" <<EOF
@@ -138,8 +141,8 @@ cd '$ROOT'
 export RMQPY_BASE='$BASE'
 EOF
 cat >> "$WORK/inside.sh" <<'EOF'
-PC_="$1"; WORK="$2"; T0="$3"
-say() { printf '[%6.1f s] %s\n' "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; }
+PC_="$1"; WORK="$2"; T0="$3"; PYTHON="$4"
+say() { printf '[%6.1f s] %s\n' "$(awk "BEGIN {print $(date +%s.%N) - $T0}")" "$*"; }
 C="$PC_ -f container/compose.yaml"
 down() {
     rc=$?
@@ -177,7 +180,7 @@ $C exec broker rmqpy-admin clusterList -n namesrv:9876
 $C exec broker rmqpy-admin updateTopic -n namesrv:9876 -c DefaultCluster -t TestTopic | tee "$WORK/topic.out"
 grep -q success "$WORK/topic.out"
 say "topic made"
-python3 "$WORK/send_and_receive.py" | tee "$WORK/client.out"
+$PYTHON "$WORK/send_and_receive.py" | tee "$WORK/client.out"
 grep -qx "b'hello'" "$WORK/client.out"
 say "official Python client: sent and received"
 curl -sf http://127.0.0.1:5557/metrics > "$WORK/metrics.out"
@@ -208,11 +211,11 @@ done
 podman exec rmqpy_run_broker rmqpy-admin updateTopic -n $HOST:9876 -c DefaultCluster -t TestTopic > "$WORK/topic2.out"
 grep -q "create topic to $HOST:10911 success" "$WORK/topic2.out"
 sed "s/127.0.0.1:8081/$HOST:8081/" "$WORK/send_and_receive.py" > "$WORK/send_and_receive_lan.py"
-python3 "$WORK/send_and_receive_lan.py" | tee "$WORK/client2.out"
+$PYTHON "$WORK/send_and_receive_lan.py" | tee "$WORK/client2.out"
 grep -qx "b'hello'" "$WORK/client2.out"
 curl -sf http://$HOST:5557/metrics > "$WORK/metrics2.out"
 grep -q '^rocketmq_messages_in_total{.*topic="TestTopic".*} 1' "$WORK/metrics2.out"
 say "podman run -p: registered at $HOST:10911, official Python client sent and received through $HOST:8081, metrics"
 EOF
-in_ns bash "$WORK/inside.sh" "$PC" "$WORK" "$t0"
+in_ns bash "$WORK/inside.sh" "$PC" "$WORK" "$t0" "$PYTHON"
 say "README path passed"
