@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from rmqpy.common.properties import PropertiesError, apply_properties, format_properties, parse_properties, store_properties
 
-# any text: controls, separators, non-ASCII and supplementary characters (hypothesis leaves out lone surrogates)
-any_text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=40)
+# any text: controls, separators, non-ASCII and supplementary characters; no surrogates (Cs): hypothesis
+# drew '\ud800\udc00', which Java's UTF-16 strings (and so the reader) take as the one character U+10000
+any_text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=("Cs",)), max_size=40)
 
 
 @settings(max_examples=500)
