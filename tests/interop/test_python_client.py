@@ -19,6 +19,7 @@ import pytest
 
 from rmqpy.client import ClientError, Message, MessageQueue, Producer, PullConsumer, PullStatus
 from rmqpy.client.core import Call
+from tests.fresh_reactor import run_in_fresh_reactor
 from tests.interop import clients, jvm, servers
 from tests.interop.waiting import wait_until
 
@@ -264,28 +265,6 @@ def test_errors_are_client_errors_with_the_broker_code(target: Target) -> None:
     assert re.search(r"CODE: \d+", str(err.value))
 
 
-def _in_fresh_reactor(coro_fn, timeout: float = 60.0):
-    """``await coro_fn(reactor)`` in a reactor of its own (the global one cannot be restarted)."""
-    from twisted.internet import defer
-    from twisted.internet.selectreactor import SelectReactor
-    from twisted.python.failure import Failure
-    r = SelectReactor()
-    out: dict = {}
-
-    def go() -> None:
-        d = defer.ensureDeferred(coro_fn(r))
-        d.addBoth(lambda x: (out.setdefault("result", x), r.stop()))
-    r.callWhenRunning(go)
-    r.callLater(timeout, lambda: (out.setdefault("result", TimeoutError(f"still running after {timeout}s")), r.stop()))
-    r.run(installSignalHandlers=False)
-    res = out["result"]
-    if isinstance(res, Failure):
-        res.raiseException()
-    if isinstance(res, BaseException):
-        raise res
-    return res
-
-
 def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) -> None:
     """The Deferred and asyncio forms (same plans, other transports): concurrent sends, pulls and
     offsets; everything sent lands once, as the blocking consumer sees."""
@@ -330,7 +309,7 @@ def test_twisted_and_asyncio_forms_send_and_pull_concurrently(target: Target) ->
     asyncio.run(produce_first())
     _routed(target, topic)
     aio_sent, aio_got = asyncio.run(with_asyncio())
-    tx_sent, tx_got = _in_fresh_reactor(with_twisted)
+    tx_sent, tx_got = run_in_fresh_reactor(with_twisted, timeout=60.0)
     assert sorted(aio_got) == sorted(f"aio-{i}".encode() for i in range(6))
     assert sorted(tx_got) == sorted(f"tx-{i}".encode() for i in range(6))
     assert len({r.msg_id for r in aio_sent + tx_sent}) == 12

@@ -6,30 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import defer, protocol
-from twisted.internet.selectreactor import SelectReactor
 from twisted.internet.testing import MemoryReactor
 
 from rmqpy.remoting import eager
+from tests.fresh_reactor import run_in_fresh_reactor
 
-
-def run(coro_fn, timeout: float = 20.0) -> Any:
-    r = SelectReactor()
-    out: dict[str, Any] = {}
-
-    def go() -> None:
-        d = defer.ensureDeferred(coro_fn(r))
-        d.addBoth(lambda x: (out.setdefault("result", x), r.stop()))
-
-    r.callWhenRunning(go)
-    r.callLater(timeout, lambda: (out.setdefault("result", TimeoutError(f"still running after {timeout}s")), r.stop()))
-    r.run(installSignalHandlers=False)
-    res = out["result"]
-    from twisted.python.failure import Failure
-    if isinstance(res, Failure):
-        res.raiseException()
-    if isinstance(res, BaseException):
-        raise res
-    return res
+run = run_in_fresh_reactor
 
 
 class Replier(protocol.Protocol):

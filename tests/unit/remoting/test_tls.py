@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from twisted.internet import defer, protocol, task
-from twisted.internet.selectreactor import SelectReactor
 
 from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import RemotingCommand
@@ -24,6 +23,7 @@ from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.protocol import RemotingConnectionError, RemotingServerFactory, RemotingTimeoutError
 from rmqpy.remoting.tls_testcerts import issue, make_ca
+from tests.fresh_reactor import run_in_fresh_reactor
 
 PING = 4242
 PASSWORD = "s3cret pw"
@@ -47,31 +47,7 @@ def pki(tmp_path_factory) -> dict[str, Any]:
     return {"ca": ca, "other": other, "server": server, "server2": server2, "good": good, "bad": bad, **paths}
 
 
-def run(coro_fn, timeout: float = 20.0) -> Any:
-    """Runs ``await coro_fn(reactor)`` in a fresh reactor; returns its result or raises."""
-    r = SelectReactor()
-    out: dict[str, Any] = {}
-
-    def go() -> None:
-        d = defer.ensureDeferred(coro_fn(r))
-        d.addBoth(lambda x: (out.setdefault("result", x), r.stop()))
-
-    r.callWhenRunning(go)
-    r.callLater(timeout, lambda: (out.setdefault("result", TimeoutError(f"test still running after {timeout}s")),
-                                  r.stop()))
-    r.run(installSignalHandlers=False)
-    for reader in list(r.getReaders()):
-        if reader is not r.waker:
-            r.removeReader(reader)
-    res = out["result"]
-    if isinstance(res, defer.Failure if hasattr(defer, "Failure") else ()):  # pragma: no cover
-        res.raiseException()
-    from twisted.python.failure import Failure
-    if isinstance(res, Failure):
-        res.raiseException()
-    if isinstance(res, BaseException):
-        raise res
-    return res
+run = run_in_fresh_reactor
 
 
 def sleep(r, seconds: float) -> defer.Deferred:
