@@ -6,42 +6,55 @@ text side by side in ``permissive`` mode, the gRPC port serves TLS only once a c
 configured (``tls.server.certPath``/``keyPath``, or ``tls.test.mode.enable`` for a self-signed
 one), in ``permissive`` and ``enforcing`` alike; ``disabled``, or no certificate, is plain text.
 
-Certificate reload: grpcio asks :meth:`GrpcTls.fetch` before every handshake; it looks at the
-files at most every ``POLL_INTERVAL`` seconds and, when their bytes changed, checks the new pair
+Certificate reload: grpcio asks :meth:`GrpcTls.fetch` before every handshake; it stats the files
+(inode, mtime, size: a few microseconds) and, when those and then their bytes changed, checks the new pair
 as the remoting ports do (:func:`rmqpy.remoting.tls.build_server_context`) and hands grpcio the
-new certificate; a broken file keeps the old one. ``need.client.auth=require`` requires a client
+new certificate; a broken file keeps the old one. There is no
+polling delay (the remoting ports' FileWatcher polls every 0.5 s): the first handshake after the
+files were replaced gets the new certificate. ``need.client.auth=require`` requires a client
 certificate issued by ``tls.server.trustCertPath``; ``optional`` is served as ``none`` (grpcio
 has no optional client authentication).
 """
 from __future__ import annotations
 
+import os
 import threading
-import time
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 from cryptography.hazmat.primitives import serialization
 
 from rmqpy.remoting import tls
-from rmqpy.remoting.filewatch import POLL_INTERVAL, digest
+from rmqpy.remoting.filewatch import digest
 
 log = tls.log
 
 
 class GrpcTls:
-    def __init__(self, settings: tls.TlsSettings, clock: Callable[[], float] = time.monotonic) -> None:
-        self.settings, self.clock = settings, clock
+    def __init__(self, settings: tls.TlsSettings) -> None:
+        self.settings = settings
         self._static: dict[str, bytes] = {}
         self.paths = settings.server_paths()
         if settings.test_mode and not settings.server_cert_path:
             self._static["<test-cert>"], self._static["<test-key>"] = tls.self_signed_pair()
             self.paths = []
+        self._stamps = self._stat()
         files = self._read()
         self.initial, self.fingerprint = self._config(files)
         self._hashes = digest(files)
-        self._checked = clock()
         self._lock = threading.Lock()
         self.reloads = 0
+
+    def _stat(self) -> tuple[tuple[int, int, int], ...] | None:
+        """(inode, mtime ns, size) of each file, or None while one is missing (being replaced)."""
+        out = []
+        for path in self.paths:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        return tuple(out)
 
     def _read(self) -> dict[str, bytes]:
         out = {}
@@ -76,14 +89,16 @@ class GrpcTls:
     def fetch(self) -> Any:
         """grpcio's fetcher (its threads, before each handshake): a new configuration or None."""
         with self._lock:
-            now = self.clock()
-            if not self.paths or now - self._checked < POLL_INTERVAL:
+            if not self.paths:
                 return None
-            self._checked = now
+            stamps = self._stat()
+            if stamps is None or stamps == self._stamps:
+                return None
             try:
                 files = self._read()
             except tls.TlsConfigError:
-                return None  # being replaced: look again later
+                return None  # being replaced: look again at the next handshake
+            self._stamps = stamps
             hashes = digest(files)
             if hashes == self._hashes:
                 return None
