@@ -34,6 +34,34 @@ public final class Common {
     private Common() {
     }
 
+    /**
+     * The last {@code max} WARN/ERROR lines of the client's own log file (rocketmq_client.log under
+     * rocketmq.log.root, 5.x, or rocketmq.client.logRoot, 4.9), for a failure report: a consumer that
+     * got nothing says there why (a rebalance that found no route or no member list, a heartbeat that
+     * lost its lock, pull errors), and the file is gone with the test's scratch home afterwards.
+     */
+    public static List<String> clientLogWarnings(int max) {
+        List<String> out = new ArrayList<>();
+        for (String prop : new String[] {"rocketmq.log.root", "rocketmq.client.logRoot"}) {
+            String root = System.getProperty(prop);
+            if (root == null) {
+                continue;
+            }
+            java.nio.file.Path log = java.nio.file.Paths.get(root, "rocketmq_client.log");
+            try {
+                for (String line : java.nio.file.Files.readAllLines(log, StandardCharsets.UTF_8)) {
+                    if (line.contains(" WARN ") || line.contains(" ERROR ")) {
+                        out.add(line.length() > 400 ? line.substring(0, 400) : line);
+                    }
+                }
+                break;
+            } catch (java.io.IOException e) {
+                // not this generation's file: try the other property
+            }
+        }
+        return out.subList(Math.max(0, out.size() - max), out.size());
+    }
+
     /** Client options shared by every subcommand that builds a client. */
     public static final class ClientOptions {
         String namesrv;
