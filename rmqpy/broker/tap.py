@@ -109,7 +109,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         except ValueError as exc:  # TlsConfigError
             raise SystemExit(f"rmq-broker: {exc}") from None
         GrpcServerService(MessagingActivities(controller, controller.dispatcher, bc.grpcServerPort), reactor, settings.netty.bindAddress,
-                          bc.grpcServerPort, bc.grpcThreadPoolNums, max_inbound=bc.grpcMaxInboundMessageSize,
+                          bc.grpcServerPort, max_calls=bc.grpcThreadPoolNums, max_inbound=bc.grpcMaxInboundMessageSize,
                           tls=grpc_tls_, auth=GrpcAuth(controller.auth_pipeline) if controller.auth_pipeline else None
                           ).setServiceParent(top)
     if controller.metrics_manager is not None:  # metricsExporterType=PROM

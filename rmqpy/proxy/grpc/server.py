@@ -8,13 +8,15 @@ thread. This needs no reactor choice: ``twistd`` keeps its default reactor, wher
 would need Twisted's asyncio reactor installed before anything imports the reactor.
 Measured (bench/grpc_python_demo.py, one host): the official Python client sends 300 messages
 one by one in 0.31-0.37 s and receives and acks them in 0.40-0.45 s through this bridge; the
-client's own round trip dominates. The ``grpc.aio`` variant has not been measured yet.
+client's own round trip dominates. ``grpc.aio`` on Twisted's asyncio reactor was measured against
+this bridge in ``bench/grpc_bridge_bench.py`` (bench/README.md) and not taken.
 
 The price is a thread per call in progress: long-polling receives and each client's telemetry
-stream hold one for their length. The pool is ``grpcServerThreadPoolNums`` threads and
-``grpcServerMaxConcurrentCalls`` calls (beyond it grpcio answers RESOURCE_EXHAUSTED at once, so
-nothing queues without bound); a request larger than ``grpcMaxInboundMessageSize`` is refused by
-grpcio (RESOURCE_EXHAUSTED), and a malformed protobuf by grpcio too (INTERNAL).
+stream hold one for their length. So the endpoint admits ``grpcThreadPoolNums`` calls at once and
+has a thread for each (:func:`grpc_server`); beyond that grpcio answers RESOURCE_EXHAUSTED at once,
+so nothing queues, and no number of open streams can leave a unary call waiting for a thread. A
+request larger than ``grpcMaxInboundMessageSize`` is refused by grpcio (RESOURCE_EXHAUSTED), and a
+malformed protobuf by grpcio too (INTERNAL).
 
 TLS: the ``tls.*`` keys of the remoting ports, with certificate reload (:mod:`rmqpy.proxy.grpc.tls`;
 TLS only once a certificate is configured: grpcio cannot serve TLS and plain text on one port).
@@ -262,29 +264,41 @@ class _GrpcioLines(logging.Filter):
         return False
 
 
+def grpc_server(max_calls: int, max_inbound: int) -> grpc.Server:
+    """A grpcio server that admits ``max_calls`` calls at once and has a pool thread for each.
+
+    grpcio's synchronous server runs a call on a pool thread for the call's whole length. With fewer
+    threads than admitted calls, the long ones (a client's Telemetry stream lasts as long as the client
+    runs) took every thread, and every later call, unary ones included, waited in the pool's queue
+    for good: 64 connected clients stopped an endpoint of 64 threads and 1024 calls. Here a call over
+    the limit is refused with RESOURCE_EXHAUSTED instead. The pool starts threads only as calls need
+    them."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_calls, thread_name_prefix="grpc")
+    return grpc.server(pool, maximum_concurrent_rpcs=max_calls, options=[
+        ("grpc.max_receive_message_length", max_inbound),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.so_reuseport", 0),
+    ])
+
+
 class GrpcServerService(service.Service):
     """Serves the endpoint while the broker runs; ``bound_port`` once started (0: an ephemeral port)."""
 
     log = RateLimitedLogger()
 
-    def __init__(self, activities: MessagingActivities, reactor: Any, host: str, port: int, threads_n: int = 64,
+    def __init__(self, activities: MessagingActivities, reactor: Any, host: str, port: int,
                  max_calls: int = 1024, max_inbound: int = 130 * 1024 * 1024, tls: Any = None,
                  auth: GrpcAuth | None = None) -> None:
         self.activities, self.reactor, self.host, self.port = activities, reactor, host, port
         self.tls = tls  # rmqpy.proxy.grpc.tls.GrpcTls, or None for plain text
         self.auth = auth  # rmqpy.proxy.grpc.auth.GrpcAuth when the broker authenticates or authorizes
-        self.threads_n, self.max_calls, self.max_inbound = threads_n, max_calls, max_inbound
+        self.max_calls, self.max_inbound = max_calls, max_inbound
         self.server: Any = None
         self.bound_port = 0
 
     def startService(self) -> None:  # noqa: N802 (Twisted's name)
         super().startService()
-        pool = concurrent.futures.ThreadPoolExecutor(self.threads_n, thread_name_prefix="grpc")
-        server = grpc.server(pool, maximum_concurrent_rpcs=self.max_calls, options=[
-            ("grpc.max_receive_message_length", self.max_inbound),
-            ("grpc.max_send_message_length", -1),
-            ("grpc.so_reuseport", 0),
-        ])
+        server = grpc_server(self.max_calls, self.max_inbound)
         self.servicer = _Servicer(self.activities, self.reactor, self.auth)
         self._grpcio_lines = _GrpcioLines(self.reactor)
         for name in ("grpc._common", "grpc._server"):
