@@ -106,7 +106,7 @@ class MessagingActivities:
         return self.clients.channel_of(client_id, peer, language)
 
     def _invoke(self, ch: LocalChannel, request: RemotingCommand) -> defer.Deferred[RemotingCommand]:
-        return ch.invoke(self.dispatcher, request)
+        return ch.call(self.dispatcher, request)
 
     def _topic(self, res: Any, write: bool = False, read: bool = False) -> Any:
         name = _name(res, Code.ILLEGAL_TOPIC, "topic")

@@ -117,7 +117,7 @@ class GrpcClients:
         data = self._heartbeat_data(ch, group)
         if data is None or not (data.producerDataSet or data.consumerDataSet):
             return defer.succeed(None)
-        return ch.invoke(self.dispatcher, RemotingCommand.request(RequestCode.HEART_BEAT, None, data.encode()))
+        return ch.call(self.dispatcher, RemotingCommand.request(RequestCode.HEART_BEAT, None, data.encode()))
 
     def unregister(self, ch: LocalChannel, group: str | None) -> defer.Deferred[Any]:
         s = ch.settings
@@ -125,10 +125,10 @@ class GrpcClients:
         if s is not None and s.HasField("publishing"):
             for t in s.publishing.topics:
                 h = UnregisterClientRequestHeader(clientID=ch.client_id, producerGroup=t.name)
-                calls.append(ch.invoke(self.dispatcher, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, h)))
+                calls.append(ch.call(self.dispatcher, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, h)))
         elif s is not None and group:
             h = UnregisterClientRequestHeader(clientID=ch.client_id, consumerGroup=group)
-            calls.append(ch.invoke(self.dispatcher, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, h)))
+            calls.append(ch.call(self.dispatcher, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, h)))
         return defer.gatherResults(calls, consumeErrors=True)
 
     # ------------------------------------------------------------------ telemetry

@@ -43,7 +43,9 @@ class LocalChannel:
         self._opaque = itertools.count(1)
         self._waiting: dict[int, defer.Deferred[RemotingCommand]] = {}
 
-    def invoke(self, dispatcher: Any, request: RemotingCommand) -> defer.Deferred[RemotingCommand]:
+    def call(self, dispatcher: Any, request: RemotingCommand) -> defer.Deferred[RemotingCommand]:
+        """Runs ``request`` as this client's, through the broker's dispatcher; the answer comes back
+        as the Deferred's result."""
         request.opaque = next(self._opaque)
         request.language, request.version = self.language, self.version
         d: defer.Deferred[RemotingCommand] = defer.Deferred()
@@ -56,6 +58,15 @@ class LocalChannel:
         d = self._waiting.pop(response.opaque, None)
         if d is not None:
             d.callback(response)
+
+    def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> defer.Deferred[RemotingCommand]:
+        """A request of the broker to this client that waits for an answer (``Channel.invoke``: the
+        admin codes GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY, which mqadmin's
+        consumerStatus and consumeMessage send through the broker). The proxy turns them into the
+        Telemetry commands PrintThreadStackTraceCommand and VerifyMessageCommand; rmqpy does not yet,
+        so the broker answers the admin tool at once with this error instead of a wrong one."""
+        return defer.fail(NotImplementedError(
+            f"request code {request.code} to a gRPC client is not served by rmqpy's gRPC endpoint"))
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         """A request of the broker to this client: to its Telemetry stream, if one is open (as
