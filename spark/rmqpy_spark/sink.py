@@ -19,7 +19,7 @@ message id, cannot be it: rmqpy.client, as the Java client in practice, makes a 
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -97,8 +97,17 @@ def _messages(batch: pa.RecordBatch, opts: SinkOptions, write_id: str, partition
         yield Message(t, bytes(b), tags=tags[i] or None, keys=k or None, properties=p), qids[i], brokers[i]
 
 
+#: a batch send holds at most this many body bytes, well under the broker's 4 MiB (maxMessageSize)
+#: for the encoded batch with its properties
+BATCH_BODY_BYTES = 1024 * 1024
+
+_SENT = ("SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
+
+
 class Sender:
-    """One task's producer: sends the rows of a partition in order, each synchronously."""
+    """One task's producer: sends the rows of a partition in order, synchronously: one message a send,
+    or with option ``batchSize`` N > 1 up to N consecutive rows of one topic and target queue in one
+    SEND_BATCH_MESSAGE (stored together, in order, in one queue)."""
 
     def __init__(self, opts: SinkOptions):
         from rmqpy.client import Producer, PullConsumer
@@ -128,16 +137,30 @@ class Sender:
 
     def write(self, batches: Iterator[pa.RecordBatch], write_id: str, partition: int) -> int:
         n = 0
+        pending: list = []  # consecutive messages of one topic and target queue, not sent yet
+        target: tuple = ()
+        size = 0
         for batch in batches:
             for msg, qid, broker in _messages(batch, self.opts, write_id, partition, n):
-                if qid is not None:
-                    r = self.producer.send(msg, queue=self._queue_of(msg.topic, qid, broker))
-                else:
-                    r = self.producer.send(msg)
-                if r.status not in ("SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
-                    raise RuntimeError(f"rocketmq sink: send to {msg.topic} answered {r.status}")
+                queue = self._queue_of(msg.topic, qid, broker) if qid is not None else None
+                if pending and ((msg.topic, queue) != target or len(pending) >= self.opts.batch_size
+                                or size + len(msg.body) > BATCH_BODY_BYTES):
+                    self._send(pending, target[1])
+                    pending, size = [], 0
+                pending.append(msg)
+                target, size = (msg.topic, queue), size + len(msg.body)
                 n += 1
+        if pending:
+            self._send(pending, target[1])
         return n
+
+    def _send(self, msgs: list, queue: Any) -> None:
+        if len(msgs) == 1:
+            r = self.producer.send(msgs[0], queue=queue)
+        else:
+            r = self.producer.send_batch(msgs, queue=queue)
+        if r.status not in _SENT:
+            raise RuntimeError(f"rocketmq sink: send to {msgs[0].topic} answered {r.status}")
 
     def close(self) -> None:
         self.producer.shutdown()

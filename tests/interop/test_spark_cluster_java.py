@@ -227,7 +227,8 @@ def test_sink_output_consumed_by_java_push_consumer_byte_identical(env):
 
 
 def test_stream_from_topic_to_topic(env):
-    """readStream from one topic, writeStream to another: each message once, bodies and tags kept."""
+    """readStream from one topic, writeStream to another in batches of up to 4: each message once,
+    bodies and tags kept."""
     brokers, _c, spark, _h, tmp = env
     create_topic(env, "SparkPipeSrc")
     create_topic(env, "SparkPipeDst")
@@ -236,6 +237,7 @@ def test_stream_from_topic_to_topic(env):
            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 8).load()
            .select("body", "tags", "keys", "properties"))
     q = (src.writeStream.format("rocketmq").option("nameServer", brokers.ns_addr).option("topic", "SparkPipeDst")
+         .option("batchSize", 4)  # SEND_BATCH_MESSAGE to both brokers; the other sink test sends one by one
          .option("checkpointLocation", str(tmp / "pipe-ckpt")).trigger(availableNow=True).start())
     assert q.awaitTermination(180), "the pipe query did not finish"
     assert q.exception() is None

@@ -2,6 +2,8 @@
 schema check, without brokers; reading through real brokers is tests/interop/test_spark_cluster_java.py."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 pytest.importorskip("pyarrow")
@@ -66,3 +68,38 @@ def test_row_id_depends_on_where_the_row_comes_from_only():
     assert row_id("w", 1, 2) == row_id("w", 1, 2)
     assert len({row_id("w", 1, 2), row_id("w", 2, 1), row_id("v", 1, 2)}) == 3
     assert len(row_id("w", 0, 0)) == 32
+
+
+class _RecordingProducer:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str], object]] = []
+
+    def send(self, msg, queue=None):
+        self.calls.append(("send", [msg.body.decode()], queue))
+        return SimpleNamespace(status="SEND_OK")
+
+    def send_batch(self, msgs, queue=None):
+        self.calls.append(("batch", [m.body.decode() for m in msgs], queue))
+        return SimpleNamespace(status="SEND_OK")
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_sink_batch_size_groups_consecutive_rows_of_one_topic():
+    """Option batchSize N sends up to N consecutive rows of one topic (and target queue) in one batch,
+    in row order; a topic change or the size cap starts the next one; batchSize 1 sends each alone."""
+    import pyarrow as pa
+    from rmqpy_spark.sink import Sender
+
+    rows = pa.RecordBatch.from_pydict({"body": [f"m{i}".encode() for i in range(7)],
+                                       "topic": ["A", "A", "A", "A", "A", "B", "A"]})
+    sender = Sender(SinkOptions({"nameserver": "h:1", "batchsize": "3"}))
+    sender.producer = rec = _RecordingProducer()
+    assert sender.write(iter([rows]), "w", 0) == 7
+    assert [(kind, bodies) for kind, bodies, _ in rec.calls] == [
+        ("batch", ["m0", "m1", "m2"]), ("batch", ["m3", "m4"]), ("send", ["m5"]), ("send", ["m6"])]
+    single = Sender(SinkOptions({"nameserver": "h:1", "topic": "A"}))
+    single.producer = rec = _RecordingProducer()
+    single.write(iter([rows.select(["body"])]), "w", 0)
+    assert [kind for kind, _, _ in rec.calls] == ["send"] * 7
