@@ -27,6 +27,7 @@ setup(
     package_dir={"": ".", "rmqpy_spark": "spark/rmqpy_spark"},
     packages=find_packages(include=["rmqpy", "rmqpy.*"]) + ["twisted.plugins", "rmqpy_spark"],
     # sample configs (conf/*.conf link to rmqpy/conf) and the Java defaults of docs/configuration.md
-    package_data={"rmqpy": ["conf/*.conf"], "rmqpy.tools": ["java_defaults/*.properties"]},
+    package_data={"rmqpy": ["conf/*.conf", "conf/2m-2s-sync/*.properties", "conf/multi-core/*.conf"],
+                  "rmqpy.tools": ["java_defaults/*.properties"]},
     cmdclass={"editable_wheel": EditableWheel},
 )

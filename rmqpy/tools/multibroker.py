@@ -1,6 +1,6 @@
 """Configuration of several brokers on one host, one per core (``./run.sh --brokers N``).
 
-    python3 -m rmqpy.tools.multibroker N OUTDIR [--template conf/multi-core/broker.conf]
+    python3 -m rmqpy.tools.multibroker N OUTDIR [--template rmqpy/conf/multi-core/broker.conf]
                                        [--store-root ~/store] [--base-port 10911]
 
 A broker runs its reactor on one core; RocketMQ scales a cluster by adding brokers, so N
@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("brokers", type=int)
     ap.add_argument("outdir")
-    ap.add_argument("--template", default=os.path.join("conf", "multi-core", "broker.conf"))
+    # the sample installed with the package (conf/multi-core in a checkout links to it)
+    ap.add_argument("--template", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                        "conf", "multi-core", "broker.conf"))
     ap.add_argument("--store-root", default=os.path.join(os.path.expanduser("~"), "store"))
     ap.add_argument("--base-port", type=int, default=10911)
     a = ap.parse_args(argv)

@@ -58,9 +58,17 @@ def test_wheel_in_a_fresh_venv_runs_a_name_server_and_broker_for_a_java_client(j
     bin_ = venv / "bin"
     _run([str(bin_ / "pip"), "install", "-q", "--disable-pip-version-check", str(wheels[0])], env=env, cwd=run_dir)
     where = _run([str(bin_ / "python"), "-c", "import rmqpy, os; print(rmqpy.__file__); "
-                  "print(sorted(os.listdir(os.path.join(os.path.dirname(rmqpy.__file__), 'conf'))))"],
+                  "c = os.path.join(os.path.dirname(rmqpy.__file__), 'conf'); "
+                  "print(sorted(os.path.relpath(os.path.join(d, f), c) for d, _, fs in os.walk(c) for f in fs))"],
                  cwd=run_dir, env=env)
-    assert where.startswith(str(venv)) and "['broker.conf', 'namesrv.conf']" in where, where
+    assert where.startswith(str(venv)), where
+    assert where.splitlines()[1] == str(sorted([  # the checkout's conf/ samples, all of them
+        "2m-2s-sync/broker-a-s.properties", "2m-2s-sync/broker-a.properties", "2m-2s-sync/broker-b-s.properties",
+        "2m-2s-sync/broker-b.properties", "broker.conf", "multi-core/broker.conf", "namesrv.conf"])), where
+    # ./run.sh --brokers N's configurations, from the installed sample, outside any checkout
+    made = _run([str(bin_ / "python"), "-m", "rmqpy.tools.multibroker", "2", str(run_dir / "multi")],
+                cwd=run_dir, env=env)
+    assert made.split() == [str(run_dir / "multi" / "broker-0.conf"), str(run_dir / "multi" / "broker-1.conf")], made
     assert "rmq-broker" in _run([str(bin_ / "twistd"), "--help"], cwd=run_dir, env=env)
 
     # the extra as pip reads it, then the package from the wheel (pyspark & co. appended after the venv)
