@@ -15,15 +15,8 @@ if [ -f spark/requirements.txt ]; then
 fi
 # clients run in podman containers; where podman cannot run, in plain network namespaces
 # (the pytest header and docs/compatibility.md name the isolation that ran)
-if [ -z "${RMQPY_INTEROP_ISOLATION:-}" ]; then
-  if RMQPY_INTEROP_ISOLATION=podman bash tests/interop/setup_host.sh \
-      && RMQPY_INTEROP_ISOLATION=podman python3 -m tests.interop.isolation check; then
-    export RMQPY_INTEROP_ISOLATION=podman
-  else
-    echo "test.sh: podman cannot run here: falling back to RMQPY_INTEROP_ISOLATION=netns" >&2
-    export RMQPY_INTEROP_ISOLATION=netns
-  fi
-fi
+RMQPY_INTEROP_ISOLATION="$(bash tests/interop/choose_isolation.sh)"
+export RMQPY_INTEROP_ISOLATION
 bash tests/interop/setup_host.sh
 bash tests/interop/java/build.sh
 if [ -f tests/interop/go/build.sh ]; then bash tests/interop/go/build.sh; fi
