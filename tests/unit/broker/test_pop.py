@@ -274,3 +274,47 @@ def test_no_delivery_without_a_stored_checkpoint(broker, monkeypatch):
     assert all(broker.consumer_offset_manager.query_offset("G", "T", q) <= 0 for q in range(4))
     monkeypatch.setattr(svc, "put_revive", real)
     assert sorted(m.body for m in msgs(pop(broker, ch))) == [b"m0", b"m1"]
+
+
+def test_peek_reads_without_hiding_and_checks_its_count(broker):
+    """PEEK_MESSAGE shows what a pop would get and changes nothing: the pop after it gets the same."""
+    from rmqpy.protocol.headers.pop import PeekMessageRequestHeader
+
+    ch = FakeChannel()
+    send(broker, ch, 3)
+
+    def peek(nums):
+        h = PeekMessageRequestHeader(consumerGroup="G", topic="T", queueId=-1, maxMsgNums=nums)
+        return call(broker, ch, RemotingCommand.request(RequestCode.PEEK_MESSAGE, h))
+
+    first = peek(32)
+    assert first.code == ResponseCode.SUCCESS and sorted(m.body for m in msgs(first)) == [b"m0", b"m1", b"m2"]
+    assert sorted(m.body for m in msgs(peek(32))) == [b"m0", b"m1", b"m2"]  # still there
+    assert sorted(m.body for m in msgs(pop(broker, ch))) == [b"m0", b"m1", b"m2"]  # and not hidden from a pop
+    assert peek(0).code == ResponseCode.INVALID_PARAMETER
+    assert peek(33).code == ResponseCode.INVALID_PARAMETER
+
+
+def test_batch_ack_acks_the_bits_it_sets_and_only_those(broker):
+    """BATCH_ACK_MESSAGE (5.x BatchAckMessageRequestBody): one entry per checkpoint, a bit per offset
+    from its start offset; the acked messages stay gone, the unacked one comes back after the invisible time."""
+    import base64
+
+    from rmqpy.protocol import fastjson
+
+    ch = FakeChannel()
+    for i in range(3):
+        assert call(broker, ch, send_request("T", f"q{i}".encode(), queue_id=0)).code == ResponseCode.SUCCESS
+    popped = pop(broker, ch, queue_id=0)
+    got = msgs(popped)
+    assert [m.queue_offset for m in got] == [0, 1, 2]
+    start, pop_time, invisible, revive_qid = receipt(popped, got[0]).split()[:4]
+    bits = 0b101  # offsets 0 and 2
+    body = {"brokerName": "broker-a", "acks": [{
+        "c": "G", "t": "T", "r": "0", "so": int(start), "q": 0, "rq": int(revive_qid), "pt": int(pop_time),
+        "it": int(invisible), "b": base64.b64encode(bits.to_bytes(1, "little")).decode()}]}
+    resp = call(broker, ch, RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, None, fastjson.dumps(body).encode()))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    for _ in range(8):
+        broker.clock.advance(1)
+    assert [m.body for m in msgs(pop(broker, ch))] == [b"q1"]  # q0 and q2 were acked by the batch
