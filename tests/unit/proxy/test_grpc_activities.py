@@ -250,3 +250,23 @@ def test_admin_requests_to_a_grpc_consumer_are_answered_with_a_clear_error(env) 
     resp = call(acts.broker, FakeChannel(), request)
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert "not served by rmqpy's gRPC endpoint" in resp.remark, resp.remark
+
+
+def test_several_messages_in_one_send_are_each_stored_and_answered(env) -> None:
+    """A SendMessageRequest with several messages (the proxy's batch: one topic): one entry per message,
+    in order, each with its own id, and each message received once."""
+    acts, ch = env
+    batch = [_message("GrpcT", f"b{i}".encode(), msg_id=f"MSGID-B{i}") for i in range(3)]
+    sent = _result(acts.send_message(spb.SendMessageRequest(messages=batch), ch))
+    assert sent.status.code == pb.Code.OK, sent
+    assert [e.message_id for e in sent.entries] == ["MSGID-B0", "MSGID-B1", "MSGID-B2"]
+    assert all(e.status.code == pb.Code.OK for e in sent.entries)
+    got = []
+    for qid in (0, 1):
+        req = spb.ReceiveMessageRequest(group=pb.Resource(name="gb"), batch_size=16,
+                                        message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcT"), id=qid))
+        req.invisible_duration.seconds = 30
+        req.long_polling_timeout.seconds = 0
+        got += [r.message.body for r in _result(acts.receive_message(req, ch, 10_000))
+                if r.WhichOneof("content") == "message"]
+    assert sorted(got) == [b"b0", b"b1", b"b2"]
