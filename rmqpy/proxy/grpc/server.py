@@ -38,14 +38,17 @@ from twisted.python.failure import Failure
 
 from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
 from rmqpy.proxy.grpc.auth import GrpcAuth
+from rmqpy.proxy.grpc.clients import bounded_answer
 from rmqpy.proxy.grpc.convert import Code, status
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 CLIENT_ID = "x-mq-client-id"
 LANGUAGE = "x-mq-language"
-MAX_TELEMETRY_COMMANDS = 10_000  # per stream: a client sends its settings once, then every 5 minutes
+# per stream: a client sends its settings once, then every 5 minutes, and answers what an admin tool asks
+MAX_TELEMETRY_COMMANDS = 10_000
 MAX_TELEMETRY_PENDING = 1024  # commands waiting to be written to one client's stream; more are dropped
 _END = object()
+ANSWERS = ("thread_stack_trace", "verify_message_result")  # a client's answers to the broker's commands
 
 
 class _Servicer(sgrpc.MessagingServiceServicer):
@@ -183,11 +186,23 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         done.delivery_timestamp.seconds, done.delivery_timestamp.nanos = now // 1000, (now % 1000) * 1_000_000
         yield done
 
+    def _report(self, ch: Any, cmd: Any) -> None:
+        """A client's answer to a command of the broker, from the stream's reader thread to the
+        reactor, where the requests waiting for it are (``GrpcClients.report``); one beyond rmqpy's
+        bounds is dropped here."""
+        answer = bounded_answer(cmd)
+        if answer is None:
+            self.reactor.callFromThread(lambda: self.log.warn("telemetry of {c}: an answer with an oversized nonce "
+                                                              "dropped", c=ch.client_id[:64]))
+            return
+        self.reactor.callFromThread(self.a.clients.report, ch, answer)
+
     def Telemetry(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
-        """The client's settings in, their merged answer and the broker's commands to the client
-        (transaction check-backs) out. A thread reads the client's commands while this one writes
-        what ``out`` holds; a settings command that fails validation ends the stream with
-        INVALID_ARGUMENT, as ``ClientActivity.processTelemetryException`` does."""
+        """The client's settings and its answers to the broker's commands in, the merged settings
+        and the broker's commands (transaction check-backs, thread stack trace and verify requests)
+        out. A thread reads the client's commands while this one writes what ``out`` holds; the
+        answers go to the reactor (``_report``). A settings command that fails validation ends the
+        stream with INVALID_ARGUMENT, as ``ClientActivity.processTelemetryException`` does."""
         ch = self._channel(context)
         if ch is None:
             yield spb.TelemetryCommand(status=status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
@@ -206,11 +221,15 @@ class _Servicer(sgrpc.MessagingServiceServicer):
                 for n, cmd in enumerate(request_iterator):
                     if n >= MAX_TELEMETRY_COMMANDS:
                         break
-                    if cmd.WhichOneof("command") != "settings":
-                        continue  # thread stack traces and verify results answer commands never sent
+                    kind = cmd.WhichOneof("command")
+                    if kind not in ("settings", *ANSWERS):
+                        continue
                     refused = self._refused(cmd, context)
                     if refused is not None:  # the proxy answers the command and keeps the stream
                         out.put(spb.TelemetryCommand(status=refused))
+                        continue
+                    if kind in ANSWERS:
+                        self._report(ch, cmd)
                         continue
                     try:
                         out.put(self._call(self.a.settings, cmd, ch, write))

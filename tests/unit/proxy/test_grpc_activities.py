@@ -231,27 +231,6 @@ def test_silent_clients_are_forgotten(env) -> None:
     assert set(clients.channels) == {"streaming", "fresh"}  # client-1 was silent, streaming has its stream
 
 
-def test_admin_requests_to_a_grpc_consumer_are_answered_with_a_clear_error(env) -> None:
-    """mqadmin consumerStatus asks a consumer through the broker (GET_CONSUMER_RUNNING_INFO). For a
-    gRPC consumer the answer is SYSTEM_ERROR naming what is not served, at once; it was SYSTEM_ERROR
-    "'float' object has no attribute 'opaque'" (the broker called the client's channel with the
-    arguments of a remoting connection)."""
-    from rmqpy.protocol.codes import RequestCode, ResponseCode
-    from rmqpy.protocol.command import RemotingCommand
-    from rmqpy.protocol.headers.admin import GetConsumerRunningInfoRequestHeader
-    from tests.unit.broker.helpers import call
-    acts, ch = env
-    sub = pb.Subscription(group=pb.Resource(name="g3"), subscriptions=[
-        pb.SubscriptionEntry(topic=pb.Resource(name="GrpcT"), expression=pb.FilterExpression(expression="*"))])
-    _result(acts.settings(_settings_cmd(client_type=pb.ClientType.SIMPLE_CONSUMER, subscription=sub), ch,
-                          lambda c: None))
-    request = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO,
-                                      GetConsumerRunningInfoRequestHeader(consumerGroup="g3", clientId="client-1"))
-    resp = call(acts.broker, FakeChannel(), request)
-    assert resp.code == ResponseCode.SYSTEM_ERROR
-    assert "not served by rmqpy's gRPC endpoint" in resp.remark, resp.remark
-
-
 def test_several_messages_in_one_send_are_each_stored_and_answered(env) -> None:
     """A SendMessageRequest with several messages (the proxy's batch: one topic): one entry per message,
     in order, each with its own id, and each message received once."""
