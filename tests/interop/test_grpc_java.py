@@ -13,7 +13,10 @@ The client runs in the client host (tests/interop/java/grpc/, ``GrpcHarness``). 
 * PushConsumer (concurrent): every message consumed exactly once, also when consuming one takes
   longer than the invisible time of its receive (the server renews the receipt handle);
 * transactions: a committed message is delivered, a rolled back one is not, and one left open is
-  committed by the producer's TransactionChecker when the server checks it back over Telemetry.
+  committed by the producer's TransactionChecker when the server checks it back over Telemetry;
+* mqadmin consumerStatus with jstack of a running PushConsumer: rmqpy prints the client's thread
+  stack trace, asked for over Telemetry; the reference (the proxy in local mode, its own fixture)
+  sends the client nothing and times out.
 
 One server set per target (module-scoped). The scenarios share it, each on its own topic and group,
 and run together to keep CI short: one consumer per scenario starts (all in parallel), then one
@@ -22,7 +25,9 @@ asserts on its own scenario's events.
 """
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -291,3 +296,149 @@ def test_transaction_commit_rollback_and_check_back(run: Run) -> None:
     if run.kind == "rmqpy":
         assert checked == {"tx-check"}, producer
         assert sorted(r["body"] for r in got) == ["tx-check", "tx-commit"], got
+
+
+# ---------------------------------------------------------------------- consumerStatus with jstack
+class LocalProxyTarget(Target):
+    """Apache's proxy 5.3.3 in local mode (its broker inside, a Java name server beside it). The
+    cluster mode of the module's reference does not relay GET_CONSUMER_RUNNING_INFO to a gRPC client
+    (``ClusterProxyRelayService``: "not implement yet"; the broker's request gets no answer), local
+    mode does (``LocalProxyRelayService``), and rmqpy answers as local mode."""
+
+    def __init__(self, host, tmp: Path) -> None:  # not super().__init__: it starts other servers
+        self.kind, self.host = "java-proxy-local", host
+        self.ns = jvm.start_java_namesrv(VERSION, workdir=tmp / "java-ns", props={"bindAddress": "0.0.0.0"})
+        self.ns_addr = f"{host.host_ip}:{self.ns.port}"
+        self.cluster = self  # Target.admin names the name server as cluster.ns_addr
+        try:
+            self.proxy = self._start_proxy(tmp / "proxy-local", host.host_ip)
+        except BaseException:
+            self.ns.kill9()
+            raise
+        self.endpoint = f"{host.host_ip}:{self.proxy.port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.host.host_ip}:{self.proxy.props['brokerPort']}"
+
+    def _start_proxy(self, workdir: Path, host_ip: str) -> jvm.JavaProcess:
+        home = jvm.prepare_home(workdir)
+        broker_port = jvm.free_broker_port()
+        broker = {**jvm.BROKER_DEFAULTS, "brokerName": "broker-grpc-local", "namesrvAddr": self.ns_addr,
+                  "brokerIP1": host_ip, "bindAddress": "0.0.0.0", "listenPort": broker_port,
+                  "rocketmqHome": str(home), "storePathRootDir": str(home / "store"),
+                  "storePathCommitLog": str(home / "store" / "commitlog")}
+        (home / "broker.properties").write_text("".join(f"{k}={v}\n" for k, v in broker.items()))
+        grpc_port = jvm.free_port()
+        conf = {"rocketMQClusterName": "DefaultCluster", "namesrvAddr": self.ns_addr, "proxyMode": "local",
+                "grpcServerPort": grpc_port, "remotingListenPort": jvm.free_port()}
+        (home / "rmq-proxy.json").write_text(json.dumps(conf))
+        conf["brokerPort"] = broker_port
+        cmd = jvm.java_cmd(VERSION, jvm.PROXY_MAIN, ["-pc", str(home / "rmq-proxy.json"), "-pm", "local",
+                                                    "-bc", str(home / "broker.properties")],
+                           kind="proxy", heap_mb=384, home=home)
+        log = home / "proxy.out"
+        with open(log, "ab") as logf:
+            proc = subprocess.Popen(cmd, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL,
+                                    stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        handle = jvm.JavaProcess("proxy", VERSION, proc, log, home, grpc_port, home / "rmq-proxy.json",
+                                 {k: str(v) for k, v in conf.items()})
+        try:
+            wait_until(lambda: "rocketmq-proxy startup successfully" in handle.log_text() or proc.poll() is not None,
+                       120, 0.2, what="local proxy started")
+            assert proc.poll() is None, handle.log_tail()
+            assert jvm.wait_broker_registered(self.ns_addr, f"{host_ip}:{broker_port}", None, 60), handle.log_tail()
+        except BaseException:
+            handle.kill9()
+            raise
+        return handle
+
+    def close(self) -> None:
+        self.proxy.kill9()
+        print(self.proxy.log_tail(40))
+        self.ns.kill9()
+
+
+@pytest.fixture(params=["rmqpy", "java-proxy-local"])
+def jstack_target(request, java_built, client_host, tmp_path):
+    t = Target("rmqpy", client_host, tmp_path) if request.param == "rmqpy" else LocalProxyTarget(client_host, tmp_path)
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+def _client_ids(out: str) -> list[str]:
+    """The #ClientId column of ``mqadmin consumerConnection``."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("#ClientId")) + 1
+    ids = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        ids.append(line.split()[0])
+    return ids
+
+
+def _mqadmin_out_and_err(t: Target, args: list[str]) -> str:
+    """mqadmin's stdout and stderr: a failed subcommand prints its exception on stderr."""
+    home = jvm.default_home()
+    cmd = jvm.java_cmd(VERSION, jvm.FASTEXIT_MAIN, [jvm.MQADMIN_MAIN, args[0], "-n", t.cluster.ns_addr, *args[1:]],
+                       {"rmq.logback.configurationFile": "rmq.tools.logback.xml"}, kind="harness", home=home)
+    proc = t.host.run(cmd, timeout=90, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+    return proc.stdout + proc.stderr
+
+
+def test_consumer_status_with_jstack_shows_the_push_consumers_thread_stack_trace(jstack_target, tmp_path) -> None:
+    """``mqadmin consumerStatus -g G -i CLIENT -s`` while a PushConsumer runs. rmqpy asks the client
+    over its Telemetry stream (PrintThreadStackTraceCommand) and mqadmin prints the thread stack trace
+    it answers. The reference does not get that far (measured, explained below): where rmqpy and Java
+    differ, this test records both."""
+    t = jstack_target
+    topic, group = "GrpcJavaJstack", "grpc_java_jstack"
+    t.create_topic(topic)
+    # mqadmin finds the consumer's broker through the group's retry topic; local mode registers a gRPC
+    # consumer without the HEART_BEAT that creates it (rmqpy's heartbeat creates it), so it is made here
+    t.create_topic(f"%RETRY%{group}")
+    cmd, home = t.harness_cmd("push", "--topic", topic, "--group", group, "-c", "1", "--timeout-s", "90")
+    err = tmp_path / "push.err"
+    with open(err, "w") as fe:
+        proc = t.host.popen(cmd, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=fe, text=True)
+    try:
+        assert '"started"' in proc.stdout.readline(), f"push consumer did not start: {err.read_text()[-3000:]}"
+        ids: list[str] = []
+        seen = [""]
+
+        def connected() -> bool:
+            seen[0] = clients.mqadmin(t.host, VERSION, ["consumerConnection", "-g", group], t.cluster.ns_addr)
+            ids[:] = _client_ids(seen[0]) if "#ClientId" in seen[0] else []
+            return bool(ids)
+
+        wait_until(connected, 60, 1.0, what="the push consumer in consumerConnection",
+                   diag=lambda: f"{seen[0]}\nconsumer stderr: {err.read_text()[-3000:]}")
+        out = _mqadmin_out_and_err(t, ["consumerStatus", "-g", group, "-i", ids[0], "-s"])
+        print(f"{t.kind}: consumerStatus -s:\n{out[:3000]}")
+        # the broker's own answer, waited for longer than mqadmin's 5 s
+        broker_addr = t.broker_addr if isinstance(t, LocalProxyTarget) else t.cluster.broker_addr
+        started = time.monotonic()
+        code, remark, _, body = jvm.remoting_request(broker_addr, 307, {  # GET_CONSUMER_RUNNING_INFO
+            "consumerGroup": group, "clientId": ids[0], "jstackEnable": "true"}, timeout=30)
+        took = time.monotonic() - started
+        print(f"{t.kind}: GET_CONSUMER_RUNNING_INFO answered {code} {remark!r} in {took:.1f} s, {len(body)} bytes")
+    finally:
+        proc.kill()
+        proc.wait(10)
+    if t.kind == "rmqpy":
+        assert "#Consumer jstack#" in out, out
+        jstack = out.split("#Consumer jstack#", 1)[1]
+        assert "java.lang.Thread" in jstack, jstack[:2000]
+        assert code == 0 and "java.lang.Thread" in json.loads(body)["jstack"], (code, remark)
+    else:
+        # 5.3.3's broker forwards the request with its header only in extFields (callConsumer), and
+        # ProxyChannel reads the header object (readCustomHeader: null), so GrpcClientChannel writes
+        # no PrintThreadStackTraceCommand: nothing answers, mqadmin gives up after its 5 s and the
+        # broker answers CONSUME_MSG_TIMEOUT (207) after its 10 s. A reference that sends the jstack
+        # command would answer (or, unanswered, SYSTEM_BUSY "call remote timeout" after 5 s).
+        assert "RemotingTimeoutException" in out and "#Consumer jstack#" not in out, out
+        assert code == 207 and took >= 9.5, (code, remark, took)
