@@ -14,9 +14,10 @@ The client runs in the client host (tests/interop/java/grpc/, ``GrpcHarness``). 
   longer than the invisible time of its receive (the server renews the receipt handle);
 * transactions: a committed message is delivered, a rolled back one is not, and one left open is
   committed by the producer's TransactionChecker when the server checks it back over Telemetry;
-* mqadmin consumerStatus with jstack of a running PushConsumer: rmqpy prints the client's thread
-  stack trace, asked for over Telemetry; the reference (the proxy in local mode, its own fixture)
-  sends the client nothing and times out.
+* the broker's requests to a running PushConsumer over Telemetry (the reference for these is the
+  proxy in local mode, their own fixture): a message consumed directly is answered alike; for mqadmin
+  consumerStatus with jstack rmqpy prints the client's thread stack trace, the reference sends the
+  client nothing and times out.
 
 One server set per target (module-scoped). The scenarios share it, each on its own topic and group,
 and run together to keep CI short: one consumer per scenario starts (all in parallel), then one
@@ -359,9 +360,10 @@ class LocalProxyTarget(Target):
         self.ns.kill9()
 
 
-@pytest.fixture(params=["rmqpy", "java-proxy-local"])
-def jstack_target(request, java_built, client_host, tmp_path):
-    t = Target("rmqpy", client_host, tmp_path) if request.param == "rmqpy" else LocalProxyTarget(client_host, tmp_path)
+@pytest.fixture(scope="module", params=["rmqpy", "java-proxy-local"])
+def relay_target(request, java_built, client_host, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"grpc-java-relay-{request.param}")
+    t = Target("rmqpy", client_host, tmp) if request.param == "rmqpy" else LocalProxyTarget(client_host, tmp)
     try:
         yield t
     finally:
@@ -389,24 +391,24 @@ def _mqadmin_out_and_err(t: Target, args: list[str]) -> str:
     return proc.stdout + proc.stderr
 
 
-def test_consumer_status_with_jstack_shows_the_push_consumers_thread_stack_trace(jstack_target, tmp_path) -> None:
-    """``mqadmin consumerStatus -g G -i CLIENT -s`` while a PushConsumer runs. rmqpy asks the client
-    over its Telemetry stream (PrintThreadStackTraceCommand) and mqadmin prints the thread stack trace
-    it answers. The reference does not get that far (measured, explained below): where rmqpy and Java
-    differ, this test records both."""
-    t = jstack_target
-    topic, group = "GrpcJavaJstack", "grpc_java_jstack"
+def _broker_addr(t: Target) -> str:
+    return t.broker_addr if isinstance(t, LocalProxyTarget) else t.cluster.broker_addr
+
+
+def _start_push(t: Target, topic: str, group: str, tmp: Path) -> tuple[subprocess.Popen, Path, str]:
+    """A PushConsumer of ``group`` on ``topic`` (its own topic, and the group's retry topic: mqadmin
+    finds the consumer's broker through it, and local mode registers a gRPC consumer without the
+    HEART_BEAT that creates it; rmqpy's heartbeat creates it), its events file and its client id once
+    the broker lists it."""
     t.create_topic(topic)
-    # mqadmin finds the consumer's broker through the group's retry topic; local mode registers a gRPC
-    # consumer without the HEART_BEAT that creates it (rmqpy's heartbeat creates it), so it is made here
     t.create_topic(f"%RETRY%{group}")
-    cmd, home = t.harness_cmd("push", "--topic", topic, "--group", group, "-c", "1", "--timeout-s", "90")
-    err = tmp_path / "push.err"
-    with open(err, "w") as fe:
-        proc = t.host.popen(cmd, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=fe, text=True)
+    cmd, home = t.harness_cmd("push", "--topic", topic, "--group", group, "-c", "2", "--timeout-s", "90")
+    out, err = tmp / f"{group}.out", tmp / f"{group}.err"
+    with open(out, "w") as fo, open(err, "w") as fe:
+        proc = t.host.popen(cmd, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL, stdout=fo, stderr=fe)
     try:
-        assert '"started"' in proc.stdout.readline(), f"push consumer did not start: {err.read_text()[-3000:]}"
+        wait_until(lambda: '"started"' in out.read_text() or proc.poll() is not None, 90, 0.2, what="push started")
+        assert proc.poll() is None, f"push exited {proc.poll()}: {err.read_text()[-3000:]}"
         ids: list[str] = []
         seen = [""]
 
@@ -417,13 +419,28 @@ def test_consumer_status_with_jstack_shows_the_push_consumers_thread_stack_trace
 
         wait_until(connected, 60, 1.0, what="the push consumer in consumerConnection",
                    diag=lambda: f"{seen[0]}\nconsumer stderr: {err.read_text()[-3000:]}")
-        out = _mqadmin_out_and_err(t, ["consumerStatus", "-g", group, "-i", ids[0], "-s"])
+    except BaseException:
+        proc.kill()
+        proc.wait(10)
+        raise
+    return proc, out, ids[0]
+
+
+def test_consumer_status_with_jstack_shows_the_push_consumers_thread_stack_trace(relay_target, tmp_path) -> None:
+    """``mqadmin consumerStatus -g G -i CLIENT -s`` while a PushConsumer runs. rmqpy asks the client
+    over its Telemetry stream (PrintThreadStackTraceCommand) and mqadmin prints the thread stack trace
+    it answers. The reference does not get that far (measured, explained below): where rmqpy and Java
+    differ, this test records both."""
+    t = relay_target
+    group = "grpc_java_jstack"
+    proc, _, client_id = _start_push(t, "GrpcJavaJstack", group, tmp_path)
+    try:
+        out = _mqadmin_out_and_err(t, ["consumerStatus", "-g", group, "-i", client_id, "-s"])
         print(f"{t.kind}: consumerStatus -s:\n{out[:3000]}")
         # the broker's own answer, waited for longer than mqadmin's 5 s
-        broker_addr = t.broker_addr if isinstance(t, LocalProxyTarget) else t.cluster.broker_addr
         started = time.monotonic()
-        code, remark, _, body = jvm.remoting_request(broker_addr, 307, {  # GET_CONSUMER_RUNNING_INFO
-            "consumerGroup": group, "clientId": ids[0], "jstackEnable": "true"}, timeout=30)
+        code, remark, _, body = jvm.remoting_request(_broker_addr(t), 307, {  # GET_CONSUMER_RUNNING_INFO
+            "consumerGroup": group, "clientId": client_id, "jstackEnable": "true"}, timeout=30)
         took = time.monotonic() - started
         print(f"{t.kind}: GET_CONSUMER_RUNNING_INFO answered {code} {remark!r} in {took:.1f} s, {len(body)} bytes")
     finally:
@@ -442,3 +459,44 @@ def test_consumer_status_with_jstack_shows_the_push_consumers_thread_stack_trace
         # command would answer (or, unanswered, SYSTEM_BUSY "call remote timeout" after 5 s).
         assert "RemotingTimeoutException" in out and "#Consumer jstack#" not in out, out
         assert code == 207 and took >= 9.5, (code, remark, took)
+
+
+def _offset_msg_id(store_addr: str, commit_log_offset: int) -> str:
+    """MessageDecoder.createMessageId: the store host's IPv4 address and port, then the offset."""
+    ip, port = store_addr.rsplit(":", 1)
+    raw = bytes(int(p) for p in ip.split(".")) + int(port).to_bytes(4, "big") + commit_log_offset.to_bytes(8, "big")
+    return raw.hex().upper()
+
+
+def test_a_message_consumed_directly_is_verified_by_the_push_consumer(relay_target, tmp_path) -> None:
+    """CONSUME_MESSAGE_DIRECTLY to the broker (what mqadmin queryMsgById -g -d sends after its own
+    consumerStatus check, which a gRPC consumer does not pass on either server): the broker hands the
+    stored message to the client as a VerifyMessageCommand, the client's listener consumes it, and its
+    VerifyMessageResult comes back as a ConsumeMessageDirectlyResult, alike on both."""
+    t = relay_target
+    topic, group = "GrpcJavaVerify", "grpc_java_verify"
+    proc, events, client_id = _start_push(t, topic, group, tmp_path)
+    try:
+        cmd, home = t.harness_cmd("produce", "--sends", f"{topic},1")
+        produced = t.host.run(cmd, timeout=120, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+        [sent] = jvm.Events(jvm._parse_lines(produced.stdout)).of("sent")
+        wait_until(lambda: '"received"' in events.read_text(), 60, 0.5, what="the message consumed")
+        detail = clients.mqadmin(t.host, VERSION, ["queryMsgByUniqueKey", "-i", sent["msgId"], "-t", topic],
+                                 t.cluster.ns_addr)
+        offset = int(next(line.split(":", 1)[1] for line in detail.splitlines() if line.startswith("CommitLog Offset:")))
+        msg_id = _offset_msg_id(_broker_addr(t), offset)
+        started = time.monotonic()
+        code, remark, _, body = jvm.remoting_request(_broker_addr(t), 309, {  # CONSUME_MESSAGE_DIRECTLY
+            "consumerGroup": group, "clientId": client_id, "msgId": msg_id, "topic": topic}, timeout=30)
+        took = time.monotonic() - started
+        print(f"{t.kind}: CONSUME_MESSAGE_DIRECTLY answered {code} {remark!r} in {took:.1f} s: {body[:300]!r}")
+        wait_until(lambda: len(jvm.Events(jvm._parse_lines(events.read_text())).of("received")) >= 2, 10, 0.5)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    received = jvm.Events(jvm._parse_lines(events.read_text())).of("received")
+    assert (code, remark) == (0, ""), (code, remark)
+    # ConsumeMessageDirectlyResult.encode() as the proxy answered it (measured, byte for byte)
+    assert body == (b'{"autoCommit":true,"consumeResult":"CR_SUCCESS","order":false,"remark":"from gRPC client",'
+                    b'"spentTimeMills":0}'), body
+    assert [r["body"] for r in received] == [sent["body"]] * 2, received  # delivered, then verified
