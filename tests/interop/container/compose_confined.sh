@@ -119,6 +119,10 @@ say "podman build (host network, for pip) done"
 
 ip netns add "$NS"
 mkdir -p "/etc/netns/$NS/cni/net.d"
+# the mount point of the run's tmpfs: CNI makes /var/lib/cni only when a container first joins a CNI
+# network, which nothing else on a fresh host has done (CI of 9902d9e: "mount: /var/lib/cni: mount
+# point does not exist", exit 32; it passed where an earlier podman run -p had made it)
+mkdir -p /var/lib/cni
 ip netns exec "$NS" ip link set lo up
 # not `ip netns exec NS cmd`: it mounts a fresh /sys, without this host's cgroup v1 hierarchies,
 # and runc then fails ("no cgroup mount found in mountinfo"); nsenter enters the network namespace
