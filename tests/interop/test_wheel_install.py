@@ -101,3 +101,26 @@ def test_wheel_in_a_fresh_venv_runs_a_name_server_and_broker_for_a_java_client(j
         for proc in reversed(procs):
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+
+
+def test_editable_install_in_a_fresh_venv_finds_both_taps_and_the_spark_package(tmp_path):
+    """``pip install -e .`` (README: "or pip install -e . in a checkout") in a venv of its own, with no
+    PYTHONPATH and outside the checkout: Twisted's plugin discovery finds both taps, and rmqpy and
+    rmqpy_spark import from the checkout (setup.py's EditableWheel; it rests on setuptools' private
+    _StaticPth, so a setuptools release that moves it fails here)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
+    env["HOME"] = str(tmp_path)
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], env=env)
+    _run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", "-e", str(ROOT)], env=env,
+         cwd=tmp_path)
+    found = _run([str(venv / "bin" / "python"), "-c",
+                  "from twisted.plugin import getPlugins; from twisted.application.service import IServiceMaker; "
+                  "import rmqpy, rmqpy.broker.tap; "
+                  "print(sorted(p.tapname for p in getPlugins(IServiceMaker) if p.tapname.startswith('rmq'))); "
+                  "print(rmqpy.__file__); import importlib.util as u; print(u.find_spec('rmqpy_spark').origin)"],
+                 env=env, cwd=tmp_path).splitlines()
+    assert found[0] == "['rmq-broker', 'rmq-namesrv']", found
+    assert found[1] == str(ROOT / "rmqpy" / "__init__.py"), found
+    assert found[2] == str(ROOT / "spark" / "rmqpy_spark" / "__init__.py"), found
+    assert (venv / "bin" / "mqbroker").exists() and (venv / "bin" / "rmqpy-admin").exists()
