@@ -38,6 +38,8 @@ SYSTEM_TOPICS = (AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BE
 V3_0_7_SNAPSHOT = 72
 V3_1_8_SNAPSHOT = 132
 JAVA_LONG_MAX = 2 ** 63 - 1
+#: how long the broker waits for a consumer's answer to a request it forwards (Broker2Client.callClient)
+CALL_CLIENT_TIMEOUT_S = 10.0
 GROUP_GET_NUMS = "GROUP_GET_NUMS"
 
 
@@ -132,7 +134,7 @@ class AdminBase:
                                     f"finish, please upgrade it to V3_1_8_SNAPSHOT")
         forward = RemotingCommand.request(code, None, request.body)
         forward.ext_fields = dict(request.ext_fields or {})
-        d = defer.maybeDeferred(client.channel.invoke, forward, 5.0)
+        d = defer.maybeDeferred(client.channel.invoke, forward, CALL_CLIENT_TIMEOUT_S)
 
         def answered(resp: RemotingCommand) -> RemotingCommand:
             out = request.response(resp.code, resp.remark, body=resp.body, ext_fields=resp.ext_fields)
