@@ -299,10 +299,16 @@ class SendMessageProcessor:
         if code is not None and ar is not None:
             # _response + SendMessageResponseHeader(msgId, queueId, queueOffset).encode(), inline
             bc = self.broker.broker_config
-            return RemotingCommand(code=code, opaque=request.opaque, flag=RPC_RESPONSE, remark=None, ext_fields={
-                PROPERTY_MSG_REGION: bc.regionId, PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false",
-                "msgId": str(ar.msg_id), "queueId": str(int(queue_id)), "queueOffset": str(int(ar.logics_offset))},
-                body=None, serialize_type=request.serialize_type)
+            fields = {PROPERTY_MSG_REGION: bc.regionId, PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false",
+                      "msgId": str(ar.msg_id), "queueId": str(int(queue_id)), "queueOffset": str(int(ar.logics_offset))}
+            if request.version >= MQVersion.V5_0_0 and isinstance(msg, MessageExtBrokerInner):
+                # 5.3.3 answers a single send with its UNIQ_KEY as transactionId (4.9.7 does not): Apache's
+                # proxy hands it to a gRPC producer, whose EndTransaction is refused without it
+                uniq = (msg.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if uniq:
+                    fields["transactionId"] = uniq
+            return RemotingCommand(code=code, opaque=request.opaque, flag=RPC_RESPONSE, remark=None, ext_fields=fields,
+                                   body=None, serialize_type=request.serialize_type)
         max_size = self.broker.store_config.maxMessageSize
         failures = {
             "CREATE_MAPEDFILE_FAILED": (ResponseCode.SYSTEM_ERROR,

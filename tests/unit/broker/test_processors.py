@@ -94,6 +94,18 @@ def test_batch_send_and_pull_back(broker):
 
 
 @pytest.mark.parametrize("version", [MQVersion.V4_9_8, MQVersion.V5_3_3])
+def test_a_single_send_answers_its_unique_key_as_transaction_id_to_5x_clients(broker, version):
+    """5.3.3's SendMessageProcessor puts the message's UNIQ_KEY in the answer's transactionId (4.9.7 does
+    not): Apache's proxy passes it to a gRPC producer, whose EndTransaction it refuses when empty."""
+    req = send_request("TX", b"half", props={"UNIQ_KEY": "U-TX-1", "TRAN_MSG": "true", "PGROUP": "PG"})
+    req.version = version
+    resp = call(broker, FakeChannel(), req)
+    assert resp.code == 0
+    expected = "U-TX-1" if version >= MQVersion.V5_0_0 else None
+    assert (resp.ext_fields or {}).get("transactionId") == expected, resp.ext_fields
+
+
+@pytest.mark.parametrize("version", [MQVersion.V4_9_8, MQVersion.V5_3_3])
 def test_stored_properties_are_those_of_the_producers_broker_generation(broker, version):
     """4.9.7 stores a message without WAIT; 5.3.3 keeps WAIT and adds MSG_REGION and TRACE_ON (the 5.x
     client's consume trace hook reads them). Batches: both append the batch's properties to each message,
