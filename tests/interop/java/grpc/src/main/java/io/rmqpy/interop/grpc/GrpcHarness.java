@@ -19,6 +19,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientException;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
@@ -236,7 +237,17 @@ public final class GrpcHarness {
                 .setSubscriptionExpressions(sub).build()) {
             emit(ev("started").put("at", System.currentTimeMillis()));
             while (System.currentTimeMillis() < Math.min(deadline, stopAt)) {
-                List<MessageView> got = consumer.receive(batch, invisible);
+                List<MessageView> got;
+                try {
+                    got = consumer.receive(batch, invisible);
+                } catch (ClientException | RuntimeException e) {  // 5.0.8 rethrows a gRPC status as is
+                    // what a SimpleConsumer application does with a failed receive: note it and receive
+                    // again; the tests allow it only for the reference server (a receive of the proxy
+                    // under load missed its deadline), never for rmqpy's
+                    emit(ev("receive-error").put("message", String.valueOf(e.getMessage()))
+                            .put("at", System.currentTimeMillis()));
+                    continue;
+                }
                 Set<String> held = new HashSet<>();
                 for (MessageView mv : got) {
                     String b = body(mv);
