@@ -6,6 +6,7 @@ from typing import Any
 from rmqpy.broker.processor.admin_base import AdminBase, language_name, master_only
 from rmqpy.broker.validation import validate_group
 from rmqpy.protocol import fastjson
+from rmqpy.protocol.bodies import retry_policy
 from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -40,6 +41,11 @@ class GroupAdmin(AdminBase):
             if bad is None and not 0 <= config.retryQueueNums <= self._max_queues():
                 bad = (f"retryQueueNums {config.retryQueueNums} is out of range [0, {self._max_queues()}] "
                        "(broker setting maxTopicQueueNums)")
+            if bad is None:
+                try:  # rmqpy: Java stores any numbers here and fails when a consumer's settings are built
+                    retry_policy.parse(config.extra.get("groupRetryPolicy"))
+                except ValueError as exc:
+                    bad = str(exc)
             if bad is not None:
                 return request.response(ResponseCode.SYSTEM_ERROR, bad)
             self.broker.subscription_group_manager.update(config)

@@ -25,6 +25,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer
 
 from rmqpy.broker.pop.receipt import ReceiptError, build_receipt, parse_receipt, real_topic, retry_mark
+from rmqpy.protocol.bodies import retry_policy
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -56,8 +57,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _OK_PUT = (ResponseCode.SUCCESS,)
 PRODUCER_MAX_ATTEMPTS = 3  # grpcClientProducerMaxAttempts
 _BAD_HANDLE = (ResponseCode.NO_MESSAGE, ResponseCode.MESSAGE_ILLEGAL)
-# CustomizedRetryPolicy's default next: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h
-RETRY_NEXT_MS = [1000, 5000, 10_000, 30_000] + [m * 60_000 for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 60, 120)]
 
 
 class Refused(Exception):
@@ -97,11 +96,16 @@ class MessagingActivities:
         self.receipts = ReceiptHandles(
             broker.reactor, self._renew_change,
             lambda client_id, group: broker.consumer_manager.find_channel(group, client_id) is not None,
-            lambda group, times: RETRY_NEXT_MS[min(times + 2, len(RETRY_NEXT_MS) - 1)],
+            lambda group, times: self.retry_policy(group).next_delay_ms(times),
             RenewConfig(bc.renewSchedulePeriodMillis, bc.renewAheadTimeMillis, bc.renewMaxTimeMillis,
                         bc.maxRenewRetryTimes, bc.invisibleTimeMillisWhenClear))
 
     # ------------------------------------------------------------------ helpers
+    def retry_policy(self, group: str) -> retry_policy.RetryPolicy:
+        """The group's ``groupRetryPolicy`` (the default for a group the broker does not know)."""
+        sgc = self.broker.subscription_group_manager.find(group) if _NAME.match(group or "") else None
+        return retry_policy.of_group(sgc.extra) if sgc is not None else retry_policy.DEFAULT
+
     def channel_of(self, client_id: str, peer: str, language: str = "") -> LocalChannel:
         return self.clients.channel_of(client_id, peer, language)
 
@@ -247,9 +251,15 @@ class MessagingActivities:
             s.subscription.fifo = bool(sgc.extra.get("consumeMessageOrderly")) if sgc is not None else False
             s.backoff_policy.Clear()
             s.backoff_policy.max_attempts = (sgc.retryMaxTimes if sgc is not None else 16) + 1
-            for ms in RETRY_NEXT_MS:
-                d = s.backoff_policy.customized_backoff.next.add()
-                d.seconds, d.nanos = ms // 1000, (ms % 1000) * 1_000_000
+            policy = retry_policy.of_group(sgc.extra) if sgc is not None else retry_policy.DEFAULT
+            if policy.type == retry_policy.EXPONENTIAL:
+                exp = s.backoff_policy.exponential_backoff
+                exp.initial.FromMilliseconds(policy.initial_ms)
+                exp.max.FromMilliseconds(policy.max_ms)
+                exp.multiplier = float(policy.multiplier)
+            else:
+                for ms in policy.next_ms:
+                    s.backoff_policy.customized_backoff.next.add().FromMilliseconds(ms)
         s.metric.Clear()
         s.metric.on = False
         return s

@@ -142,6 +142,13 @@ def test_subscription_group_name_and_retry_queue_nums_checked(broker):
     assert TRAVERSAL not in broker.subscription_group_manager.table
     assert "G1" not in broker.subscription_group_manager.table
     assert create({"groupName": "G1", "retryQueueNums": 3}).code == ResponseCode.SUCCESS
+    # rmqpy: a retry policy that 5.3.3 would store and fail on later is refused with the reason
+    resp = create({"groupName": "G2", "groupRetryPolicy": {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": []}}})
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "next must be a list" in resp.remark
+    assert "G2" not in broker.subscription_group_manager.table
+    policy = {"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 1000, "max": 8000, "multiplier": 2}}
+    assert create({"groupName": "G2", "groupRetryPolicy": policy}).code == ResponseCode.SUCCESS
+    assert broker.subscription_group_manager.table["G2"].extra["groupRetryPolicy"] == policy
 
 
 # ---------------------------------------------------------------------- row 2

@@ -7,6 +7,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
 from rmqpy.broker.pop.receipt import parse_receipt
+from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
 from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
 from tests.unit.broker.helpers import FakeChannel, make_broker, send_request
@@ -131,6 +132,31 @@ def test_consumer_settings_take_the_groups_retry_times_and_order(env) -> None:
     assert len(answer.settings.backoff_policy.customized_backoff.next) == 18
     info = acts.broker.consumer_manager.get("g2")
     assert info is not None and info.consume_type == "CONSUME_ACTIVELY" and ch in info.channels
+
+
+@pytest.mark.parametrize("policy, customized, exponential", [
+    ({"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [6000, 1500]}}, [(6, 0), (1, 500_000_000)], None),
+    ({"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 2000, "max": 60_000, "multiplier": 3}}, [],
+     ((2, 0), (60, 0), 3.0)),
+])
+def test_consumer_settings_carry_the_groups_retry_policy(env, policy, customized, exponential) -> None:
+    """GrpcClientSettingsManager.mergeSubscriptionData: the group's groupRetryPolicy is the backoff a
+    PushConsumer waits before a failed message comes again."""
+    acts, ch = env
+    cfg = SubscriptionGroupConfig("gPolicy", retryMaxTimes=2, extra={"groupRetryPolicy": policy})
+    acts.broker.subscription_group_manager.update(cfg)
+    sub = pb.Subscription(group=pb.Resource(name="gPolicy"), subscriptions=[
+        pb.SubscriptionEntry(topic=pb.Resource(name="GrpcT"), expression=pb.FilterExpression(expression="*"))])
+    answer = _result(acts.settings(_settings_cmd(client_type=pb.ClientType.PUSH_CONSUMER, subscription=sub), ch,
+                                   lambda c: None))
+    backoff = answer.settings.backoff_policy
+    assert backoff.max_attempts == 3
+    assert [(d.seconds, d.nanos) for d in backoff.customized_backoff.next] == customized
+    if exponential is None:
+        assert backoff.WhichOneof("strategy") == "customized_backoff"
+    else:
+        e = backoff.exponential_backoff
+        assert ((e.initial.seconds, e.initial.nanos), (e.max.seconds, e.max.nanos), e.multiplier) == exponential
 
 
 def test_end_transaction_without_its_data_is_refused(env) -> None:

@@ -108,6 +108,28 @@ def test_renewal_stops_after_renew_max_time_and_the_message_comes_back(env) -> N
     assert again[0].system_properties.delivery_attempt == 2
 
 
+def test_renewal_stop_gives_the_message_back_with_the_groups_retry_policy(env) -> None:
+    """STOP_RENEW's delay is the group's groupRetryPolicy for the message's reconsume times (0:
+    next[2] of a customized policy), not the default's 10 s."""
+    acts, push, clock = env
+    cfg = acts.broker.subscription_group_manager.find(GROUP)
+    cfg.extra["groupRetryPolicy"] = {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000, 1000, 40_000]}}
+    acts.receipts.config.renewMaxTimeMillis = 90_000
+    [msg] = _receive(acts, push, auto_renew=True)
+    other = acts.channel_of("simple-1", "127.0.0.1:5001")
+    _advance(acts, push, clock, 105)  # renewed at ~50 s; stopped at ~100 s with 40 s
+    assert acts.receipts.tracked == 0
+    _advance(acts, push, clock, 30)
+    assert _receive(acts, other, auto_renew=False) == []  # the default (10 s) would have given it by now
+    again: list = []
+    for _ in range(30):
+        _advance(acts, push, clock, 1)
+        again = _receive(acts, other, auto_renew=False)
+        if again:
+            break
+    assert [m.body for m in again] == [b"slow"]
+
+
 def test_termination_removes_the_handles_and_gives_the_messages_back(env) -> None:
     acts, push, clock = env
     assert len(_receive(acts, push, auto_renew=True)) == 1
