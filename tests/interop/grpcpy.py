@@ -183,3 +183,40 @@ def check_fifo_push_consumer_forwards_to_dlq(g: PyGrpc, topic: str, group: str) 
         ("grpc-3", "SUCCESS")], got
     out = g.mqadmin("queryMsgByUniqueKey", "-i", sent[1]["msgId"], "-t", f"%DLQ%{group}")
     assert f"%DLQ%{group}" in out and sent[1]["msgId"] in out, out
+
+
+def check_delay(g: PyGrpc, topic: str, group: str, delay_s: int = 10) -> None:
+    """Messages with a delivery timestamp (a DELAY topic) reach a consumer that waits for them at
+    that time: not before it (the broker's timer precision, 1 s, aside), and soon after it."""
+    g.create_topic(topic, "-a", "+message.type=DELAY")
+    sent = g.client("produce", topic, "3", "--delay-s", str(delay_s)).of("sent")
+    assert len(sent) == 3 and all("deliverAt" in s for s in sent), sent
+    got = g.client("receive", topic, group, "3", "20", "--wait", "60").of("received")
+    due = {s["msgId"]: s["deliverAt"] for s in sent}
+    assert sorted(r["msgId"] for r in got) == sorted(due), got
+    early = [(r["body"], round(due[r["msgId"]] - r["at"], 2)) for r in got if r["at"] < due[r["msgId"]] - 1.0]
+    late = [(r["body"], round(r["at"] - due[r["msgId"]], 2)) for r in got if r["at"] > due[r["msgId"]] + 15]
+    print(f"{topic}: received {sorted(round(r['at'] - due[r['msgId']], 2) for r in got)} s after the delivery time")
+    assert not early and not late, f"seconds early {early}, seconds late {late}"
+
+
+# a group's retry policy that the default (1 s, then 5 s) cannot pass for: 30 s, then 2 s
+BACKOFF_POLICY = '{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[30000,2000]}}'
+
+
+def check_retry_backoff_from_group_policy(g: PyGrpc, topic: str, group: str) -> None:
+    """A PushConsumer whose listener fails a message twice: it comes again after the first delay of
+    the group's retry policy (mqadmin updateSubGroup -p, which the client gets in its settings) and
+    sooner the next time (the second delay); the third attempt succeeds (retryMaxTimes 2: max
+    attempts 3). Each delay is a lower bound only: a revived message waits for the broker's revive
+    scan (rmqpy: 2 to 3 s more), and the Java 5.3.3 broker wakes no pop polling for it (the client
+    gets it with its next receive, up to the 20 s long polling later)."""
+    g.create_topic(topic)
+    g.create_group(group, "-r", "2", "-p", BACKOFF_POLICY)
+    g.client("produce", topic, "1")
+    got = g.client("push", topic, group, "1", "--fail", "grpc-0", "--fail-times", "2", "--wait", "130",
+                   timeout=170).of("consumed")
+    assert [(r["attempt"], r["result"]) for r in got] == [(1, "FAILURE"), (2, "FAILURE"), (3, "SUCCESS")], got
+    first, second = got[1]["at"] - got[0]["at"], got[2]["at"] - got[1]["at"]
+    print(f"{topic}: came again after {first:.2f} s, then after {second:.2f} s")
+    assert first >= 29.5 and second < first, f"came again after {first:.1f} s, then after {second:.1f} s"

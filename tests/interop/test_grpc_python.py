@@ -9,6 +9,8 @@ endpoint again. What a Python user sees:
 * a message received and not acked comes back after its invisible duration (10 s, the proxy's
   minimum) as its second delivery attempt, and after a broker ``kill -9`` too;
 * FIFO: one message group's messages in order, the next only after the one before is acked;
+* a message with a delivery timestamp arrives at that time;
+* a PushConsumer's failed message comes again after the delays of the group's retry policy;
 * transactions: commit, rollback, and a check-back over the Telemetry stream that commits;
 * a group's retryMaxTimes is the client's max attempts: past them the message goes to the DLQ;
 * mqadmin producerConnection / consumerConnection list the gRPC clients;
@@ -74,6 +76,12 @@ def test_unacked_message_comes_back_after_its_invisible_duration_and_a_broker_ki
 
 def test_fifo_group_keeps_order_across_an_unacked_message(env: Env) -> None:
     grpcpy.check_fifo_order(env.g, "GrpcOwnFifo", "grpc_own_fifo")
+
+
+def test_delay_and_retry_backoff_from_the_groups_policy(env: Env) -> None:
+    grpcpy.concurrently(lambda: grpcpy.check_delay(env.g, "GrpcOwnDelay", "grpc_own_delay"),
+                        lambda: grpcpy.check_retry_backoff_from_group_policy(env.g, "GrpcOwnBackoff",
+                                                                             "grpc_own_backoff"))
 
 
 def test_transactions_dlq_after_max_attempts_and_fifo_push_consumer(env: Env) -> None:

@@ -8,13 +8,15 @@ AckMessage into ACK_MESSAGE. What a Python user sees:
 
 * every message sent is received exactly once when each is acked;
 * a message received and not acked comes back after its invisible duration (10 s, the proxy's
-  minimum), as its second delivery attempt;
+  minimum), as its second delivery attempt, and after a broker ``kill -9`` too;
 * FIFO (a topic with ``message.type=FIFO``, an orderly group, one message group): a message not acked
-  holds back the ones after it until it comes again; they are acked in the order they were sent.
+  holds back the ones after it until it comes again; they are acked in the order they were sent;
+* a message with a delivery timestamp arrives at that time;
+* a PushConsumer's failed message comes again after the delays of the group's retry policy.
 
-The reference: the same proxy in front of the Java 5.3.3 broker, for the scenarios rmqpy's own
-endpoint serves that need the broker's side (transaction check-back, DLQ after the group's attempts,
-a FIFO PushConsumer forwarding a failing message to the DLQ).
+The reference: the same proxy in front of the Java 5.3.3 broker runs every scenario, and the ones
+rmqpy's own endpoint serves that need the broker's side (transaction check-back, DLQ after the
+group's attempts, a FIFO PushConsumer forwarding a failing message to the DLQ).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop import grpcpy, jvm, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -64,12 +67,30 @@ def test_python_client_sends_and_receives_each_message_once(env: Env) -> None:
     grpcpy.check_each_message_once(env.g, "GrpcOnce", "grpc_once")
 
 
-def test_unacked_message_comes_back_after_its_invisible_duration(env: Env) -> None:
-    grpcpy.check_unacked_comes_back(env.g, "GrpcUnacked", "grpc_unacked")
+def test_unacked_message_comes_back_after_its_invisible_duration_and_a_broker_kill9(env: Env) -> None:
+    store = env.cluster.broker.workdir / "store"
+
+    def kill9(topic: str, group: str) -> None:
+        _wait_pop_offsets_written(store, topic, group)
+        env.cluster.broker.kill9()
+        env.cluster.broker.start()
+    grpcpy.check_unacked_comes_back(env.g, "GrpcUnacked", "grpc_unacked", kill9)
+
+
+def _wait_pop_offsets_written(store: Path, topic: str, group: str) -> None:
+    """Until the broker wrote the two pops' offsets (every 5 s): killed before, it would pop the two
+    again besides reviving them, on either broker."""
+    assert wait_until(lambda: sum(max(o, 0) for o in grpcpy.offsets_on_disk(store, topic, group).values()) == 2,
+                      16, 0.2), grpcpy.offsets_on_disk(store, topic, group)
 
 
 def test_fifo_group_keeps_order_across_an_unacked_message(env: Env) -> None:
     grpcpy.check_fifo_order(env.g, "GrpcFifo", "grpc_fifo")
+
+
+def test_delay_and_retry_backoff_from_the_groups_policy(env: Env) -> None:
+    grpcpy.concurrently(lambda: grpcpy.check_delay(env.g, "GrpcDelay", "grpc_delay"),
+                        lambda: grpcpy.check_retry_backoff_from_group_policy(env.g, "GrpcBackoff", "grpc_backoff"))
 
 
 class JavaEnv:
@@ -78,14 +99,22 @@ class JavaEnv:
     def __init__(self, host, tmp: Path) -> None:
         # 5.3.3 batches the op records of ended transactions for transactionOpBatchInterval (3 s): with a check
         # every 2 s it checks (and the checker commits again) a half message already committed
-        self.cluster = jvm.JavaCluster(grpcpy.VERSION, tmp, host.host_ip, {"brokerName": "broker-grpc-j", **TX_PROPS,
-                                                                           "transactionOpBatchInterval": 200})
+        self.broker_props = {"brokerName": "broker-grpc-j", **TX_PROPS, "transactionOpBatchInterval": 200}
+        self.tmp, self.host_ip = tmp, host.host_ip
+        self.cluster = jvm.JavaCluster(grpcpy.VERSION, tmp, host.host_ip, self.broker_props)
         try:
             self.proxy = jvm.start_java_proxy(grpcpy.VERSION, tmp / "proxy", self.cluster.ns_addr)
         except BaseException:
             self.cluster.close(clean=False)
             raise
         self.g = grpcpy.PyGrpc(host, f"{host.host_ip}:{self.proxy.port}", self.cluster.ns_addr)
+
+    def restart_broker_after_kill9(self) -> None:
+        port = self.cluster.broker.port
+        self.cluster.broker.kill9()
+        self.cluster.broker = jvm.start_java_broker(grpcpy.VERSION, self.tmp / "java-broker", self.cluster.ns_addr,
+                                                    {"bindAddress": "0.0.0.0", **self.broker_props},
+                                                    listen_port=port, broker_ip=self.host_ip)
 
     def close(self) -> None:
         self.proxy.kill9()
@@ -108,3 +137,20 @@ def test_reference_transactions_dlq_after_max_attempts_and_fifo_push_consumer(ja
     grpcpy.concurrently(lambda: grpcpy.check_transactions(g, "GrpcRefTx", "grpc_ref_tx"),
                         lambda: grpcpy.check_dead_letter_after_max_attempts(g, "GrpcRefDlq", "grpc_ref_dlq"),
                         lambda: grpcpy.check_fifo_push_consumer_forwards_to_dlq(g, "GrpcRefPush", "grpc_ref_push"))
+
+
+def test_reference_once_fifo_delay_and_retry_backoff(java_env: JavaEnv) -> None:
+    g = java_env.g
+    grpcpy.concurrently(lambda: grpcpy.check_each_message_once(g, "GrpcRefOnce", "grpc_ref_once"),
+                        lambda: grpcpy.check_fifo_order(g, "GrpcRefFifo", "grpc_ref_fifo"),
+                        lambda: grpcpy.check_delay(g, "GrpcRefDelay", "grpc_ref_delay"),
+                        lambda: grpcpy.check_retry_backoff_from_group_policy(g, "GrpcRefBackoff", "grpc_ref_backoff"))
+
+
+def test_reference_unacked_message_comes_back_after_a_broker_kill9(java_env: JavaEnv) -> None:
+    store = java_env.tmp / "java-broker" / "store"
+
+    def kill9(topic: str, group: str) -> None:
+        _wait_pop_offsets_written(store, topic, group)
+        java_env.restart_broker_after_kill9()
+    grpcpy.check_unacked_comes_back(java_env.g, "GrpcRefUnacked", "grpc_ref_unacked", kill9)

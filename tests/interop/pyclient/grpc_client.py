@@ -3,8 +3,11 @@
 Run in a client host: ``python grpc_client.py ENDPOINT COMMAND ...``; prints one JSON object per
 line (``sent``, ``received``, ``done``) on stdout. Commands:
 
-* ``produce TOPIC N [GROUP]``: Producer.send N messages (bodies ``grpc-{i}``), in message group GROUP
-  if given (a FIFO topic);
+* ``produce TOPIC N [GROUP] [--delay-s D]``: Producer.send N messages (bodies ``grpc-{i}``), in
+  message group GROUP if given (a FIFO topic), or with a delivery timestamp D s after the send (a
+  DELAY topic; ``sent`` then carries ``deliverAt``, epoch seconds). 5.1.2 writes
+  ``Message.delivery_timestamp`` into the Timestamp's seconds although its docstring says ms: a
+  whole number of seconds is what works;
 * ``receive TOPIC GROUP N INVISIBLE_S [--no-ack] [--linger S]``: SimpleConsumer.receive until N
   messages arrived (acking each unless --no-ack), then keep receiving for --linger seconds to
   catch extra deliveries; exits 1 if fewer than N arrived within 60 s. ``--skip BODY``: the first
@@ -14,9 +17,11 @@ line (``sent``, ``received``, ``done``) on stdout. Commands:
   COMMIT; sends one half message (body ``tx-<mode>``), then commits, rolls back, or (``check``)
   ends nothing and waits up to 60 s for the broker's check-back (``checked``), staying up 3 s
   after it so that the checker's EndTransaction goes out.
-* ``push TOPIC GROUP N [--fail BODY]``: PushConsumer until N messages were consumed successfully
-  (60 s at most), then 2 s more; the listener answers FAILURE for BODY every time (``consumed``
-  lines in the order the listener saw them).
+* ``push TOPIC GROUP N [--fail BODY [--fail-times K]] [--wait S]``: PushConsumer until N messages
+  were consumed successfully (S s at most, 60 by default), then 2 s more; the listener answers FAILURE for BODY every time, or
+  its first K times (``consumed`` lines in the order the listener saw them).
+
+``received`` and ``consumed`` lines carry ``at``, the client's epoch seconds when it got the message.
 * ``--hold S`` (produce, receive): stay started S seconds before shutting down, after printing
   ``holding`` (mqadmin producerConnection / consumerConnection look meanwhile).
 * ``--tls``: the client's tls_enable (roots from GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
@@ -65,13 +70,18 @@ def run(config, command: str, rest: list[str], tls: bool, hold: float) -> int:
         producer = Producer(config, (topic,), tls_enable=tls)
         producer.startup()
         try:
+            delay_s = _opt(rest, "--delay-s", None)
             for i in range(n):
                 m = Message()
                 m.topic, m.body, m.tag = topic, f"grpc-{i}".encode(), "TagA"
                 if len(rest) > 2 and not rest[2].startswith("--"):
                     m.message_group = rest[2]
+                extra = {}
+                if delay_s is not None:
+                    m.delivery_timestamp = int(time.time()) + int(delay_s)
+                    extra["deliverAt"] = m.delivery_timestamp
                 receipt = producer.send(m)
-                emit("sent", msgId=receipt.message_id, body=f"grpc-{i}")
+                emit("sent", msgId=receipt.message_id, body=f"grpc-{i}", **extra)
             _hold(hold)
         finally:
             producer.shutdown()
@@ -80,7 +90,8 @@ def run(config, command: str, rest: list[str], tls: bool, hold: float) -> int:
     if command == "transaction":
         return transaction(config, rest[0], rest[1])
     if command == "push":
-        return push(config, rest[0], rest[1], int(rest[2]), _opt(rest, "--fail", None))
+        return push(config, rest[0], rest[1], int(rest[2]), _opt(rest, "--fail", None),
+                    int(_opt(rest, "--fail-times", "-1")), float(_opt(rest, "--wait", "60")))
     if command == "receive":
         topic, group, n, invisible = rest[0], rest[1], int(rest[2]), int(rest[3])
         ack = "--no-ack" not in rest
@@ -101,7 +112,7 @@ def run(config, command: str, rest: list[str], tls: bool, hold: float) -> int:
                     if body == skip:
                         skip, skipping = None, True
                     emit("received", msgId=msg.message_id, body=body, attempt=msg.delivery_attempt,
-                         topic=msg.topic, acked=ack and not skipping)
+                         topic=msg.topic, acked=ack and not skipping, at=time.time())
                     if ack and not skipping:
                         consumer.ack(msg)
                         got += 1
@@ -126,7 +137,7 @@ def _hold(seconds: float) -> None:
         time.sleep(seconds)
 
 
-def push(config, topic: str, group: str, n: int, fail: str | None) -> int:
+def push(config, topic: str, group: str, n: int, fail: str | None, fail_times: int, wait: float) -> int:
     import threading
 
     from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
@@ -136,10 +147,13 @@ def push(config, topic: str, group: str, n: int, fail: str | None) -> int:
 
     class Listener(MessageListener):
         def consume(self, message) -> ConsumeResult:
+            nonlocal fail_times
             body = message.body.decode()
-            result = ConsumeResult.FAILURE if body == fail else ConsumeResult.SUCCESS
+            result = ConsumeResult.SUCCESS
+            if body == fail and fail_times != 0:
+                result, fail_times = ConsumeResult.FAILURE, fail_times - 1
             emit("consumed", msgId=message.message_id, body=body, attempt=message.delivery_attempt,
-                 result=result.name)
+                 result=result.name, at=time.time())
             if result == ConsumeResult.SUCCESS:
                 ok.append(body)
                 if len(ok) >= n:
@@ -149,7 +163,7 @@ def push(config, topic: str, group: str, n: int, fail: str | None) -> int:
     consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression()})
     consumer.startup()
     try:
-        enough.wait(60)
+        enough.wait(wait)
         time.sleep(2)
     finally:
         consumer.shutdown()
