@@ -33,6 +33,7 @@ from rmqpy.auth.metadata import AuthMetadata
 from rmqpy.auth.pipeline import AuthPipeline
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
+from rmqpy.broker.configfile import write_config
 from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.handover import QueueHandover
@@ -71,6 +72,7 @@ from rmqpy.broker.timer import TimerMessageService
 from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.broker.transaction import TransactionalMessageService
 from rmqpy.common.filewrite import LatestWriter
+from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -140,6 +142,8 @@ class BrokerController:
         self.transactional_message_service = TransactionalMessageService(self)
         self.timer_message_service = TimerMessageService(self)  # 5.x timer messages (TIMER_DELIVER_MS...)
         self.pop_service = PopService(self)  # 5.x POP consumption (rmqpy/broker/pop/)
+        # orderly pops' in-flight batches (config/consumerOrderInfo.json), written off the reactor every 10 s
+        self.order_info_writer = LatestWriter(self._write_order_info, self._in_thread, self._order_info_write_failed)
         self.pop_revive_service = PopReviveService(
             self.pop_service, clock=reactor, now_ms=self.now_ms, store=lambda: self.message_store,
             offsets=self.consumer_offset_manager, topics=self.topic_config_manager,
@@ -271,7 +275,7 @@ class BrokerController:
     def initialize(self) -> None:
         """Load the config files and the store (Java ``initialize``); raises on failure."""
         for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager,
-                        self.delay_offset_manager, self.message_request_mode_manager):
+                        self.delay_offset_manager, self.message_request_mode_manager, self.pop_service.order_info):
             manager.load()
         if self.message_store is None:
             from rmqpy.store.message_store import MessageStore as DefaultMessageStore
@@ -335,6 +339,7 @@ class BrokerController:
         bc = self.broker_config
         self._every(10.0, bc.registerNameServerPeriod / 1000.0, self.register_broker_all)
         self._every(10.0, bc.flushConsumerOffsetInterval / 1000.0, self.persist_offsets)
+        self._every(10.0, 10.0, self.persist_order_info)  # Java: with consumerFilter, every 10 s
         self._every(10.0, bc.channelScanIntervalMills / 1000.0, self.scan_not_active_channels)
         if self.store_config.brokerRole == "SLAVE":  # Java handleSlaveSynchronize
             self._every(3.0, 10.0, self.slave_synchronize.sync_all)
@@ -394,6 +399,7 @@ class BrokerController:
         d = self.unregister_broker_all() if self.started else defer.succeed(None)
         # the last periodic write of the offsets ends before persist_all writes the same file
         d.addBoth(lambda _: self.offset_writer.when_idle())
+        d.addBoth(lambda _: self.order_info_writer.when_idle())
 
         def finish(_: Any) -> None:
             self.replication.shutdown()
@@ -410,6 +416,20 @@ class BrokerController:
         self.subscription_group_manager.persist()
         self.delay_offset_manager.persist()
         self.message_request_mode_manager.flush()
+        self.pop_service.order_info.persist()
+
+    def persist_order_info(self) -> None:
+        """The order table as JSON-ready values here (it changes on the reactor), written in a thread."""
+        if self.pop_service.order_info.path is not None:
+            self.order_info_writer.write(self.pop_service.order_info.encode())
+
+    def _write_order_info(self, obj: Any) -> None:
+        path = self.pop_service.order_info.path
+        if path is not None:
+            write_config(path, fastjson.dumps(obj, pretty=True))
+
+    def _order_info_write_failed(self, failure: Failure) -> None:
+        self.log.error("persist consumer order info failed: {e}", e=failure.getErrorMessage())
 
     def persist_offsets(self) -> None:
         """Every flushConsumerOffsetInterval (5 s): the consumer offsets are copied here and written in

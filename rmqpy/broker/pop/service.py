@@ -118,8 +118,13 @@ class PopService:
         self.polling = polling or PopLongPollingService(broker.reactor, bc.maxPopPollingSize, bc.popPollingSize)
         self.random = random.Random()
         self._ck_counter = itertools.count()
-        self.order_info = ConsumerOrderInfoManager()
+        self.order_info = ConsumerOrderInfoManager(broker.config_dir, broker.now_ms, self._order_queue_exists)
         self.metrics: PopMetricsHook | None = None  # metricsExporterType=PROM: the broker's metrics hook
+
+    def _order_queue_exists(self, topic: str, group: str, queue_id: int) -> bool:
+        tc = self.broker.topic_config_manager.select(topic)
+        return (tc is not None and queue_id < tc.readQueueNums
+                and group in self.broker.subscription_group_manager.table)
 
     # ------------------------------------------------------------------ topics
     def ensure_revive_topic(self) -> None:
