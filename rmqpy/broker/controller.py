@@ -22,7 +22,6 @@ from typing import Any, Callable
 from twisted.application import service
 from twisted.internet import defer, threads
 from twisted.internet.interfaces import IReactorCore, IReactorThreads
-from twisted.python.failure import Failure
 
 from rmqpy.acl.client_hook import AclClientHook
 from rmqpy.acl.manager import PlainPermissionManager
@@ -33,7 +32,7 @@ from rmqpy.auth.metadata import AuthMetadata
 from rmqpy.auth.pipeline import AuthPipeline
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
-from rmqpy.broker.configfile import write_config
+from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.handover import QueueHandover
@@ -71,8 +70,6 @@ from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.timer import TimerMessageService
 from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.broker.transaction import TransactionalMessageService
-from rmqpy.common.filewrite import LatestWriter
-from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -118,9 +115,6 @@ class BrokerController:
                                                        clock=reactor)
         self.subscription_group_manager = SubscriptionGroupManager(bc, self.config_dir, clock=reactor)
         self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir)
-        # the periodic offset persist (flushConsumerOffsetInterval) serializes and fsyncs off the reactor
-        self.offset_writer = LatestWriter(self.consumer_offset_manager.write_snapshot, self._in_thread,
-                                          self._offset_write_failed)
         self.delay_offset_manager = DelayOffsetManager(self.config_dir)
         self.consumer_filter_manager = ConsumerFilterManager()
         self.producer_manager = ProducerManager(self.now_ms, clock=reactor)
@@ -142,8 +136,9 @@ class BrokerController:
         self.transactional_message_service = TransactionalMessageService(self)
         self.timer_message_service = TimerMessageService(self)  # 5.x timer messages (TIMER_DELIVER_MS...)
         self.pop_service = PopService(self)  # 5.x POP consumption (rmqpy/broker/pop/)
-        # orderly pops' in-flight batches (config/consumerOrderInfo.json), written off the reactor every 10 s
-        self.order_info_writer = LatestWriter(self._write_order_info, self._in_thread, self._order_info_write_failed)
+        # while the broker serves, these files are serialized and fsynced in a thread (ConfigManager.save)
+        for manager in self._saved_off_reactor():
+            manager.write_off_reactor(self._in_thread)
         self.pop_revive_service = PopReviveService(
             self.pop_service, clock=reactor, now_ms=self.now_ms, store=lambda: self.message_store,
             offsets=self.consumer_offset_manager, topics=self.topic_config_manager,
@@ -397,9 +392,8 @@ class BrokerController:
         if self.metrics_manager is not None:
             self.metrics_manager.stop()
         d = self.unregister_broker_all() if self.started else defer.succeed(None)
-        # the last periodic write of the offsets ends before persist_all writes the same file
-        d.addBoth(lambda _: self.offset_writer.when_idle())
-        d.addBoth(lambda _: self.order_info_writer.when_idle())
+        # the writes under way in threads end before persist_all writes the same files
+        d.addBoth(lambda _: defer.gatherResults([m.when_saved() for m in self._saved_off_reactor()]))
 
         def finish(_: Any) -> None:
             self.replication.shutdown()
@@ -418,26 +412,20 @@ class BrokerController:
         self.message_request_mode_manager.flush()
         self.pop_service.order_info.persist()
 
+    def _saved_off_reactor(self) -> tuple[ConfigManager, ...]:
+        return (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager,
+                self.pop_service.order_info)
+
     def persist_order_info(self) -> None:
-        """The order table as JSON-ready values here (it changes on the reactor), written in a thread."""
-        if self.pop_service.order_info.path is not None:
-            self.order_info_writer.write(self.pop_service.order_info.encode())
-
-    def _write_order_info(self, obj: Any) -> None:
-        path = self.pop_service.order_info.path
-        if path is not None:
-            write_config(path, fastjson.dumps(obj, pretty=True))
-
-    def _order_info_write_failed(self, failure: Failure) -> None:
-        self.log.error("persist consumer order info failed: {e}", e=failure.getErrorMessage())
+        """Every 10 s, as Java: the orderly pops' batches in flight (config/consumerOrderInfo.json)."""
+        self.pop_service.order_info.save()
 
     def persist_offsets(self) -> None:
         """Every flushConsumerOffsetInterval (5 s): the consumer offsets are copied here and written in
         a thread, coalesced (a write still under way when the next comes leaves one more, of the newest
         copy). On the reactor their JSON alone took 16 ms for 1,000 group-topics of 8 queues and 116 ms
         for 5,000, a pause of every request that often. Delay offsets are a handful: written here."""
-        if self.consumer_offset_manager.path is not None:
-            self.offset_writer.write(self.consumer_offset_manager.snapshot())
+        self.consumer_offset_manager.save()
         self.delay_offset_manager.persist()
 
     def _in_thread(self, fn: Callable[..., Any], *args: Any) -> defer.Deferred:
@@ -445,9 +433,6 @@ class BrokerController:
         if not IReactorThreads.providedBy(self.reactor):
             return defer.maybeDeferred(fn, *args)
         return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args)
-
-    def _offset_write_failed(self, failure: Failure) -> None:
-        self.log.error("persist consumer offsets failed: {e}", e=failure.getErrorMessage())
 
     # ------------------------------------------------------------------ channels
     def channel_connected(self, channel: Any) -> None:

@@ -5,13 +5,9 @@ integer keys, which the fastjson reader and writer handle.
 """
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from twisted.logger import Logger
-
-from rmqpy.broker.configfile import ConfigManager, write_config
-from rmqpy.protocol import fastjson
+from rmqpy.broker.configfile import ConfigManager
 from rmqpy.protocol.bodies.topic import DataVersion
 
 TOPIC_GROUP_SEPARATOR = "@"
@@ -25,11 +21,6 @@ class ConsumerOffsetManager(ConfigManager):
         self.table: dict[str, dict[int, int]] = {}
         self.data_version = DataVersion()
         self.dirty = False
-        # the file is written from the reactor (persist) and from a thread (write_snapshot): one at a
-        # time, and never an older copy over a newer one
-        self._write_lock = threading.Lock()
-        self._taken = 0  # copies taken (reactor thread)
-        self._written = 0  # the copy in the file (under _write_lock)
 
     def encode(self) -> Any:
         return self._encode(self.table)
@@ -38,31 +29,14 @@ class ConsumerOffsetManager(ConfigManager):
     def _encode(table: dict[str, dict[int, int]]) -> Any:
         return {"offsetTable": {k: dict(sorted(v.items())) for k, v in table.items()}}
 
-    def snapshot(self) -> tuple[int, dict[str, dict[int, int]]]:
-        """A numbered copy of the table for :meth:`write_snapshot` in another thread (a copy of 5,000
-        keys costs a few ms on the reactor; their JSON, 116 ms)."""
+    def snapshot(self) -> Any:
+        """A copy of the table for the periodic write in a thread (5,000 keys of 8 queues: 2 ms here;
+        sorted, 11 ms, and their JSON 116 ms, both in the thread)."""
         self.dirty = False
-        self._taken += 1
-        return self._taken, {k: dict(v) for k, v in self.table.items()}
+        return {k: dict(v) for k, v in self.table.items()}
 
-    def write_snapshot(self, snap: tuple[int, dict[str, dict[int, int]]]) -> None:
-        """Writes a :meth:`snapshot` to the file unless a newer one is there already; reads nothing of
-        the table itself, so it may run in a thread while the reactor changes it."""
-        number, table = snap
-        if self.path is None:
-            return
-        text = fastjson.dumps(self._encode(table), pretty=True)
-        with self._write_lock:
-            if number > self._written:
-                write_config(self.path, text)
-                self._written = number
-
-    def persist(self) -> None:
-        """Writes the table now, on the calling thread (shutdown, a slave's sync)."""
-        try:
-            self.write_snapshot(self.snapshot())
-        except OSError as exc:
-            Logger().error("persist {path} failed: {exc}", path=self.path, exc=exc)
+    def encode_snapshot(self, snap: Any) -> Any:
+        return self._encode(snap)
 
     def decode(self, obj: Any) -> None:
         for key, queues in (obj.get("offsetTable") or {}).items():

@@ -83,11 +83,11 @@ class SlaveSynchronize:
         except Exception:
             self.topics.table.update(previous)
             raise
-        self.topics.persist()
+        self.topics.save()
 
     def _offsets(self, obj: dict[str, Any]) -> None:
         self.offsets.decode(obj)  # merged in (Java putAll)
-        self.offsets.persist()
+        self.offsets.save()
 
     def _delay_offsets(self, obj: dict[str, Any]) -> None:
         self.delay_offsets.decode(obj)
@@ -104,4 +104,4 @@ class SlaveSynchronize:
         except Exception:
             self.groups.table.update(previous)
             raise
-        self.groups.persist()
+        self.groups.save()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from rmqpy.broker.configfile import ConfigManager
@@ -49,6 +50,12 @@ class SubscriptionGroupManager(ConfigManager):
         out["subscriptionGroupTable"] = dict(self.table)
         return out
 
+    def snapshot(self) -> Any:
+        out = dict(self.extra)
+        out["dataVersion"] = self.data_version.to_json()
+        out["subscriptionGroupTable"] = {name: cfg.to_json() for name, cfg in self.table.items()}
+        return out
+
     def decode(self, obj: Any) -> None:
         for name, cfg in (obj.get("subscriptionGroupTable") or {}).items():
             self.table[str(name)] = SubscriptionGroupConfig.from_json(cfg)
@@ -68,17 +75,18 @@ class SubscriptionGroupManager(ConfigManager):
             self.table[group] = cfg
             self.log.info("auto create a subscription group, {group}", group=group)
             self.data_version.next_version()
-            self.persist()
+            self.save()
         return cfg
 
-    def update(self, cfg: SubscriptionGroupConfig) -> None:
+    def update(self, cfg: SubscriptionGroupConfig) -> defer.Deferred:
+        """Replace or add; the Deferred fires once the file has it."""
         self.table[cfg.groupName] = cfg
         self.data_version.next_version()
-        self.persist()
+        return self.save()
 
-    def delete(self, group: str) -> bool:
+    def delete(self, group: str) -> defer.Deferred | None:
+        """None if there was no such group, else :meth:`save`'s Deferred."""
         if self.table.pop(group, None) is None:
-            return False
+            return None
         self.data_version.next_version()
-        self.persist()
-        return True
+        return self.save()

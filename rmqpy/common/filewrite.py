@@ -31,7 +31,8 @@ class LatestWriter:
     Values handed over while a write runs collapse into one later write of the last of them, so
     a client repeating a request costs at most one write under way and one waiting, never a
     queue of them, and the file always ends with the newest value. A failed write is reported
-    to ``on_error`` (the next value is still written)."""
+    to ``on_error`` (the next value is still written). :meth:`write` returns a Deferred that fires
+    (with None, whether it failed or not) once a write of that value or of a newer one ended."""
 
     def __init__(self, write: Callable[[Any], None], in_thread: Callable[..., defer.Deferred],
                  on_error: Callable[[Failure], None]) -> None:
@@ -41,12 +42,17 @@ class LatestWriter:
         self._next: Any = None
         self._pending = False
         self._busy = False
+        self._next_waiters: list[defer.Deferred] = []  # for the value waiting
+        self._running_waiters: list[defer.Deferred] = []  # for the write under way
         self._idle_waiters: list[defer.Deferred] = []
 
-    def write(self, value: Any) -> None:
+    def write(self, value: Any) -> defer.Deferred:
         self._next, self._pending = value, True
+        d: defer.Deferred = defer.Deferred()
+        self._next_waiters.append(d)
         if not self._busy:
             self._start()
+        return d
 
     def when_idle(self) -> defer.Deferred:
         """Fires once no write is under way or waiting."""
@@ -58,6 +64,7 @@ class LatestWriter:
 
     def _start(self) -> None:
         value, self._next, self._pending = self._next, None, False
+        self._running_waiters, self._next_waiters = self._next_waiters, []
         self._busy = True
         done = self.in_thread(self._write, value)
         done.addErrback(self.on_error)
@@ -65,9 +72,11 @@ class LatestWriter:
 
     def _done(self, _: Any) -> None:
         self._busy = False
+        written, self._running_waiters = self._running_waiters, []
         if self._pending:
             self._start()
-            return
-        waiters, self._idle_waiters = self._idle_waiters, []
-        for d in waiters:
+        else:
+            idle, self._idle_waiters = self._idle_waiters, []
+            written += idle
+        for d in written:
             d.callback(None)

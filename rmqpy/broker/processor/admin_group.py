@@ -31,7 +31,7 @@ class GroupAdmin(AdminBase):
         return self._ok(request, fastjson.dumps(config).encode())
 
     @master_only
-    def update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand) -> Any:
         self.log.info("updateAndCreateSubscriptionGroup called by {a}", a=channel.remote_address)
         obj = fastjson.loads(request.body or b"{}")
         if obj:
@@ -48,7 +48,7 @@ class GroupAdmin(AdminBase):
                     bad = str(exc)
             if bad is not None:
                 return request.response(ResponseCode.SYSTEM_ERROR, bad)
-            self.broker.subscription_group_manager.update(config)
+            return self.broker.subscription_group_manager.update(config).addBoth(lambda _: self._ok(request))
         return self._ok(request)
 
     def get_all_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -58,13 +58,13 @@ class GroupAdmin(AdminBase):
         return self._ok(request, content.encode())
 
     @master_only
-    def delete_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def delete_subscription_group(self, channel: Channel, request: RemotingCommand) -> Any:
         h = request.decode_header(DeleteSubscriptionGroupRequestHeader)
-        self.broker.subscription_group_manager.delete(h.groupName)
+        saved = self.broker.subscription_group_manager.delete(h.groupName)
         if h.removeOffset:
             self.broker.consumer_offset_manager.remove_group(h.groupName)
         self._stats().on_group_deleted(h.groupName)
-        return self._ok(request)
+        return saved.addBoth(lambda _: self._ok(request)) if saved is not None else self._ok(request)
 
     def _connection(self, info: Any) -> dict[str, Any]:
         return {"clientAddr": info.address, "clientId": info.client_id, "language": language_name(info.language),

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet import defer
+
 from rmqpy.broker.processor.admin_base import AdminBase, master_only
 from rmqpy.broker.topic_attributes import AttributeError_, alter
 from rmqpy.broker.validation import validate_queue_nums
@@ -34,24 +36,25 @@ class TopicAdmin(AdminBase):
             tc.attributes = alter(old.attributes if old is not None else {}, h.attributes)
         except AttributeError_ as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        self.broker.topic_config_manager.update_topic_config(tc)
+        saved = self.broker.topic_config_manager.update_topic_config(tc)
         if self.broker.started:
             # answered once the name servers have the topic, as Java registers before it answers: Apache's
             # proxy creates its system topics and at once asks the name server for their route
-            return self.broker.register_broker_all().addBoth(lambda _: self._ok(request))
-        return self._ok(request)
+            registered = self.broker.register_broker_all()
+            return defer.gatherResults([saved, registered], consumeErrors=True).addBoth(lambda _: self._ok(request))
+        return saved.addBoth(lambda _: self._ok(request))  # once the file has it, as Java answers
 
     @master_only
-    def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(self, channel: Channel, request: RemotingCommand) -> Any:
         h = request.decode_header(TopicRequestHeader)
         self.log.info("deleteTopic called by {a}", a=channel.remote_address)
         error = self._topic_checks(request, h.topic)
         if error is not None:
             return error
         tcm = self.broker.topic_config_manager
-        tcm.delete_topic_config(h.topic)
+        saved = tcm.delete_topic_config(h.topic)
         self.broker.message_store.clean_unused_topic(set(tcm.table))
-        return self._ok(request)
+        return saved.addBoth(lambda _: self._ok(request)) if saved is not None else self._ok(request)
 
     def get_all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         wrapper = self.broker.topic_config_manager.wrapper()
