@@ -2,7 +2,7 @@
 
     python bench/send_path_profile.py [-n 50000] [--sizes 128,1024] [--repeat 3] [--top 25]
                                       [--no-profile] [--index/--no-index] [--dir DIR] [--pull]
-                                      [--metrics]
+                                      [--metrics] [--batch K]
 
 Not a test. Each measured message goes the way a SEND_MESSAGE_V2 request from a Java
 4.9.8 producer goes through ``twistd rmq-broker``, minus the socket:
@@ -51,6 +51,7 @@ from rmqpy.protocol import command as codec  # noqa: E402
 from rmqpy.protocol.codes import RequestCode, ResponseCode  # noqa: E402
 from rmqpy.protocol.command import RemotingCommand  # noqa: E402
 from rmqpy.protocol.headers.broker import PullMessageRequestHeader, SendMessageRequestHeaderV2  # noqa: E402
+from rmqpy.protocol.message import encode_batch_body  # noqa: E402
 from rmqpy.remoting.protocol import RemotingProtocol  # noqa: E402
 
 TOPIC = "BenchTopic"
@@ -128,9 +129,15 @@ def make_broker(root: str, index: bool) -> tuple[BrokerController, task.Clock]:
     return controller, clock
 
 
+BATCH = 1  # --batch K: SEND_BATCH_MESSAGE of K messages instead of one SEND_MESSAGE_V2 each
+
+
 def build_frames(n: int, body_size: int, start: int = 0) -> list[bytes]:
-    """``n`` SEND_MESSAGE_V2 frames (JSON header, as the Java client writes them)."""
+    """``n`` SEND_MESSAGE_V2 frames (JSON header, as the Java client writes them); with ``BATCH``
+    above 1, ``n / BATCH`` SEND_BATCH_MESSAGE frames of BATCH messages each."""
     body = bytes((i * 7 + 3) & 0xFF for i in range(body_size))
+    if BATCH > 1:
+        return _batch_frames(n, body, start)
     out = []
     for i in range(start, start + n):
         uniq = "7F00000100002A9F0000%012X" % i
@@ -141,6 +148,24 @@ def build_frames(n: int, body_size: int, start: int = 0) -> list[bytes]:
         cmd.opaque = i + 1
         cmd.language = 0  # JAVA
         cmd.version = 409  # V4_9_8
+        out.append(codec.encode(cmd))
+    return out
+
+
+def _batch_frames(n: int, body: bytes, start: int) -> list[bytes]:
+    """As a 4.9.8 ``DefaultMQProducer.send(Collection)``: each message's UNIQ_KEY in its properties,
+    the batch header with the topic, WAIT=true and batch=true."""
+    out = []
+    for first in range(start, start + n, BATCH):
+        items = [(0, body, f"UNIQ_KEY\x01{'7F00000100002A9F0000%012X' % i}\x02WAIT\x01true")
+                 for i in range(first, first + BATCH)]
+        header = SendMessageRequestHeaderV2(a="bench_producer", b=TOPIC, c="TBW102", d=4, e=(first // BATCH) % 4, f=0,
+                                            g=1_700_000_000_000 + first, h=0, i="WAIT\x01true\x02", j=0, k=False,
+                                            m=True)
+        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header, encode_batch_body(items))
+        cmd.opaque = first + 1
+        cmd.language = 0
+        cmd.version = 409
         out.append(codec.encode(cmd))
     return out
 
@@ -210,9 +235,10 @@ def run_once(body_size: int, n: int, index: bool, base: str, profile: cProfile.P
         proto = RemotingProtocol(broker.dispatcher, broker.reactor)
         proto.makeConnection(transport)
         feed = proto.dataReceived
-        for frame in build_frames(WARMUP, body_size, start=10_000_000):
+        warm = build_frames(WARMUP, body_size, start=10_000_000)
+        for frame in warm:
             feed(frame)
-        assert transport.frames == WARMUP, transport.frames
+        assert transport.frames == len(warm), transport.frames
         frames = build_frames(n, body_size)
         transport.frames = 0
         transport.written = 0
@@ -224,7 +250,7 @@ def run_once(body_size: int, n: int, index: bool, base: str, profile: cProfile.P
         if profile is not None:
             profile.disable()
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-        assert transport.frames == n, f"{transport.frames} responses for {n} requests"
+        assert transport.frames == len(frames), f"{transport.frames} responses for {len(frames)} requests"
         last = codec.decode(transport.last[4:])
         assert last.code == ResponseCode.SUCCESS, last
         assert broker.message_store.get_max_offset_in_queue(TOPIC, (n - 1) % 4) >= n // 4
@@ -246,11 +272,13 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where the temporary stores go (default: tmp)")
     ap.add_argument("--pull", action="store_true",
                     help="measure PULL_MESSAGE (32 a pull) of the n sent messages instead of the sends")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="send SEND_BATCH_MESSAGE requests of this many messages (CPU still per message)")
     ap.add_argument("--metrics", action="store_true",
                     help="metricsExporterType=PROM: count with the metrics hooks and the RPC latency too")
     args = ap.parse_args()
-    global METRICS
-    METRICS = args.metrics
+    global METRICS, BATCH
+    METRICS, BATCH = args.metrics, max(1, args.batch)
     run = run_pull_once if args.pull else run_once
     sizes = [int(s) for s in args.sizes.split(",") if s]
     base = tempfile.mkdtemp(prefix="rmqpy-sendprof-", dir=args.dir)
@@ -258,6 +286,7 @@ def main() -> None:
     try:
         print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}, "
               f"n={args.n}, repeat={args.repeat}, index={'on' if args.index else 'off'}"
+              + (f", SEND_BATCH_MESSAGE of {BATCH}" if BATCH > 1 else "")
               + (f", PULL_MESSAGE of {PULL_BATCH}: CPU per pulled message" if args.pull else ""))
         for size in sizes:
             runs = [run(size, args.n, args.index, base) for _ in range(args.repeat)]
