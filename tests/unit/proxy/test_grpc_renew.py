@@ -98,14 +98,19 @@ def test_renewal_stops_after_renew_max_time_and_the_message_comes_back(env) -> N
     assert acts.receipts.tracked == 1
     _advance(acts, push, clock, 10)  # renewMaxTimeMillis=90 s: due again, given back with the retry delay (10 s)
     assert acts.receipts.tracked == 0
-    again: list = []
-    for _ in range(60):
+    again = _receive_within(acts, push, other, clock, 60)
+    assert [m.body for m in again] == [b"slow"]
+    assert again[0].system_properties.delivery_attempt == 2
+
+
+def _receive_within(acts, push, other, clock, seconds: int) -> list:
+    """Receives on ``other`` each second of ``seconds`` until something comes."""
+    for _ in range(seconds):
         _advance(acts, push, clock, 1)
         again = _receive(acts, other, auto_renew=False)
         if again:
-            break
-    assert [m.body for m in again] == [b"slow"]
-    assert again[0].system_properties.delivery_attempt == 2
+            return again
+    return []
 
 
 def test_renewal_stop_gives_the_message_back_with_the_groups_retry_policy(env) -> None:
@@ -121,13 +126,7 @@ def test_renewal_stop_gives_the_message_back_with_the_groups_retry_policy(env) -
     assert acts.receipts.tracked == 0
     _advance(acts, push, clock, 30)
     assert _receive(acts, other, auto_renew=False) == []  # the default (10 s) would have given it by now
-    again: list = []
-    for _ in range(30):
-        _advance(acts, push, clock, 1)
-        again = _receive(acts, other, auto_renew=False)
-        if again:
-            break
-    assert [m.body for m in again] == [b"slow"]
+    assert [m.body for m in _receive_within(acts, push, other, clock, 30)] == [b"slow"]
 
 
 def test_termination_removes_the_handles_and_gives_the_messages_back(env) -> None:
