@@ -83,3 +83,17 @@ def correction_offset_body(offsets: Mapping[int, int]) -> dict[str, Any]:
 def consumer_status_body(consumer_table: Mapping[str, Mapping[Any, int]]) -> dict[str, Any]:
     """``GetConsumerStatusBody`` as the broker answers INVOKE_BROKER_TO_GET_CONSUMER_STATUS."""
     return {"consumerTable": {k: dict(v) for k, v in consumer_table.items()}, "messageQueueTable": {}}
+
+
+def consumer_running_info(jstack: str) -> dict[str, Any]:
+    """A ConsumerRunningInfo holding only a thread stack trace: what the 5.x proxy answers for a
+    gRPC consumer (``GrpcClientChannel``'s ``reportThreadStackTrace``), empty tables otherwise."""
+    return {"jstack": jstack, "mqPopTable": {}, "mqTable": {}, "properties": {}, "statusTable": {},
+            "subscriptionSet": [], "userConsumerInfo": {}}
+
+
+def consume_message_directly_result(consume_result: str | None, remark: str) -> dict[str, Any]:
+    """A ConsumeMessageDirectlyResult (not ordered, auto commit, no time spent), ``consumeResult``
+    left out when None."""
+    return {"order": False, "autoCommit": True, "consumeResult": consume_result, "remark": remark,
+            "spentTimeMills": 0}

@@ -33,6 +33,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer
 
 from rmqpy.protocol import fastjson
+from rmqpy.protocol.bodies import admin as bodies
 from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from rmqpy.protocol.codes import LanguageCode, MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -266,8 +267,7 @@ def running_info_response(request: RemotingCommand, code: int, jstack: str) -> R
     """``reportThreadStackTrace``: the client's stack trace as the jstack of an otherwise empty
     ConsumerRunningInfo (what the proxy knows of a gRPC consumer), or the error its status names."""
     if code == pb.Code.OK:
-        body = {"jstack": jstack, "mqPopTable": {}, "mqTable": {}, "properties": {}, "statusTable": {},
-                "subscriptionSet": [], "userConsumerInfo": {}}
+        body = bodies.consumer_running_info(jstack)
         return request.response(ResponseCode.SUCCESS, "", body=fastjson.dumps(body).encode())
     if code == pb.Code.VERIFY_FIFO_MESSAGE_UNSUPPORTED:
         return request.response(ResponseCode.NO_PERMISSION, "forbidden to verify message")
@@ -276,6 +276,5 @@ def running_info_response(request: RemotingCommand, code: int, jstack: str) -> R
 
 def consume_directly_response(request: RemotingCommand, code: int) -> RemotingCommand:
     """``reportVerifyMessageResult``: SUCCESS whatever the status, which only sets consumeResult."""
-    body = {"order": False, "autoCommit": True, "consumeResult": CONSUME_RESULTS.get(code), "remark": "from gRPC client",
-            "spentTimeMills": 0}
+    body = bodies.consume_message_directly_result(CONSUME_RESULTS.get(code), "from gRPC client")
     return request.response(ResponseCode.SUCCESS, "", body=fastjson.dumps(body).encode())
