@@ -5,6 +5,11 @@ file (``test.sh`` sets ``docs/compatibility.md``), the outcome of every interop 
 written there as a Markdown table: one row per scenario (module and test), one column per
 client (the version parameter of the test, or the client the module drives). Hand-written
 notes after :data:`NOTES_MARKER` (deliberate differences from a Java version, and why) are kept.
+
+Under pytest-xdist the tests run in worker processes: a worker labels each report with its row
+and column (``user_properties``, which travel to the controller with the report), and only the
+process that sees every report (the controller, or the one process of a serial run) records
+and writes the table.
 """
 from __future__ import annotations
 
@@ -43,18 +48,29 @@ def _scenario_of(item: pytest.Item) -> str:
     return f"{module.removeprefix('test_')} :: {item.originalname.removeprefix('test_')}"
 
 
+#: the user property that carries (scenario, client) from the process that ran a test
+PROPERTY = "rmqpy_compat"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
     report = outcome.get_result()
-    if "interop" not in str(item.fspath):
+    if "interop" in str(item.fspath):
+        report.user_properties.append((PROPERTY, (_scenario_of(item), _client_of(item))))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Called where reports are collected: the controller under xdist, the only process otherwise."""
+    label = next((value for name, value in report.user_properties if name == PROPERTY), None)
+    if label is None:
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
         if hasattr(report, "wasxfail"):
             state = "xfailed" if report.skipped else "xpassed"
         else:
             state = report.outcome
-        key, client = _scenario_of(item), _client_of(item)
+        key, client = label
         # a scenario's row keeps the worst outcome per client (e.g. several params of one test)
         if _results[key].get(client) != "failed":
             _results[key][client] = state
@@ -62,7 +78,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     target = os.environ.get("RMQPY_COMPAT_REPORT")
-    if not target or not _results:
+    if hasattr(session.config, "workerinput") or not target or not _results:
         return
     from tests.interop import isolation
     clients = sorted({c for row in _results.values() for c in row}, key=lambda c: (c == "any", c))

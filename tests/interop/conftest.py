@@ -29,7 +29,3 @@ def client_host(network):
     host = network.new_client_host()
     yield host
     host.close()
-
-
-# the compatibility table (RMQPY_COMPAT_REPORT): hooks live in compat_report.py
-from tests.interop.compat_report import pytest_runtest_makereport, pytest_sessionfinish  # noqa: E402,F401
