@@ -1,19 +1,40 @@
 #!/usr/bin/env bash
 # Build the Go interop harness (the official rocketmq-client-go/v2 inside) into bin/harness.
 # Idempotent: does nothing while bin/harness is newer than every source file. Modules come
-# from the module cache (downloaded through the Go module proxy the first time).
+# from the module cache (downloaded through the Go module proxy the first time). A built
+# binary is also kept in a machine-wide cache keyed by a hash of the sources (as
+# tests/interop/java/build.sh: $RMQPY_BUILD_CACHE, off for none), so a fresh clone copies it.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=bin/harness
-if [ -x "$out" ] && [ -z "$(find . -maxdepth 1 \( -name '*.go' -o -name go.mod -o -name go.sum -o -name build.sh \) -newer "$out")" ]; then
+sources=(*.go go.mod go.sum build.sh)
+if [ -x "$out" ] && [ -z "$(find "${sources[@]}" -maxdepth 0 -newer "$out")" ]; then
+  exit 0
+fi
+cache="${RMQPY_BUILD_CACHE:-}"
+if [ -z "$cache" ]; then
+  if mkdir -p /var/cache/rmqpy-interop 2>/dev/null && [ -w /var/cache/rmqpy-interop ]; then
+    cache=/var/cache/rmqpy-interop
+  else
+    cache="${XDG_CACHE_HOME:-$HOME/.cache}/rmqpy-interop"
+  fi
+fi
+key="harness-$(sha256sum "${sources[@]}" | sha256sum | cut -c1-24)"
+mkdir -p bin
+if [ "$cache" != off ] && [ -x "$cache/go/$key" ]; then
+  cp "$cache/go/$key" "$out.tmp"
+  mv -f "$out.tmp" "$out"
+  echo "$(pwd)/$out from $cache/go/$key"
   exit 0
 fi
 if ! command -v go >/dev/null 2>&1; then
   echo "go not found: cannot build the Go interop harness" >&2
   exit 1
 fi
-mkdir -p bin
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly -buildvcs=false"
 go build -trimpath -o "$out.tmp" .
+if [ "$cache" != off ]; then
+  mkdir -p "$cache/go" && cp "$out.tmp" "$cache/go/.$key.$$" && mv -f "$cache/go/.$key.$$" "$cache/go/$key"
+fi
 mv -f "$out.tmp" "$out"
 echo "built $(pwd)/$out"

@@ -12,7 +12,10 @@
 #                             jar goes to target/lib-grpc-VERSION/ (grpc/pom.xml)
 # A lib directory is reused when its .complete stamp matches libs/pom.xml and
 # the versions; harness.jar is rebuilt only when a source or pom.xml is newer.
-# Maven's cache is ~/.m2 (or $MAVEN_REPO_LOCAL when set).
+# Maven's cache is ~/.m2 (or $MAVEN_REPO_LOCAL when set). What a build made is also kept in a
+# machine-wide cache ($RMQPY_BUILD_CACHE, default /var/cache/rmqpy-interop when writable, else
+# ~/.cache/rmqpy-interop), keyed by a hash of its inputs, so that a fresh clone copies the lib
+# directories and jars instead of running Maven again (RMQPY_BUILD_CACHE=off: no cache).
 # Needs a JDK >= 11 (17 is what the tests use) and Maven; when either is
 # missing and apt-get is usable as root, installs them (unless
 # RMQPY_INTEROP_NO_APT=1).
@@ -64,6 +67,28 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 pom_sum="$(sha256sum libs/pom.xml | cut -c1-16)"
+
+cache="${RMQPY_BUILD_CACHE:-}"
+if [ -z "$cache" ]; then
+    if mkdir -p /var/cache/rmqpy-interop 2>/dev/null && [ -w /var/cache/rmqpy-interop ]; then
+        cache=/var/cache/rmqpy-interop
+    else
+        cache="${XDG_CACHE_HOME:-$HOME/.cache}/rmqpy-interop"
+    fi
+fi
+[ "$cache" = off ] || mkdir -p "$cache/java"
+key_of() { printf '%s' "$1" | sha256sum | cut -c1-24; }
+cache_get() { # cache_get KEY DEST: copy the cached entry KEY to DEST; false when there is none
+    [ "$cache" != off ] && [ -e "$cache/java/$1" ] && cp -a "$cache/java/$1" "$2"
+}
+cache_put() { # cache_put KEY SRC: keep a copy of SRC under KEY (written aside, then renamed)
+    [ "$cache" = off ] && return 0
+    local tmp="$cache/java/.$1.tmp.$$"
+    rm -rf "$tmp" && cp -a "$2" "$tmp" && { mv -T "$tmp" "$cache/java/$1" 2>/dev/null || rm -rf "$tmp"; }
+}
+sources_sum() { # a hash of the contents and names of the files under the given paths
+    find "$@" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-24
+}
 tools_checked=0
 
 fetch_libs() { # version profile server_version dir
@@ -73,16 +98,23 @@ fetch_libs() { # version profile server_version dir
         return 0
     fi
     if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
-    echo "build.sh: fetching $profile jars for RocketMQ $v (server $sv) into $dir" >&2
     # fetch into a new directory and swap it in, so that JVMs running from
     # the old one (other test processes) keep working
-    local tmp="$dir.tmp.$$"
+    local tmp="$dir.tmp.$$" key
+    key="lib-$(key_of "$stamp")"
     rm -rf "$tmp"
-    mvn_quiet -f libs/pom.xml -P "$profile" -Dlib.dir="$HERE/$tmp" \
-        -Drocketmq.version="$v" -Drocketmq.server.version="$sv" package
-    # the RocketMQ jars really used, for humans
-    (cd "$tmp" && ls rocketmq-*.jar) > "$tmp/.rocketmq-jars"
-    echo "$stamp" > "$tmp/.complete"
+    if cache_get "$key" "$tmp" && [ "$(cat "$tmp/.complete" 2>/dev/null)" = "$stamp" ]; then
+        echo "build.sh: $profile jars for RocketMQ $v from $cache/java/$key" >&2
+    else
+        rm -rf "$tmp"
+        echo "build.sh: fetching $profile jars for RocketMQ $v (server $sv) into $dir" >&2
+        mvn_quiet -f libs/pom.xml -P "$profile" -Dlib.dir="$HERE/$tmp" \
+            -Drocketmq.version="$v" -Drocketmq.server.version="$sv" package
+        # the RocketMQ jars really used, for humans
+        (cd "$tmp" && ls rocketmq-*.jar) > "$tmp/.rocketmq-jars"
+        echo "$stamp" > "$tmp/.complete"
+        cache_put "$key" "$tmp"
+    fi
     rm -rf "$dir.old.$$"
     if [ -e "$dir" ]; then mv "$dir" "$dir.old.$$"; fi
     mv "$tmp" "$dir"
@@ -97,23 +129,40 @@ for v in $VERSIONS; do
     esac
 done
 
-jar=target/harness.jar
-if [ ! -f "$jar" ] || [ -n "$(find src pom.xml -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
-    if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
-    echo "build.sh: building $jar" >&2
-    rm -rf target/harness-build
-    mvn_quiet -f pom.xml package
-    cp target/harness-build/harness.jar "$jar.tmp.$$"
-    mv -f "$jar.tmp.$$" "$jar"
-fi
+build_jar() { # build_jar NAME POM BUILD EXTRA SOURCES...: Maven-build target/NAME.jar (in target/BUILD,
+    # with the directories target/EXTRA* it fills) unless it is newer than SOURCES or the cache has it
+    local name="$1" pom="$2" build="$3" extra="$4"
+    shift 4
+    local jar="target/$name.jar"
+    if [ -f "$jar" ] && [ -z "$(find "$@" -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
+        return 0
+    fi
+    local key out="target/.$name.out.$$" d
+    key="$name-$(sources_sum "$@")"
+    rm -rf "$out"
+    if cache_get "$key" "$out"; then
+        echo "build.sh: $jar from $cache/java/$key" >&2
+    else
+        if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
+        echo "build.sh: building $jar" >&2
+        rm -rf "target/$build" "$out"
+        mvn_quiet -f "$pom" package
+        mkdir -p "$out/extra"
+        cp "target/$build/$name.jar" "$out/$name.jar"
+        if [ -n "$extra" ]; then
+            for d in target/"$extra"*; do [ -d "$d" ] && cp -a "$d" "$out/extra/"; done
+        fi
+        cache_put "$key" "$out"
+    fi
+    for d in "$out"/extra/*; do
+        [ -e "$d" ] || continue
+        [ -e "target/$(basename "$d")" ] || mv "$d" target/
+    done
+    mv -f "$out/$name.jar" "$jar"
+    rm -rf "$out"
+}
 
-# the gRPC client harness: its own module and class path (grpc/pom.xml)
-gjar=target/grpc-harness.jar
-if [ ! -f "$gjar" ] || [ -n "$(find grpc/src grpc/pom.xml -newer "$gjar" -type f 2>/dev/null | head -1)" ]; then
-    if [ "$tools_checked" = 0 ]; then need_tools; tools_checked=1; fi
-    echo "build.sh: building $gjar" >&2
-    rm -rf target/grpc-build
-    mvn_quiet -f grpc/pom.xml package
-    cp target/grpc-build/grpc-harness.jar "$gjar.tmp.$$"
-    mv -f "$gjar.tmp.$$" "$gjar"
-fi
+build_jar harness pom.xml harness-build "" src pom.xml
+# the gRPC client harness: its own module and class path (grpc/pom.xml), with the shaded
+# rocketmq-client-java it copies to target/lib-grpc-VERSION/
+build_jar grpc-harness grpc/pom.xml grpc-build lib-grpc- grpc/src grpc/pom.xml
