@@ -36,6 +36,7 @@ from rmqpy.protocol.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK
 from rmqpy.proxy.grpc.clients import GrpcClients
 from rmqpy.proxy.grpc.convert import SYSTEM_PROPERTIES, Code, remoting_status, resource, status, to_grpc_message
 from rmqpy.proxy.grpc.local import LocalChannel
+from rmqpy.proxy.grpc.polling import MAX_POLLING_MS, PollingRefused, polling_ms
 from rmqpy.proxy.grpc.receipts import InvalidHandle, ReceiptHandles, RenewConfig, Tracked
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 # ProxyConfig defaults of 5.3.3
 MIN_INVISIBLE_MS = 10 * 1000  # minInvisibleTimeMillsForRecv
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # maxInvisibleTimeMills
-MAX_POLLING_MS = 20 * 1000  # grpcClientConsumerMaxLongPollingTimeoutMillis
-POLLING_RESERVE_MS = 100  # longPollingReserveTimeInMillis
 MAX_BATCH = 32
 MAX_MESSAGE_GROUP = 64  # maxMessageGroupSize
 MAX_USER_PROPERTIES = 128  # userPropertyMaxNum
@@ -385,7 +384,8 @@ class MessagingActivities:
         return spb.SendMessageResponse(status=top, entries=entries)
 
     # ------------------------------------------------------------------ receive
-    def receive_message(self, req: Any, ch: LocalChannel, remaining_ms: int) -> defer.Deferred[list[Any]]:
+    def receive_message(self, req: Any, ch: LocalChannel, remaining_ms: int,
+                        client_version: str = "") -> defer.Deferred[list[Any]]:
         group = self._group(req.group)
         tc = self._topic(req.message_queue.topic, read=True)
         if not 0 < req.batch_size <= MAX_BATCH:
@@ -400,10 +400,12 @@ class MessagingActivities:
             if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
                 raise Refused(Code.ILLEGAL_INVISIBLE_TIME,
                               f"the invisibleTime must be in [{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
-        polling = _duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") else MAX_POLLING_MS
-        if polling < 0 or polling > MAX_POLLING_MS:
-            raise Refused(Code.ILLEGAL_POLLING_TIME, f"long polling timeout must be in [0, {MAX_POLLING_MS}] ms")
-        polling = max(0, min(polling, remaining_ms - POLLING_RESERVE_MS))
+        asked = _duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") else None
+        request_timeout = _duration_ms(ch.settings.request_timeout) if ch.settings is not None else 0
+        try:
+            polling = polling_ms(asked, remaining_ms, request_timeout, client_version)
+        except PollingRefused as exc:
+            raise Refused(exc.code, exc.message) from None
         fe = req.filter_expression
         exp_type = "SQL92" if fe.type == pb.FilterType.SQL else "TAG"
         exp = fe.expression or "*"

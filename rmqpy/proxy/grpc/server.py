@@ -44,6 +44,7 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 CLIENT_ID = "x-mq-client-id"
 LANGUAGE = "x-mq-language"
+CLIENT_VERSION = "x-mq-client-version"  # ReceiveMessageActivity picks its Code by it
 # per stream: a client sends its settings once, then every 5 minutes, and answers what an admin tool asks
 MAX_TELEMETRY_COMMANDS = 10_000
 MAX_TELEMETRY_PENDING = 1024  # commands waiting to be written to one client's stream; more are dropped
@@ -179,8 +180,9 @@ class _Servicer(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ streams
     def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
         make = lambda s: [spb.ReceiveMessageResponse(status=s)]  # noqa: E731
+        version = str(dict(context.invocation_metadata()).get(CLIENT_VERSION, ""))[:32]
         yield from self._answer_as_client(make, self.a.receive_message, request, context,
-                                          self._remaining_ms(context))
+                                          self._remaining_ms(context), version)
         now = self.a.broker.now_ms()
         done = spb.ReceiveMessageResponse()
         done.delivery_timestamp.seconds, done.delivery_timestamp.nanos = now // 1000, (now % 1000) * 1_000_000
