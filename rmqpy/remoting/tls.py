@@ -14,14 +14,16 @@ then the Java-properties file named by ``tls.config.file`` (default
 
 Where rmqpy differs from Java, on purpose (the safer choice):
 
-* ``tls.test.mode.enable`` defaults to **false** (Java: true). Java's test mode gives every
-  server a fresh self-signed certificate and makes clients trust anything; a rmqpy user
-  who sets ``tls.server.certPath`` expects that certificate to be served, and one who
-  misspells a path must get an error, not a silent self-signed certificate. Set
-  ``tls.test.mode.enable=true`` explicitly for Java's behaviour (self-signed certificate,
-  client auth optional, clients trust all).
-* With no certificate configured (and test mode off) ``permissive`` serves plaintext only
-  (a TLS hello is closed by the frame decoder) and ``enforcing`` refuses to start.
+* ``tls.test.mode.enable`` unset is Java's default (true) for a server with no certificate of its
+  own: it serves a fresh self-signed certificate (client auth optional), so a TLS client with its
+  defaults (Java's ``tls.enable``, a 5.x gRPC client) connects to a default server as to Java's, and
+  ``permissive`` still serves plaintext beside it. Unset, it is false for everything else: a
+  configured ``tls.server.certPath`` is served (Java's test mode would serve a self-signed one and
+  hide a misspelt path), and rmqpy's clients check what their ``tls.client.*`` keys say (Java's test
+  mode makes them trust anything). ``tls.test.mode.enable=true`` is Java's test mode for the
+  client side too; ``=false`` serves no certificate unless one is configured: ``permissive``
+  is then plaintext only (a TLS hello is closed by the frame decoder) and ``enforcing`` refuses to
+  start.
 * Unknown values of ``tls.server.mode`` / ``tls.server.need.client.auth`` are errors
   (Java silently falls back to permissive / none).
 * ``tls.server.authClient`` / ``tls.client.authServer`` default to true when the matching
@@ -89,6 +91,7 @@ class TlsSettings:
     server_mode: str = "permissive"
     client_enable: bool = False
     test_mode: bool = False
+    server_self_signed: bool = False  # a server without a certificate of its own: tls.test.mode.enable's effect
     need_client_auth: str = "none"
     server_key_path: str | None = None
     server_key_password: str | None = None
@@ -126,7 +129,8 @@ class TlsSettings:
             raise TlsConfigError(f"tls.server.need.client.auth={auth!r}: expected one of {', '.join(CLIENT_AUTH)}")
         s.server_mode, s.need_client_auth = mode, auth
         s.client_enable = _bool(p.get("tls.enable"), False)
-        s.test_mode = _bool(p.get("tls.test.mode.enable"), False)
+        test_mode = p.get("tls.test.mode.enable")
+        s.test_mode = _bool(test_mode, False)
         s.server_key_path = _opt(p.get("tls.server.keyPath"))
         s.server_key_password = _opt(p.get("tls.server.keyPassword"))
         s.server_cert_path = _opt(p.get("tls.server.certPath"))
@@ -137,6 +141,9 @@ class TlsSettings:
         s.client_cert_path = _opt(p.get("tls.client.certPath"))
         s.client_trust_cert_path = _opt(p.get("tls.client.trustCertPath"))
         s.client_auth_server = _bool(p.get("tls.client.authServer"), s.client_trust_cert_path is not None)
+        # Java's test mode defaults to true (TlsSystemConfig.tlsTestModeEnable, ProxyConfig.tlsTestModeEnable)
+        s.server_self_signed = not s.server_cert_path and (s.test_mode if test_mode is not None
+                                                           else not s.server_key_path)
         if "tls.handshake.timeoutMillis" in p:
             try:
                 s.handshake_timeout = int(p["tls.handshake.timeoutMillis"]) / 1000.0
@@ -247,7 +254,7 @@ def self_signed_pair(common_name: str = "rmqpy-test-mode") -> tuple[bytes, bytes
 def build_server_context(s: TlsSettings, files: dict[str, bytes]) -> tuple[SSL.Context, str]:
     """(context, SHA-256 fingerprint of the served certificate) from the file contents."""
     ctx = _base_context(server=True)
-    if s.test_mode and not s.server_cert_path:
+    if s.server_self_signed:
         cert_pem, key_pem = files["<test-cert>"], files["<test-key>"]
         fp = _use_pair(ctx, {"c": cert_pem, "k": key_pem}, "c", "k", None)
         ctx.set_verify(SSL.VERIFY_PEER, _trust_all)  # Java test mode: client auth OPTIONAL, trust all
@@ -520,11 +527,11 @@ class TlsServerWrapper:
         self.clock = clock or reactor
         static: dict[str, bytes] = {}
         paths = settings.server_paths()
-        if settings.test_mode and not settings.server_cert_path:
+        if settings.server_self_signed:
             static["<test-cert>"], static["<test-key>"] = self_signed_pair()
             paths = []
-            log.warn("TLS: tls.test.mode.enable=true: serving a self-signed certificate and accepting any "
-                     "client certificate (not for production)")
+            log.info("TLS: no tls.server.certPath: serving a self-signed certificate beside plaintext "
+                     "(tls.test.mode.enable, Java's default; not for production)")
         self.holder = ReloadingContext("server", lambda files: build_server_context(settings, files), paths,
                                        self.clock, reactor, use_inotify, poll_interval, static)
         log.info("TLS: tls.server.mode={mode}, need.client.auth={auth}, authClient={ac}, certificate sha256 "
@@ -547,13 +554,13 @@ def server_factory_wrapper(props: dict[str, str] | None, reactor: Any = None, cl
     if s.server_mode == "disabled":
         log.info("TLS: tls.server.mode=disabled: plaintext only")
         return None
-    if not s.server_cert_path and not s.server_key_path and not s.test_mode:
+    if not s.server_cert_path and not s.server_key_path and not s.server_self_signed:
         if s.server_mode == "enforcing":
             raise TlsConfigError("tls.server.mode=enforcing needs tls.server.certPath and tls.server.keyPath "
                                  "(or tls.test.mode.enable=true for a self-signed certificate)")
         log.info("TLS: no tls.server.certPath configured: plaintext only")
         return None
-    if not (s.server_cert_path and s.server_key_path) and not s.test_mode:
+    if not (s.server_cert_path and s.server_key_path) and not s.server_self_signed:
         raise TlsConfigError("TLS needs both tls.server.certPath and tls.server.keyPath")
     return TlsServerWrapper(s, reactor, clock, use_inotify)
 

@@ -18,8 +18,9 @@ so nothing queues, and no number of open streams can leave a unary call waiting 
 request larger than ``grpcMaxInboundMessageSize`` is refused by grpcio (RESOURCE_EXHAUSTED), and a
 malformed protobuf by grpcio too (INTERNAL).
 
-TLS: the ``tls.*`` keys of the remoting ports, with certificate reload (:mod:`rmqpy.proxy.grpc.tls`;
-TLS only once a certificate is configured: grpcio cannot serve TLS and plain text on one port).
+TLS: the ``tls.*`` keys of the remoting ports, with certificate reload (:mod:`rmqpy.proxy.grpc.tls`).
+In ``permissive`` mode (the default, with a self-signed certificate as Java's test mode) TLS and plain
+text share the port through :mod:`rmqpy.proxy.grpc.front`, since grpcio serves one kind per port.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
 from rmqpy.proxy.grpc.auth import GrpcAuth
 from rmqpy.proxy.grpc.clients import bounded_answer
 from rmqpy.proxy.grpc.convert import Code, status
+from rmqpy.proxy.grpc.front import LOOPBACK, GrpcFront
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 CLIENT_ID = "x-mq-client-id"
@@ -60,6 +62,7 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         self.reactor = reactor
         self.auth = auth  # 5.x authentication and authorization of each call, when the broker has them on
         self.stopping = False
+        self.peers: dict[int, str] = {}  # GrpcFront.peers when a front relays the connections
 
     # ------------------------------------------------------------------ the bridge
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -102,8 +105,7 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         if self.auth is None:
             return None
         metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
-        peer = context.peer()[:128]  # "ipv4:10.0.0.1:5678", "ipv6:[::1]:5678"
-        address = peer.split(":", 1)[1] if peer.startswith("ipv") else peer
+        address = self._address(context)
         host = address.rpartition(":")[0].strip("[]") or address
         reason = self._call(self.auth.check, metadata, request, address, host)
         return None if reason is None else status(Code.UNAUTHORIZED, reason)
@@ -113,13 +115,22 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         client_id = metadata.get(CLIENT_ID, "")
         if not client_id or len(client_id) > 256:
             return None
-        peer = context.peer()[:128]  # "ipv4:10.0.0.1:5678", "ipv6:[::1]:5678"
         try:
-            return self._call(self.a.channel_of, client_id, peer.split(":", 1)[1] if peer.startswith("ipv") else peer,
+            return self._call(self.a.channel_of, client_id, self._address(context),
                               str(metadata.get(LANGUAGE, ""))[:32])
         except Exception as exc:  # TooManyClients
             self.log.warn("gRPC client {c} refused: {e}", c=client_id[:64], e=exc)
             return None
+
+    def _address(self, context: Any) -> str:
+        """The client's "ip:port": grpcio's peer, or for a connection the front relayed
+        (rmqpy.proxy.grpc.front), the client's address the front saw."""
+        peer = context.peer()[:128]  # "ipv4:10.0.0.1:5678", "ipv6:[::1]:5678"
+        address = peer.split(":", 1)[1] if peer.startswith("ipv") else peer
+        if self.peers:
+            port = address.rpartition(":")[2]
+            return self.peers.get(int(port), address) if port.isdigit() else address
+        return address
 
     @staticmethod
     def _remaining_ms(context: Any) -> int:
@@ -315,6 +326,8 @@ class GrpcServerService(service.Service):
         self.auth = auth  # rmqpy.proxy.grpc.auth.GrpcAuth when the broker authenticates or authorizes
         self.max_calls, self.max_inbound = max_calls, max_inbound
         self.server: Any = None
+        self.front: GrpcFront | None = None
+        self.listening: Any = None  # the front's port
         self.bound_port = 0
 
     def startService(self) -> None:  # noqa: N802 (Twisted's name)
@@ -326,16 +339,27 @@ class GrpcServerService(service.Service):
             logging.getLogger(name).addFilter(self._grpcio_lines)
         sgrpc.add_MessagingServiceServicer_to_server(self.servicer, server)
         host = f"[{self.host}]" if ":" in self.host else self.host
-        if self.tls is not None:
+        kind = "plain text"
+        if self.tls is not None and self.tls.settings.server_mode == "permissive":
+            # TLS and plain text on one port: grpcio serves each on loopback, the front picks per connection
+            plain = server.add_insecure_port(f"{LOOPBACK}:0")
+            secure = server.add_secure_port(f"{LOOPBACK}:0", self.tls.credentials())
+            self.front = GrpcFront(self.reactor, plain, secure, self.tls.settings.handshake_timeout)
+            self.servicer.peers = self.front.peers
+            self.listening = self.reactor.listenTCP(self.port, self.front, interface=self.host)
+            self.bound_port = self.listening.getHost().port
+            kind = "TLS and plain text"
+        elif self.tls is not None:
             self.bound_port = server.add_secure_port(f"{host}:{self.port}", self.tls.credentials())
+            kind = "TLS"
         else:
             self.bound_port = server.add_insecure_port(f"{host}:{self.port}")
         self.activities.grpc_port = self.bound_port  # what routes name when grpcServerPort=0
         server.start()
         self.server = server
         self.activities.receipts.start()
-        self.log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on {h}:{p}{t}", h=self.host,
-                      p=self.bound_port, t=" (TLS)" if self.tls is not None else "")
+        self.log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on {h}:{p} ({k})", h=self.host,
+                      p=self.bound_port, k=kind)
 
     def stopService(self) -> Any:  # noqa: N802
         super().stopService()
@@ -343,6 +367,9 @@ class GrpcServerService(service.Service):
         server, self.server = self.server, None
         if server is None:
             return None
+        if self.listening is not None:
+            listening, self.listening = self.listening, None
+            listening.stopListening()  # open connections end with grpcio's, below
         self.servicer.stopping = True
         for name in ("grpc._common", "grpc._server"):
             logging.getLogger(name).removeFilter(self._grpcio_lines)

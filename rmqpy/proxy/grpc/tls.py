@@ -35,7 +35,7 @@ class GrpcTls:
         self.settings = settings
         self._static: dict[str, bytes] = {}
         self.paths = settings.server_paths()
-        if settings.test_mode and not settings.server_cert_path:
+        if settings.server_self_signed:
             self._static["<test-cert>"], self._static["<test-key>"] = tls.self_signed_pair()
             self.paths = []
         self._stamps = self._stat()
@@ -70,7 +70,7 @@ class GrpcTls:
         """grpcio's certificate configuration of ``files``, checked as the remoting ports check them."""
         s = self.settings
         _, fp = tls.build_server_context(s, {**files, **self._static})  # raises TlsConfigError
-        if s.test_mode and not s.server_cert_path:
+        if s.server_self_signed:
             cert, key_pem = self._static["<test-cert>"], self._static["<test-key>"]
         else:
             assert s.server_cert_path and s.server_key_path
@@ -121,8 +121,8 @@ class GrpcTls:
 def grpc_tls(props: dict[str, str] | None) -> GrpcTls | None:
     """The gRPC port's TLS for the server ``props`` (tls.* keys), or None for plain text."""
     s = tls.TlsSettings.from_props(props)
-    if s.server_mode == "disabled" or not (s.server_cert_path or s.server_key_path or s.test_mode):
+    if s.server_mode == "disabled" or not (s.server_cert_path or s.server_key_path or s.server_self_signed):
         return None
-    if not (s.server_cert_path and s.server_key_path) and not s.test_mode:
+    if not (s.server_cert_path and s.server_key_path) and not s.server_self_signed:
         raise tls.TlsConfigError("TLS needs both tls.server.certPath and tls.server.keyPath")
     return GrpcTls(s)

@@ -142,9 +142,13 @@ async def refused(coro) -> bool:
 def test_settings_defaults_and_errors(tmp_path):
     s = tls.TlsSettings.from_props({}, read_config_file=False)
     assert (s.server_mode, s.need_client_auth, s.test_mode, s.client_enable) == ("permissive", "none", False, False)
-    assert tls.server_factory_wrapper({"tls.config.file": "/nonexistent"}) is None  # no cert: plaintext
+    # no certificate: a self-signed one beside plaintext, as Java's tls.test.mode.enable default (true)
+    w = tls.server_factory_wrapper({"tls.config.file": "/nonexistent"})
+    assert w is not None and w.settings.server_self_signed and not w.settings.test_mode
+    off = {"tls.test.mode.enable": "false", "tls.config.file": "/nonexistent"}
+    assert tls.server_factory_wrapper(off) is None  # test mode off, no cert: plaintext
     with pytest.raises(tls.TlsConfigError, match="enforcing needs"):
-        tls.server_factory_wrapper({"tls.server.mode": "enforcing", "tls.config.file": "/nonexistent"})
+        tls.server_factory_wrapper({**off, "tls.server.mode": "enforcing"})
     with pytest.raises(tls.TlsConfigError, match="tls.server.mode"):
         tls.TlsSettings.from_props({"tls.server.mode": "enforced"})
     with pytest.raises(tls.TlsConfigError, match="need.client.auth"):
