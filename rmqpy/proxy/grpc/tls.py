@@ -1,10 +1,13 @@
 """TLS on the gRPC port from the same ``tls.*`` keys as the remoting ports (rmqpy.remoting.tls).
 
-grpcio serves one kind of credentials per port, so where the remoting ports (and the Java proxy's
-``ProxyAndTlsProtocolNegotiator``) look at each connection's first byte and serve TLS and plain
-text side by side in ``permissive`` mode, the gRPC port serves TLS only once a certificate is
-configured (``tls.server.certPath``/``keyPath``, or ``tls.test.mode.enable`` for a self-signed
-one), in ``permissive`` and ``enforcing`` alike; ``disabled``, or no certificate, is plain text.
+As the proxy's ``ProxyAndTlsProtocolNegotiator``: ``permissive`` (the default) serves TLS and plain
+text on the one port (grpcio takes one kind of credentials per port, so :mod:`rmqpy.proxy.grpc.front`
+reads each connection's first byte and relays it to grpcio's TLS or plain loopback port),
+``enforcing`` TLS only, ``disabled`` plain text only. The certificate is ``tls.server.certPath``/
+``keyPath``, else a self-signed one (``tls.test.mode.enable``, whose default is Java's, true, for a
+server without a certificate: rmqpy.remoting.tls); ``tls.test.mode.enable=false`` without a
+certificate is plain text only. The proxy reads its own keys (``tlsCertPath``/``tlsKeyPath`` of
+ProxyConfig); rmqpy's endpoint is in the broker and reads the broker's ``tls.*`` keys.
 
 Certificate reload: grpcio asks :meth:`GrpcTls.fetch` before every handshake; it stats the files
 (inode, mtime, size: a few microseconds) and, when those and then their bytes changed, checks the new pair
