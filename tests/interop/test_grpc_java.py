@@ -516,3 +516,28 @@ def test_a_message_consumed_directly_is_verified_by_the_push_consumer(relay_targ
     assert body == (b'{"autoCommit":true,"consumeResult":"CR_SUCCESS","order":false,"remark":"from gRPC client",'
                     b'"spentTimeMills":0}'), body
     assert [r["body"] for r in received] == [sent["body"]] * 2, received  # delivered, then verified
+
+
+def test_a_stock_java_client_with_tls_on_connects_to_the_default_config(java_built, client_host, tmp_path) -> None:
+    """``rocketmq-client-java`` speaks TLS unless told otherwise (``ClientConfigurationBuilder.sslEnabled``
+    defaults to true, and it trusts any certificate) and the Python client 5.1.2 plain text
+    (test_grpc_python.py): rmqpy's default configuration serves both on ``grpcServerPort``, with a
+    self-signed certificate, as Apache's proxy does (rmqpy/proxy/grpc/front.py)."""
+    port = servers.free_port()
+    topic, group = "GrpcJavaTlsDefault", "grpc_java_tls_default"
+    with servers.Cluster(tmp_path / "rmqpy", client_host.host_ip,
+                         {"brokerName": "broker-grpc-tls", "grpcServerPort": port}) as cluster:
+        out = clients.mqadmin(client_host, VERSION, ["updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "2",
+                                                     "-w", "2"], cluster.ns_addr)
+        assert "success" in out, out
+        home = jvm.default_home()
+        endpoint = f"{client_host.host_ip}:{port}"
+        events = {}
+        for name, argv in (("produce", ["produce", "--topic", topic, "-c", "3"]),
+                           ("simple", ["simple", "--topic", topic, "--group", group, "-c", "3", "--invisible-s",
+                                       "20", "--linger-s", "1", "--timeout-s", "60"])):
+            cmd = jvm.grpc_harness_cmd([argv[0], "--endpoint", endpoint, "--ssl", "default", *argv[1:]], home=home)
+            proc = client_host.run(cmd, timeout=120, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+            events[name] = jvm.Events(jvm._parse_lines(proc.stdout))
+            assert proc.returncode == 0, f"{name} exited {proc.returncode}: {events[name][-4:]}\n{proc.stderr[-3000:]}"
+        assert sorted(e["body"] for e in events["simple"].of("received")) == ["msg-0", "msg-1", "msg-2"]

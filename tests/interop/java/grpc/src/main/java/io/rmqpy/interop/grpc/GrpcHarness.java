@@ -19,6 +19,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientException;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
@@ -39,6 +40,7 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *
  * <pre>
  * GrpcHarness produce  --endpoint H:P --topic T -c N [--group G] [--delay-ms D] [--prefix P]
+ * (every command: [--ssl default|true|false], default false; "default" leaves the client's own, TLS on)
  * GrpcHarness produce  --endpoint H:P --sends "T,N[,G[,P[,D]]];..."   (several runs, one producer)
  * GrpcHarness simple   --endpoint H:P --topic T --group G -c N --invisible-s S
  *                      [--no-ack B1,B2 [--hold-group true]] [--change B=S,...] [--batch M]
@@ -119,12 +121,16 @@ public final class GrpcHarness {
         return v;
     }
 
+    /** {@code --ssl default} keeps the client's own default (TLS on); else {@code true|false} (default false). */
     private static ClientConfiguration config(Map<String, String> opts) {
-        return ClientConfiguration.newBuilder()
+        ClientConfigurationBuilder b = ClientConfiguration.newBuilder()
                 .setEndpoints(need(opts, "endpoint"))
-                .enableSsl(false)
-                .setRequestTimeout(Duration.ofSeconds(10))
-                .build();
+                .setRequestTimeout(Duration.ofSeconds(10));
+        String ssl = opts.getOrDefault("ssl", "false");
+        if (!"default".equals(ssl)) {
+            b.enableSsl(Boolean.parseBoolean(ssl));
+        }
+        return b.build();
     }
 
     // ------------------------------------------------------------------ produce
