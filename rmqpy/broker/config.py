@@ -102,7 +102,8 @@ class BrokerConfig:
     registerNameServerPeriod: int = 1000 * 30
     transactionTimeOut: int = 6 * 1000
     transactionCheckMax: int = 15
-    transactionCheckInterval: int = 60 * 1000
+    # 5.3.3's (4.9.7 had 60 s): a transaction left UNKNOW is asked about within ~30 s + transactionTimeOut
+    transactionCheckInterval: int = 30 * 1000
     aclEnable: bool = False
     # 5.x AuthConfig's key: {"accessKey": "...", "secretKey": "..."} signs the broker's own requests
     # (registration with the name servers), as BrokerOuterAPI's AclClientRPCHook; never listed by

@@ -232,3 +232,25 @@ def test_half_messages_metric_counts_prepared_less_ended_and_discarded(tmp_path)
         assert [n for _, n in half()] == [0]
     finally:
         b.shutdown()
+
+
+def test_default_interval_checks_an_unknown_transaction_within_5_3_3s_30_s(tmp_path):
+    """With no overrides a half message left UNKNOW is checked back at the first check past its
+    transactionTimeOut (6 s), on 5.3.3's 30 s cadence (4.9.7's 60 s asked first 45 s after the
+    send in the Spring starter's test, after it had given up: issue 33)."""
+    b, clock = make_broker(tmp_path)
+    try:
+        assert b.broker_config.transactionCheckInterval == 30_000
+        prod = register_producer(b)
+        clock.advance(4.0)  # past the first check, 3 s after start
+        send_half(b, FakeChannel())
+        checked = []
+        for step in range(1, 241):  # 60 s in quarter seconds
+            clock.advance(0.25)
+            if len(prod.oneway) > len(checked):
+                checked.append(step * 0.25)
+        assert prod.oneway[0].code == RequestCode.CHECK_TRANSACTION_STATE
+        # the checks at 33 s and 63 s after start; the send was at 4 s
+        assert len(checked) == 2 and 29.0 <= checked[0] <= 30.0 and checked[1] - checked[0] == 30.0, checked
+    finally:
+        b.shutdown()
