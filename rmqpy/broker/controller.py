@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import os
 import zlib
+from dataclasses import replace
 from typing import Any, Callable
 
 from twisted.application import service
@@ -70,8 +71,14 @@ from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.timer import TimerMessageService
 from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.broker.transaction import TransactionalMessageService
-from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, RegisterBrokerBody, TopicConfigSerializeWrapper
-from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.bodies.topic import (
+    PERM_READ,
+    PERM_WRITE,
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+)
+from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
 from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader
@@ -111,6 +118,9 @@ class BrokerController:
         self.broker_addr = f"{bc.brokerIP1}:{self.netty_config.listenPort}"
         self.config_dir = os.path.join(self.store_config.storePathRootDir, "config")
 
+        # 5.x TopicQueueMappingManager's data version: made at start, never bumped (no static topics),
+        # registered as mappingDataVersion like a 5.3.3 broker's
+        self.mapping_data_version = DataVersion(timestamp=int(reactor.seconds() * 1000))
         self.topic_config_manager = TopicConfigManager(bc, self.config_dir, on_new_topic=self.topics_changed,
                                                        clock=reactor)
         self.subscription_group_manager = SubscriptionGroupManager(bc, self.config_dir, clock=reactor)
@@ -523,10 +533,9 @@ class BrokerController:
         if not (perm & PERM_WRITE) or not (perm & PERM_READ):
             table = {}
             for name, tc in wrapper.topicConfigTable.items():
-                from dataclasses import replace
                 table[name] = replace(tc, perm=perm)
             wrapper = TopicConfigSerializeWrapper(table, wrapper.dataVersion)
-        return wrapper
+        return replace(wrapper, mappingDataVersion=self.mapping_data_version)
 
     def register_broker_all(self) -> defer.Deferred:
         bc = self.broker_config
@@ -538,11 +547,14 @@ class BrokerController:
         header = RegisterBrokerRequestHeader(
             brokerName=bc.brokerName, brokerAddr=self.broker_addr, clusterName=bc.brokerClusterName,
             haServerAddr=f"{bc.brokerIP2}:{self.store_config.haListenPort}", brokerId=bc.brokerId,
-            compressed=compressed, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF)
+            compressed=compressed, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF,
+            # 5.3.3 always says whether slaves may act as master (enableSlaveActingMaster, which rmqpy
+            # does not do); heartbeatTimeoutMillis only goes with true
+            enableActingMaster=False)
         timeout = bc.registerBrokerTimeoutMills / 1000.0
         results = []
         for addr in addrs:
-            request = RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
+            request = RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body, version=MQVersion.CURRENT)
             d = self.namesrv_client.invoke(addr, request, timeout)
             d.addCallback(self._registered, addr)
             d.addErrback(self._register_failed, addr)
@@ -572,7 +584,8 @@ class BrokerController:
         for addr in bc.namesrv_addrs:
             header = UnRegisterBrokerRequestHeader(brokerName=bc.brokerName, brokerAddr=self.broker_addr,
                                                    clusterName=bc.brokerClusterName, brokerId=bc.brokerId)
-            d = self.namesrv_client.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header), 3.0)
+            d = self.namesrv_client.invoke(addr, RemotingCommand.request(
+                RequestCode.UNREGISTER_BROKER, header, version=MQVersion.CURRENT), 3.0)
             d.addErrback(lambda f, a: self.log.warn("unregister broker from {a} failed: {e}", a=a,
                                                     e=f.getErrorMessage()), addr)
             results.append(d)

@@ -230,9 +230,17 @@ class MQVersion:
     V4_9_8 = 409
     V5_0_0 = 413
     V5_3_3 = 479
-    # What rmqpy puts in the ``version`` field of what it sends: the HEART_BEAT reply's
-    # version becomes the client's idea of the broker version (SQL92 needs >= 232).
-    CURRENT = V4_9_8
+    # What rmqpy puts in the ``version`` field of what it sends, and reports as brokerVersion: the
+    # newest Java release whose behaviour it matches (issue 33). The HEART_BEAT reply's version becomes
+    # the client's idea of the broker version: 4.9.8 and 5.3.3 clients only compare it with
+    # V4_1_0_SNAPSHOT (SQL92 filters); a name server reads a >= V5_0_0 broker's compressed
+    # registration body with its static-topic mappings (written always, RegisterBrokerBody.encode).
+    CURRENT = V5_3_3
+    # What requests announce unless they say otherwise (rmqpy.client, rmqpy-admin, the gRPC proxy's
+    # requests, the broker's requests to clients and its master): unchanged by the server's
+    # generation, since a broker stores and answers a >= V5_0_0 sender's requests the 5.x way and
+    # these were proven as 4.9.8. The broker's (un)registration with name servers says CURRENT.
+    CLIENT = V4_9_8
 
     @classmethod
     def name_of(cls, version: int) -> str | None:

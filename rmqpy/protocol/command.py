@@ -91,11 +91,14 @@ class RemotingCommand:
     @classmethod
     def request(cls, code: int, header: Any = None, body: bytes | None = None, *,
                 oneway: bool = False, serialize_type: int = SerializeType.JSON,
-                ext_fields: Mapping[str, str] | None = None) -> RemotingCommand:
+                ext_fields: Mapping[str, str] | None = None, version: int = MQVersion.CLIENT) -> RemotingCommand:
+        """A request announcing ``version``: a client's by default (``MQVersion.CLIENT``); a server
+        speaking for itself (broker registration) passes ``MQVersion.CURRENT``."""
         fields = dict(ext_fields or {})
         if header is not None:
             fields.update(header.encode())
-        cmd = cls(code=int(code), ext_fields=fields or None, body=body, serialize_type=serialize_type)
+        cmd = cls(code=int(code), version=version, ext_fields=fields or None, body=body,
+                  serialize_type=serialize_type)
         if oneway:
             cmd.flag |= RPC_ONEWAY
         return cmd

@@ -73,6 +73,8 @@ def test_cluster_list_and_broker_status_print_what_mqadmin_prints(cluster) -> No
     a, b = ours(c, "clusterList").splitlines(), theirs(c, host, "clusterList").splitlines()
     assert a[0] == b[0] and len(a) == len(b) == 2, f"ours:\n{a}\nmqadmin:\n{b}"
     assert a[1].split()[:5] == b[1].split()[:5]   # cluster, broker, id, address, version; then rates
+    # rmqpy reports itself as 5.3.3 and active, as a 5.3.3 master is (issue 33: was V4_9_8, false)
+    assert b[1].split()[4] == "V5_3_3" and b[1].split()[-1] == "true" and b[0].split()[-1] == "#ACTIVATED", b
     a = [line.split(":")[0].strip() for line in ours(c, "brokerStatus", "-b", c.broker_addr).splitlines()]
     b = [line.split(":")[0].strip() for line in theirs(c, host, "brokerStatus", "-b", c.broker_addr).splitlines()]
     assert a == b and "brokerVersionDesc" in a

@@ -99,9 +99,18 @@ class TopicConfigSerializeWrapper:
     topicConfigTable: dict[str, TopicConfig] = field(default_factory=dict)
     dataVersion: DataVersion = field(default_factory=DataVersion)
 
+    #: 5.x TopicConfigAndMappingSerializeWrapper's version of the static-topic mappings; when set
+    #: the JSON form carries it with the (always empty: rmqpy has no static topics) mapping maps, as
+    #: a 5.3.3 broker's registration does. 4.9 name servers ignore the extra keys.
+    mappingDataVersion: DataVersion | None = None
+
     def to_json(self) -> dict[str, Any]:
-        return {"dataVersion": self.dataVersion,
-                "topicConfigTable": {name: tc for name, tc in self.topicConfigTable.items()}}
+        out: dict[str, Any] = {"dataVersion": self.dataVersion,
+                               "topicConfigTable": {name: tc for name, tc in self.topicConfigTable.items()}}
+        if self.mappingDataVersion is not None:
+            out.update(mappingDataVersion=self.mappingDataVersion, topicQueueMappingDetailMap={},
+                       topicQueueMappingInfoMap={})
+        return out
 
     @classmethod
     @body_decoder

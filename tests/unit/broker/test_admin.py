@@ -57,6 +57,33 @@ def test_create_topic_stats_and_delete(broker):
     assert broker.topic_config_manager.select("AT") is None
 
 
+def _java_runtime_info() -> dict[str, str]:
+    """The GET_BROKER_RUNTIME_INFO answer of a Java 5.3.3 broker, from the golden frames."""
+    from pathlib import Path
+
+    from rmqpy.protocol.command import decode
+    from tests.interop.recorder import read_frames
+    golden = Path(__file__).resolve().parents[2] / "data" / "golden" / "java-5.3.3.frames"
+    for _tag, _conn, _direction, frame in read_frames(golden):
+        cmd = decode(frame[4:])
+        if cmd.body and b'"brokerActive"' in cmd.body:
+            return fastjson.loads(cmd.body)["table"]
+    raise AssertionError("no runtime info in the golden frames")
+
+
+def test_runtime_info_has_every_key_of_java_5_3_3(broker):
+    """mqadmin 5.x reads brokerActive (clusterList's #ACTIVATED), the ack/litePull pools and the timer
+    keys; a 4.9.8 mqadmin reads getTransferedTps, kept beside 5.3.3's spelling (issue 33)."""
+    ours = fastjson.loads(call(broker, FakeChannel(), req(RequestCode.GET_BROKER_RUNTIME_INFO)).body)["table"]
+    java = _java_runtime_info()
+    per_path = "commitLogDiskRatio_"  # one key per commit-log directory
+    assert {k for k in java if not k.startswith(per_path)} <= set(ours)
+    assert "getTransferedTps" in ours and "remainHowManyDataToCommit" not in ours
+    assert ours["brokerActive"] == java["brokerActive"] == "true"
+    assert ours["remainHowManyDataToFlush"] == java["remainHowManyDataToFlush"] == "0 B"
+    assert ours["remainTransientStoreBufferNumbs"] == java["remainTransientStoreBufferNumbs"]
+
+
 def test_runtime_info_and_config(broker):
     ch = FakeChannel()
     resp = call(broker, ch, req(RequestCode.GET_BROKER_RUNTIME_INFO))
@@ -66,7 +93,7 @@ def test_runtime_info_and_config(broker):
                 "sendThreadPoolQueueHeadWaitTimeMills", "pullThreadPoolQueueSize", "msgGetTotalYesterdayMorning",
                 "commitLogMaxOffset", "bootTimestamp"):
         assert key in table and isinstance(table[key], str)
-    assert table["brokerVersionDesc"] == "V4_9_8"
+    assert (table["brokerVersionDesc"], table["brokerVersion"], table["brokerActive"]) == ("V5_3_3", "479", "true")
     resp = call(broker, ch, req(RequestCode.GET_BROKER_CONFIG))
     assert b"brokerName=broker-a" in resp.body and "version" in resp.ext_fields
     resp = call(broker, ch, req(RequestCode.UPDATE_BROKER_CONFIG, body=b"autoCreateTopicEnable=false\n"))

@@ -456,8 +456,14 @@ def test_registration_request(broker):
     assert req.code == RequestCode.REGISTER_BROKER
     assert req.ext_fields["brokerAddr"] == "127.0.0.1:10911" and req.ext_fields["brokerId"] == "0"
     assert req.ext_fields["haServerAddr"] == "127.0.0.1:10912" and req.ext_fields["compressed"] == "false"
-    body = fastjson.loads(req.body)
-    assert "TBW102" in body["topicConfigSerializeWrapper"]["topicConfigTable"]
+    # as a 5.3.3 broker registers (golden frames): its version, enableActingMaster, and the mapping keys
+    assert req.version == MQVersion.V5_3_3 and req.ext_fields["enableActingMaster"] == "false"
+    assert "heartbeatTimeoutMillis" not in req.ext_fields
+    wrapper = fastjson.loads(req.body)["topicConfigSerializeWrapper"]
+    assert "TBW102" in wrapper["topicConfigTable"]
+    assert set(wrapper) == {"dataVersion", "mappingDataVersion", "topicConfigTable", "topicQueueMappingDetailMap",
+                            "topicQueueMappingInfoMap"}
+    assert wrapper["topicQueueMappingDetailMap"] == wrapper["topicQueueMappingInfoMap"] == {}
     # a topic created on demand is registered promptly
     sent.clear()
     call(broker, FakeChannel(), send_request("TNew", b"x"))

@@ -62,7 +62,7 @@ def test_version_names_rmqpy_and_the_rocketmq_version(tap, name, capsys):
         tap.Options().parseOptions(["--version"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"{name} (rmqpy {rmqpy.__version__}): Apache RocketMQ 4.9.8")
+    assert out.startswith(f"{name} (rmqpy {rmqpy.__version__}): Apache RocketMQ 5.3.3")
 
 
 def test_the_pidfile_is_named_after_the_tap_unless_given(tmp_path, monkeypatch):
