@@ -92,7 +92,7 @@ class BrokerConfig:
     highSpeedMode: bool = False
     traceOn: bool = True
     regionId: str = "DefaultRegion"
-    registerBrokerTimeoutMills: int = 6000
+    registerBrokerTimeoutMills: int = 24000  # 5.3.3's (4.9.7: 6000)
     slaveReadEnable: bool = False
     startAcceptSendRequestTimeStamp: int = 0
     enablePropertyFilter: bool = False

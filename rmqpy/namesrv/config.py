@@ -21,8 +21,8 @@ class NamesrvConfig:
     clusterTest: bool = False
     orderMessageEnable: bool = False
     returnOrderTopicConfigToBroker: bool = True
-    # Java scans every 10 s (4.9) / 5 s (5.x) and expires brokers silent for 120 s.
-    scanNotActiveBrokerInterval: int = 10_000
+    # 5.3.3 scans every 5 s (4.9.7 every 10 s, not configurable) and expires brokers silent for 120 s.
+    scanNotActiveBrokerInterval: int = 5_000
     brokerChannelExpiredTime: int = 120_000
     configBlackList: str = "configBlackList;configStorePath;kvConfigPath"
     # rmqpy (Java has none): path, TLS, ACL and address keys UPDATE_NAMESRV_CONFIG may change anyway,

@@ -13,6 +13,7 @@ dataclass field of ``rmqpy/broker/config.py``, ``rmqpy/namesrv/config.py`` or
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from functools import lru_cache
@@ -24,6 +25,35 @@ from rmqpy.common.properties import parse_properties
 PACKAGE = Path(__file__).resolve().parents[1]
 JAVA_DEFAULTS = Path(__file__).resolve().parent / "java_defaults"
 JAVA_VERSION = "5.3.3"
+#: tools/java_config_defaults.py's extract of the config classes' field initialisers at each release
+INITIALISERS = JAVA_DEFAULTS / "initialisers.json"
+#: the releases the "across releases" table compares, oldest first; ``develop`` stands in for 5.5.1,
+#: which the stored apache/rocketmq snapshot does not have (its newest commit is 5.3.4-SNAPSHOT)
+RELEASES = ("4.9.7", "5.3.3", "develop")
+#: which Java config classes make up each server's keys (Java's BrokerStartup/NamesrvStartup/ProxyStartup)
+SERVER_CLASSES = {
+    "broker": ("BrokerConfig", "BrokerIdentity", "MessageStoreConfig", "NettyServerConfig", "NettyClientConfig"),
+    "namesrv": ("NamesrvConfig", "NettyServerConfig", "NettyClientConfig"),
+    "gRPC (ProxyConfig)": ("ProxyConfig",),
+}
+
+#: rmqpy defaults that are not Java 5.3.3's, each with its reason; tests/unit/test_config_defaults.py
+#: fails for any other difference and for a reason whose key no longer differs
+EXCEPTIONS: dict[str, str] = {
+    "grpcThreadPoolNums": "a gRPC call holds one of rmqpy's threads while it runs and a client's Telemetry stream "
+                          "holds one for the client's life; Java's 16 + 2 x CPUs (its calls are asynchronous) would "
+                          "turn away the 21st client of a 2-core host",
+}
+#: what a row of the across-releases table needs said beside its values
+NOTES: dict[str, str] = {
+    "listenPort": "class defaults only (5.x BrokerConfig has its own, 6888): BrokerStartup sets 10911 and "
+                  "NamesrvStartup 9876 in every release",
+    "useTLS": "5.x reads the tls.enable system property (false unless set, or tls.server.mode=enforcing)",
+    "transactionMetricFlushInterval": "5.x transaction metrics; rmqpy keeps none",
+    "autoDeleteUnusedStats": "Java's stats bookkeeping; rmqpy's stats keep no per-key timers to delete",
+    "transactionCheckInterval": "4.9.7's 60 s checked a transaction left UNKNOW too late for the Spring "
+                                "starter's test (issue 33)",
+}
 
 #: defaults that depend on the host, the user or the environment, as the table prints them
 _HOME = "/HOME"   # $HOME while the defaults are computed, printed as ~
@@ -88,6 +118,102 @@ def _rows(configs: Iterable[Any], java: dict[str, str]) -> list[str]:
     return rows
 
 
+def initialisers() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(INITIALISERS.read_text())
+    return data
+
+
+def release_defaults(server: str) -> dict[str, dict[str, str]]:
+    """``{release: {key: default}}`` of one server's config classes (the first class having a key wins)."""
+    classes = initialisers()["classes"]
+    out: dict[str, dict[str, str]] = {}
+    for release in RELEASES:
+        merged: dict[str, str] = {}
+        for cls in SERVER_CLASSES[server]:
+            for key, value in classes.get(cls, {}).get(release, {}).items():
+                merged.setdefault(key, value)
+        out[release] = merged
+    return out
+
+
+def differing_defaults(server: str) -> dict[str, list[str | None]]:
+    """The keys whose default differs between releases that have them: ``{key: [value or None, ...]}``."""
+    per = release_defaults(server)
+    out: dict[str, list[str | None]] = {}
+    for key in sorted(set().union(*per.values()), key=str.lower):
+        values = [per[r].get(key) for r in RELEASES]
+        present = {v for v in values if v is not None}
+        if len([v for v in values if v is not None]) >= 2 and len(present) > 1:
+            out[key] = values
+    return out
+
+
+def _release_value(value: str | None) -> str:
+    if value is None:
+        return "(none)"
+    return _cell(value[1:] if value.startswith("=") else value) or "(empty)"
+
+
+def _releases_section(ours_by_server: dict[str, dict[str, str]]) -> str:
+    refs = initialisers()["refs"]
+    lines = [
+        "## Defaults across Java releases\n",
+        "Every key whose field initialiser differs between the releases' config classes "
+        f"({', '.join(sorted({c for cs in SERVER_CLASSES.values() for c in cs}))}), extracted by "
+        "`tools/java_config_defaults.py` from a clone of apache/rocketmq into "
+        "`rmqpy/tools/java_defaults/initialisers.json`. The releases: "
+        + ", ".join(f"{label} = `{info['ref']}`" + (f" ({info['commit'][:10]})" if info["ref"] != info["commit"] else "")
+                    for label, info in refs.items())
+        + ". `develop` stands in for 5.5.1, which the stored apache/rocketmq snapshot does not have "
+        "(its newest commit is 5.3.4-SNAPSHOT); `(none)`: no such key in that release. rmqpy reports "
+        f"itself as {JAVA_VERSION} and takes {JAVA_VERSION}'s default; an exception says why "
+        "(tests/unit/test_config_defaults.py checks both).\n",
+    ]
+    for server in SERVER_CLASSES:
+        lines.append(f"### {server}\n")
+        lines.append("| key | " + " | ".join(RELEASES) + " | rmqpy | why |")
+        lines.append("| --- | " + " | ".join("---" for _ in RELEASES) + " | --- | --- |")
+        ours = ours_by_server["namesrv" if server == "namesrv" else "broker"]  # rmqpy's gRPC keys are the broker's
+        rows = differing_defaults(server)
+        if not rows:
+            lines.append("| (none) |" + " |" * (len(RELEASES) + 2))
+        for key, values in rows.items():
+            mine = _cell(ours[key]) if key in ours else "(no setting)"
+            why = EXCEPTIONS.get(key) or NOTES.get(key, "")
+            lines.append(f"| `{key}` | " + " | ".join(_release_value(v) for v in values) + f" | {mine} | {why} |")
+        lines.append("")
+    lines.append("### rmqpy defaults that are not Java " + JAVA_VERSION + "'s\n")
+    lines.append("| key | rmqpy | why |\n| --- | --- | --- |")
+    everything = {**ours_by_server["namesrv"], **ours_by_server["broker"]}
+    for key in sorted(EXCEPTIONS, key=str.lower):
+        lines.append(f"| `{key}` | {_cell(everything.get(key, ''))} | {EXCEPTIONS[key]} |")
+    return "\n".join(lines) + "\n"
+
+
+def rmqpy_defaults() -> dict[str, dict[str, str]]:
+    """rmqpy's default of every key, per server, as the tables print them (a pristine environment)."""
+    saved = {k: os.environ.pop(k) for k in ("ROCKETMQ_HOME", "NAMESRV_ADDR", "HOME") if k in os.environ}
+    os.environ["HOME"] = _HOME
+    try:
+        from rmqpy.broker.config import BrokerConfig, BrokerSettings
+        from rmqpy.namesrv.config import NamesrvConfig, netty_server_config
+        from rmqpy.store.config import MessageStoreConfig
+        out: dict[str, dict[str, str]] = {}
+        servers: list[tuple[str, list[Any]]] = [
+            ("broker", [BrokerConfig(), BrokerSettings().netty, MessageStoreConfig()]),
+            ("namesrv", [NamesrvConfig(), netty_server_config()])]
+        for server, configs in servers:
+            values: dict[str, str] = {}
+            for config in configs:
+                for f in dataclasses.fields(config):
+                    values.setdefault(f.name, rmqpy_default(config, f))
+            out[server] = values
+        return out
+    finally:
+        del os.environ["HOME"]
+        os.environ.update(saved)
+
+
 def render() -> str:
     # the tables show the defaults of a pristine environment, whatever the caller's
     saved = {k: os.environ.pop(k) for k in ("ROCKETMQ_HOME", "NAMESRV_ADDR", "HOME") if k in os.environ}
@@ -117,7 +243,8 @@ def render() -> str:
         "The class is where rmqpy keeps it. \"used\" is found by the generator (a `.key` access in\n"
         "`rmqpy/`); a key rmqpy only prints reads as accepted.\n\n"
         "## Broker\n\n" + head + "\n".join(broker) + "\n\n"
-        "## Name server\n\n" + head + "\n".join(namesrv) + "\n"
+        "## Name server\n\n" + head + "\n".join(namesrv) + "\n\n"
+        + _releases_section(rmqpy_defaults())
     )
 
 

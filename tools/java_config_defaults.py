@@ -1,0 +1,230 @@
+"""Field defaults of Apache RocketMQ's config classes at several git refs, as JSON.
+
+    python3 tools/java_config_defaults.py GIT_DIR [LABEL=REF ...] > rmqpy/tools/java_defaults/initialisers.json
+
+GIT_DIR is a clone of apache/rocketmq (e.g. the search tool's ``fetch github:apache/rocketmq``);
+the default refs are the tags rocketmq-all-4.9.7 and rocketmq-all-5.3.3. For each config class
+(CLASSES) the instance fields declared directly in its body are read from the ref's source with
+``git show`` and their initialisers reduced to a value: integer/float arithmetic is evaluated
+(``60 * 1000`` -> ``60000``), ``true``/``false``/string literals are unquoted, a field without an
+initialiser gets Java's zero value, and anything else (a call, a constant of another class) is
+kept as its source text between parentheses, marked so by a leading ``=``. Static fields are
+skipped. The result feeds ``rmqpy.tools.config_table``'s "across releases" table and
+tests/unit/test_config_defaults.py; it is data about Java, not Java code.
+
+Why not ``BrokerStartup -p``: it needs each release's jars and prints the running host's values
+(CPU counts, addresses); the initialisers say what each release ships, for any tag, from source.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import re
+import subprocess
+import sys
+from typing import Any
+
+#: config class -> its file, found in the ref's tree by name (main sources only)
+CLASSES = ("BrokerConfig", "BrokerIdentity", "MessageStoreConfig", "NettyServerConfig", "NettyClientConfig",
+           "NamesrvConfig", "ProxyConfig")
+DEFAULT_REFS = {"4.9.7": "rocketmq-all-4.9.7", "5.3.3": "rocketmq-all-5.3.3"}
+
+_MODIFIERS = {"private", "protected", "public", "final", "volatile", "transient"}
+_ZERO = {"int": "0", "long": "0", "short": "0", "byte": "0", "double": "0.0", "float": "0.0", "boolean": "false",
+         "Integer": "", "Long": "", "Boolean": "", "String": ""}
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Div: operator.truediv, ast.LShift: operator.lshift, ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def git(git_dir: str, *args: str) -> str:
+    return subprocess.run(["git", "-C", git_dir, *args], check=True, capture_output=True, text=True).stdout
+
+
+def find_class_files(git_dir: str, ref: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in git(git_dir, "ls-tree", "-r", "--name-only", ref).splitlines():
+        name = path.rsplit("/", 1)[-1].removesuffix(".java")
+        if name in CLASSES and "/src/main/java/" in path and path.endswith(".java"):
+            found.setdefault(name, path)
+    return found
+
+
+def _strip_comments(src: str) -> str:
+    """Comments out, string literals kept (a ``//`` inside a string is not a comment)."""
+    out, i, n = [], 0, len(src)
+    while i < n:
+        c = src[i]
+        if c == '"':
+            j = i + 1
+            while j < n and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            out.append(src[i:j + 1])
+            i = j + 1
+        elif src.startswith("//", i):
+            i = src.find("\n", i) if src.find("\n", i) >= 0 else n
+        elif src.startswith("/*", i):
+            i = src.find("*/", i + 2) + 2 if src.find("*/", i + 2) >= 0 else n
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def class_statements(src: str) -> list[str]:
+    """The statements at depth 1 of the file's first top-level class: fields (and method headers,
+    which the caller discards since they end in a block, not ``;``)."""
+    src = _strip_comments(src)
+    start = src.index("{", re.search(r"\bclass\s+\w+", src).end())  # type: ignore[union-attr]
+    depth, buf, stmts, in_string = 1, [], [], False
+    for c in src[start + 1:]:
+        if in_string or c == '"':
+            if depth == 1:
+                buf.append(c)
+            in_string = (c != '"') if in_string else True  # literals have no escaped quotes here
+            continue
+        if c == "{":
+            depth += 1
+            if depth == 2:
+                buf = []  # a method, initializer block or inner class: not a field
+            continue
+        if c == "}":
+            depth -= 1
+            if depth == 0:
+                break
+            continue
+        if depth != 1:
+            continue
+        if c == ";":
+            stmts.append(" ".join("".join(buf).split()))
+            buf = []
+        else:
+            buf.append(c)
+    return stmts
+
+
+def _arith(text: str) -> str | None:
+    expr = re.sub(r"(?<=\d)[lLfFdD]\b", "", text.replace("_", ""))
+    if not re.fullmatch(r"[\d\s.+\-*/()<]+", expr):
+        return None
+    expr = re.sub(r"(?<![/])/(?![/])", "//", expr) if "." not in expr else expr
+
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.operand))
+        raise ValueError(text)
+
+    try:
+        return str(ev(ast.parse(expr, mode="eval").body))
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
+
+
+_MS = {"MILLIS": 1, "MILLISECONDS": 1, "SECONDS": 1000, "MINUTES": 60_000, "HOURS": 3_600_000, "DAYS": 86_400_000}
+
+
+def _durations(text: str) -> str:
+    """``Duration.ofSeconds(60).toMillis()`` and ``TimeUnit.SECONDS.toMillis(10)`` as arithmetic."""
+    text = re.sub(r"Duration\.of(Millis|Seconds|Minutes|Hours|Days)\(([^()]*)\)\.toMillis\(\)",
+                  lambda m: f"(({m.group(2)}) * {_MS[m.group(1).upper()]})", text)
+    return re.sub(r"TimeUnit\.(MILLISECONDS|SECONDS|MINUTES|HOURS|DAYS)\.toMillis\(([^()]*)\)",
+                  lambda m: f"(({m.group(2)}) * {_MS[m.group(1)]})", text)
+
+
+def reduce_value(type_name: str, init: str | None) -> str:
+    if init is None:
+        return _ZERO.get(type_name, "")
+    init = init.strip()
+    if init in ("true", "false"):
+        return init
+    if init == "null":
+        return ""
+    if re.fullmatch(r'"(?:[^"\\]|\\.)*"', init):
+        return init[1:-1]
+    value = _arith(_durations(init))
+    if value is not None:
+        return value
+    return "=" + init
+
+
+#: what an initialiser that depends on the host or on another class comes to, written the way
+#: rmqpy's configuration table writes host-dependent defaults; the CPU count stays a name
+_SAME = [
+    (r"Runtime\.getRuntime\(\)\.availableProcessors\(\)", "PROCESSOR_NUMBER"),
+    (r"^=(Remoting|Network)Util\.getLocalAddress\(\)$", "(first non-loopback IPv4 address)"),
+    (r"^=(localHostName|defaultBrokerName)\(\)$", "(host name)"),
+    (r"^=(MixAll\.ROCKETMQ_HOME_DIR|System\.getProperty\(MixAll\.ROCKETMQ_HOME_PROPERTY, .*\))$", "$ROCKETMQ_HOME"),
+    (r"^=System\.getProperty\(MixAll\.NAMESRV_ADDR_PROPERTY, .*\)$", "$NAMESRV_ADDR"),
+    (r'^=System\.getProperty\("user\.home"\) \+ (.*)$', "~{1}"),
+    (r"^=MixAll\.MASTER_ID$", "0"),
+    (r"^=PermName\.PERM_READ \| PermName\.PERM_WRITE$", "6"),
+    (r"^=(\w+)\.([A-Z_]+)$", "{2}"),  # an enum constant: MessageRequestMode.PULL -> PULL
+]
+
+
+def _normalise(value: str, constants: dict[str, str]) -> str:
+    if not value.startswith("="):
+        return value
+    if value[1:] in constants:
+        return constants[value[1:]]
+    for pattern, repl in _SAME:
+        m = re.search(pattern, value)
+        if m is None:
+            continue
+        if pattern.startswith("^"):
+            if repl.startswith("~"):
+                parts = re.findall(r'"([^"]*)"', m.group(1))
+                return "~/" + "/".join(parts).lstrip("/")
+            return repl.format(*([None] + list(m.groups())))
+        value = re.sub(pattern, repl, value)
+    return value
+
+
+def fields_of(src: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    constants: dict[str, str] = {}
+    for stmt in class_statements(src):
+        decl, eq, init = stmt.partition("=")
+        words = re.sub(r"@\w+(\([^)]*\))?", " ", decl).split()
+        if len(words) < 2 or "(" in decl:
+            continue
+        static = "static" in words
+        words = [w for w in words if w not in _MODIFIERS and w != "static"]
+        if len(words) < 2 or not re.fullmatch(r"\w+", words[-1]):
+            continue
+        type_name = re.sub(r"<.*", "", " ".join(words[:-1]))
+        value = reduce_value(type_name, init if eq else None)
+        if static:
+            constants[words[-1]] = value  # a constant another initialiser may name
+        else:
+            out[words[-1]] = value
+    return {k: _normalise(v, constants) for k, v in out.items()}
+
+
+def extract(git_dir: str, refs: dict[str, str]) -> dict[str, Any]:
+    result: dict[str, Any] = {"refs": {}, "classes": {}}
+    for label, ref in refs.items():
+        commit = git(git_dir, "rev-parse", ref + "^{commit}").strip()
+        result["refs"][label] = {"ref": ref, "commit": commit}
+        for cls, path in sorted(find_class_files(git_dir, ref).items()):
+            entry = result["classes"].setdefault(cls, {})
+            entry[label] = fields_of(git(git_dir, "show", f"{ref}:{path}"))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        sys.stderr.write(__doc__ or "")
+        return 2
+    refs = dict(a.split("=", 1) for a in argv[1:]) if len(argv) > 1 else DEFAULT_REFS
+    json.dump(extract(argv[0], refs), sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
