@@ -1,0 +1,61 @@
+"""The differential harness's long run: rmqpy's gRPC endpoint against Apache's proxy 5.3.3 + Java
+broker 5.3.3, the CI set (tests/interop/test_grpc_diff.py) and ``--count`` generated cases more.
+
+    python bench/grpc_diff_long.py --count 2000 [--seed 1] [--workers 8] [--out diff.txt]
+
+Prints each difference not explained in docs/compatibility.md (tests/interop/test_grpc_diff.py's
+KNOWN), then the explained ones, and the counts; exits 1 when any is unexplained. Needs what the
+interop suite needs (the Java jars of tests/interop/java/build.sh).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.interop import grpc_diff, grpc_diff_env  # noqa: E402
+from tests.interop.test_grpc_diff import KNOWN  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--count", type=int, default=1000, help="generated cases besides the CI set")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--no-ci-set", action="store_true", help="the generated cases only")
+    ap.add_argument("--out", type=Path, help="write every case's two answers here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="grpc-diff-") as tmp:
+        started = time.monotonic()
+        both = grpc_diff_env.Both(Path(tmp))
+        try:
+            print(f"targets up in {time.monotonic() - started:.1f} s", flush=True)
+            selected = [] if args.no_ci_set else grpc_diff.cases()
+            need = grpc_diff.handles_needed(selected)
+            for t in both.targets:
+                if need:
+                    t.stock_handles(need)
+            selected += grpc_diff.random_cases(args.count, args.seed)
+            t0 = time.monotonic()
+            results = grpc_diff.run(both.ours, both.theirs, selected, args.workers)
+            took = time.monotonic() - t0
+        finally:
+            both.close()
+    bad, ok = grpc_diff.report(results, KNOWN)
+    if args.out:
+        args.out.write_text("".join(f"{r.case.name}\n  rmqpy: {r.ours}\n  proxy: {r.theirs}\n" for r in results))
+    for line in bad:
+        print("UNEXPLAINED", line)
+    for line in ok:
+        print("explained  ", line)
+    print(f"{len(results)} cases (seed {args.seed}) in {took:.1f} s: {len(bad)} unexplained, {len(ok)} explained "
+          f"differences")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
