@@ -349,7 +349,8 @@ def cases(handles: bool = True) -> list[Case]:
     for kind, topic in TOPICS.items():
         if kind in ("FIFO", "DELAY", "TRANSACTION", "NORMAL"):
             out.append(Case("QueryRoute", f"type={kind}", lambda t, v=topic: spb.QueryRouteRequest(
-                topic=pb.Resource(name=v), endpoints=pb.Endpoints(addresses=[pb.Address(host="127.0.0.1", port=1)]))))
+                topic=pb.Resource(name=v), endpoints=pb.Endpoints(scheme=pb.AddressScheme.IPv4,
+                                                                  addresses=[pb.Address(host="127.0.0.1", port=1)]))))
     out.append(Case("QueryRoute", "no-endpoints", lambda t: spb.QueryRouteRequest(topic=pb.Resource(name=N))))
     out += _topic_cases("QueryAssignment", lambda t, v: spb.QueryAssignmentRequest(
         topic=pb.Resource(name=v), group=pb.Resource(name=GROUP)))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -33,11 +34,13 @@ from rmqpy.protocol.headers.broker import ConsumerSendMsgBackRequestHeader, EndT
 from rmqpy.protocol.headers.pop import AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, PopMessageRequestHeader
 from rmqpy.protocol.message import decode_records, java_string_hash, properties_to_string
 from rmqpy.protocol.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rmqpy.proxy.grpc import validate
 from rmqpy.proxy.grpc.clients import GrpcClients
 from rmqpy.proxy.grpc.convert import SYSTEM_PROPERTIES, Code, remoting_status, resource, status, to_grpc_message
 from rmqpy.proxy.grpc.local import LocalChannel
 from rmqpy.proxy.grpc.polling import MAX_POLLING_MS, PollingRefused, polling_ms
 from rmqpy.proxy.grpc.receipts import InvalidHandle, ReceiptHandles, RenewConfig, Tracked
+from rmqpy.proxy.grpc.validate import Refused
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -58,21 +61,12 @@ PRODUCER_MAX_ATTEMPTS = 3  # grpcClientProducerMaxAttempts
 _BAD_HANDLE = (ResponseCode.NO_MESSAGE, ResponseCode.MESSAGE_ILLEGAL)
 
 
-class Refused(Exception):
-    """A request the activity answers with ``code`` and ``message`` without running it."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
+__all__ = ["MessagingActivities", "Refused"]
 
 
 def _name(res: Any, bad: int, what: str) -> str:
-    name = res.name
-    if not name:
-        raise Refused(bad, f"{what} name cannot be empty")
-    if not _NAME.match(name):
-        raise Refused(bad, f"{what} name {name[:130]!r} is illegal")
-    return name
+    """``GrpcValidator``'s topic or group check, its texts."""
+    return validate.check_topic(res.name) if bad == Code.ILLEGAL_TOPIC else validate.check_group(res.name)
 
 
 def _duration_ms(d: Any) -> int:
@@ -115,7 +109,7 @@ class MessagingActivities:
         name = _name(res, Code.ILLEGAL_TOPIC, "topic")
         tc = self.broker.topic_config_manager.select(name)
         if tc is None:
-            raise Refused(Code.TOPIC_NOT_FOUND, f"topic {name} not found")
+            raise validate.topic_not_found(name)
         if (write and not tc.perm & PERM_WRITE) or (read and not tc.perm & PERM_READ):
             raise Refused(Code.FORBIDDEN, f"topic {name} is not {'writable' if write else 'readable'}")
         return tc
@@ -270,14 +264,36 @@ class MessagingActivities:
             raise Refused(Code.MESSAGE_CORRUPTED, "no message to send")
         if len(msgs) > MAX_BATCH * 32:
             raise Refused(Code.BAD_REQUEST, "too many messages in one request")
-        topic = msgs[0].topic.name
-        if any(m.topic.name != topic for m in msgs):
+        name = _name(msgs[0].topic, Code.ILLEGAL_TOPIC, "topic")
+        if any(m.topic != msgs[0].topic for m in msgs):
             raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        if self.broker.topic_config_manager.select(name) is None:
+            # the proxy checks each message, then its type, then the route: an unknown topic's type is
+            # UNSPECIFIED, which no message has
+            for m in msgs:
+                self._send_request(m, SimpleNamespace(topicName=name), 0)
+            validate.topic_message_type("UNSPECIFIED", self._message_type(msgs[0]))
         tc = self._topic(msgs[0].topic, write=True)
         queue_id = self._send_queue(msgs, tc)
         requests = [self._send_request(m, tc, queue_id) for m in msgs]
+        self._check_message_type(tc, msgs[0])
         sends = [self._invoke(ch, r) for r in requests]
         return defer.gatherResults(sends, consumeErrors=True).addCallback(self._send_response, msgs, tc.topicName)
+
+    def _check_message_type(self, tc: Any, m: Any) -> None:
+        """``ProducerProcessor``: the first message's type against its topic's ``message.type`` (not
+        for retry and DLQ topics). A topic without the attribute is MIXED here (the proxy: NORMAL)."""
+        if tc.topicName.startswith(("%RETRY%", "%DLQ%")):
+            return
+        expected = (tc.attributes.get("+message.type") or tc.attributes.get("message.type") or "MIXED").upper()
+        validate.topic_message_type(expected, self._message_type(m))
+
+    @staticmethod
+    def _message_type(m: Any) -> str:
+        """``TopicMessageType.parseFromMessageProperty`` of the properties the message will have."""
+        sp = m.system_properties
+        return "TRANSACTION" if sp.message_type == pb.MessageType.TRANSACTION else \
+            "DELAY" if sp.HasField("delivery_timestamp") else "FIFO" if sp.message_group else "NORMAL"
 
     def _send_queue(self, msgs: list[Any], tc: Any) -> int:
         """``SendMessageQueueSelector``: a lone message's group picks its queue by Guava's consistent
@@ -296,46 +312,37 @@ class MessagingActivities:
         limit = self.broker.store_config.maxMessageSize
         if len(body) > limit:
             raise Refused(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {limit}")
+        # SendMessageActivity.buildMessageProperty, in its order; sizes are UTF-8 bytes and count the
+        # tag and the keys with the user properties
         props: dict[str, str] = {}
         if len(m.user_properties) > MAX_USER_PROPERTIES:
             raise Refused(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {MAX_USER_PROPERTIES}")
         size = 0
         for k, v in m.user_properties.items():
             if k in SYSTEM_PROPERTIES:
-                raise Refused(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {k[:64]}")
-            if not k or _CONTROL.search(k) or any(c in k for c in "\x01\x02"):
+                raise Refused(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {k}")
+            if validate.has_control(k):
                 raise Refused(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the key of property cannot contain control character")
-            if _CONTROL.search(v):
+            if validate.has_control(v):
                 raise Refused(Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
                               "the value of property cannot contain control character")
-            size += len(k) + len(v)
+            size += validate.utf8_size(k) + validate.utf8_size(v)
             props[k] = v
+        validate.tag(sp.tag)
+        if sp.tag:
+            props["TAGS"] = sp.tag
+        size += validate.utf8_size(sp.tag)
+        for key in sp.keys:
+            validate.message_key(key)
+            size += validate.utf8_size(key)
         if size > MAX_USER_PROPERTY_SIZE:
             raise Refused(Code.MESSAGE_PROPERTIES_TOO_LARGE,
                           f"the total size of user property is too large, max is {MAX_USER_PROPERTY_SIZE}")
-        if sp.HasField("tag"):
-            if not sp.tag.strip() or "|" in sp.tag or _CONTROL.search(sp.tag):
-                raise Refused(Code.ILLEGAL_MESSAGE_TAG, "tag cannot be blank, contain '|' or control characters")
-            props["TAGS"] = sp.tag
-        for key in sp.keys:
-            if not key.strip():
-                raise Refused(Code.ILLEGAL_MESSAGE_KEY, "key cannot be the char sequence of whitespace")
-            if _CONTROL.search(key):
-                raise Refused(Code.ILLEGAL_MESSAGE_KEY, "key cannot contain control character")
         if sp.keys:
             props["KEYS"] = " ".join(sp.keys)
-        if not sp.message_id or len(sp.message_id) > 128 or _CONTROL.search(sp.message_id):
+        if validate.blank(sp.message_id):
             raise Refused(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
         props["UNIQ_KEY"] = sp.message_id
-        if sp.HasField("message_group"):
-            group = sp.message_group
-            if not group.strip():
-                raise Refused(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be the char sequence of whitespace")
-            if len(group) > MAX_MESSAGE_GROUP:
-                raise Refused(Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {MAX_MESSAGE_GROUP}")
-            if _CONTROL.search(group):
-                raise Refused(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control character")
-            props["__SHARDINGKEY"] = group
         if sp.HasField("delivery_timestamp"):
             deliver = _duration_ms(sp.delivery_timestamp)
             now = int(time.time() * 1000)
@@ -347,6 +354,9 @@ class MessagingActivities:
         if sp.message_type == pb.MessageType.TRANSACTION:
             props["TRAN_MSG"] = "true"
         props["PGROUP"] = tc.topicName  # SendMessageActivity: the topic is the producer group (transaction checks)
+        if sp.message_group:  # an empty one is none
+            validate.message_group(sp.message_group, MAX_MESSAGE_GROUP)
+            props["__SHARDINGKEY"] = sp.message_group
         if sp.HasField("trace_context"):
             props["TRACE_CONTEXT"] = sp.trace_context[:1024]
         if sp.born_host:
@@ -364,7 +374,9 @@ class MessagingActivities:
         entries = []
         for resp, m in zip(responses, msgs):
             ext = resp.ext_fields or {}
-            entry = spb.SendResultEntry(status=remoting_status(resp.code, resp.remark),
+            # SendMessageActivity.convertToSendMessageResponse: a stored message is OK, "OK"
+            entry = spb.SendResultEntry(status=status(Code.OK) if resp.code in _OK_PUT else
+                                        remoting_status(resp.code, resp.remark),
                                         message_id=m.system_properties.message_id)
             if resp.code in _OK_PUT:
                 entry.offset = int(ext.get("queueOffset", "0") or 0)
@@ -386,20 +398,19 @@ class MessagingActivities:
     # ------------------------------------------------------------------ receive
     def receive_message(self, req: Any, ch: LocalChannel, remaining_ms: int,
                         client_version: str = "") -> defer.Deferred[list[Any]]:
+        validate.check_topic(req.message_queue.topic.name)  # validateTopicAndConsumerGroup: topic, then group
         group = self._group(req.group)
-        tc = self._topic(req.message_queue.topic, read=True)
-        if not 0 < req.batch_size <= MAX_BATCH:
-            raise Refused(Code.ILLEGAL_POLLING_TIME if req.batch_size > MAX_BATCH else Code.BAD_REQUEST,
-                          f"batch size must be in [1, {MAX_BATCH}], not {req.batch_size}")
+        # ConsumerProcessor.popMessage: a larger batch is cut to MAX_MSG_NUMS_FOR_POP_REQUEST, not refused
+        batch = min(req.batch_size, MAX_BATCH)
+        if batch < 0:  # the proxy fails on it (an ArrayList of negative capacity): a client's error here
+            raise Refused(Code.BAD_REQUEST, f"batch size cannot be negative: {batch}")
         bc = self.broker.broker_config
         renew = bool(req.auto_renew and bc.enableProxyAutoRenew)
         if renew:  # a PushConsumer: the proxy's invisible time, its handles renewed (receipts.py)
             invisible = bc.defaultInvisibleTimeMills
         else:
-            invisible = _duration_ms(req.invisible_duration)
-            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
-                raise Refused(Code.ILLEGAL_INVISIBLE_TIME,
-                              f"the invisibleTime must be in [{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+            invisible = validate.invisible_time(_duration_ms(req.invisible_duration), MIN_INVISIBLE_MS,
+                                                MAX_INVISIBLE_MS)
         asked = _duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") else None
         request_timeout = _duration_ms(ch.settings.request_timeout) if ch.settings is not None else 0
         try:
@@ -411,6 +422,7 @@ class MessagingActivities:
         exp = fe.expression or "*"
         if len(exp) > 4096:
             raise Refused(Code.ILLEGAL_FILTER_EXPRESSION, "filter expression is too long")
+        tc = self._topic(req.message_queue.topic, read=True)  # the route: after the request's own checks
         # the merged settings: FIFO from the group's consumeMessageOrderly, attempts from its retryMaxTimes
         settings = self.merged_settings(ch) if ch.settings is not None and ch.settings.HasField("subscription") \
             else None
@@ -418,7 +430,7 @@ class MessagingActivities:
         max_attempts = settings.backoff_policy.max_attempts if settings is not None else self._max_attempts(group)
         qid = -1  # as the proxy's ReceiveMessageQueueSelector: the broker's acting queue, every queue of it
         header = PopMessageRequestHeader(consumerGroup=group, topic=tc.topicName, queueId=qid,
-                                         maxMsgNums=req.batch_size, invisibleTime=invisible, pollTime=polling,
+                                         maxMsgNums=batch, invisibleTime=invisible, pollTime=polling,
                                          bornTime=self.broker.now_ms(), initMode=0, expType=exp_type, exp=exp,
                                          order=fifo)
         pop = RemotingCommand.request(RequestCode.POP_MESSAGE, header)
@@ -486,9 +498,9 @@ class MessagingActivities:
     def forward_message_to_dead_letter_queue(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
         """``ForwardMessageToDLQActivity``: CONSUMER_SEND_MSG_BACK with delay level -1 (straight to
         %DLQ%group), then the ack of the receipt; the send-back's code is the answer."""
-        tc = self._topic(req.topic)
+        topic = validate.check_topic(req.topic.name)
         group = self._group(req.group)
-        return self._forward_to_dlq(ch, group, tc.topicName, req.receipt_handle, req.message_id).addCallback(
+        return self._forward_to_dlq(ch, group, topic, req.receipt_handle, req.message_id).addCallback(
             lambda resp: spb.ForwardMessageToDeadLetterQueueResponse(
                 status=remoting_status(resp.code, resp.remark)))
 
@@ -498,6 +510,7 @@ class MessagingActivities:
         parts = handle.split(" ")
         if len(parts) != 9 or not parts[8].lstrip("-").isdigit() or int(parts[8]) < 0:
             raise Refused(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
+        self._live(receipt, expiry=False)
         try:
             real = real_topic(topic, group, receipt.retry)
         except ReceiptError as exc:
@@ -518,22 +531,20 @@ class MessagingActivities:
     def end_transaction(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
         """``EndTransactionActivity``: the half message's offsets from the transaction data of
         (topic as producer group, transaction id), then END_TRANSACTION as the proxy sends it."""
-        tc = self._topic(req.topic)
-        if not req.transaction_id.strip():
+        topic = validate.check_topic(req.topic.name)
+        if validate.blank(req.transaction_id):
             raise Refused(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
-        if len(req.transaction_id) > 128 or len(req.message_id) > 128:
-            raise Refused(Code.INVALID_TRANSACTION_ID, "transaction id is too long")
         resolution = {pb.TransactionResolution.COMMIT: TRANSACTION_COMMIT_TYPE,
                       pb.TransactionResolution.ROLLBACK: TRANSACTION_ROLLBACK_TYPE}.get(req.resolution, 0)
-        data = self.clients.poll_transaction(tc.topicName, req.transaction_id)
+        data = self.clients.poll_transaction(topic, req.transaction_id)
         if data is None:  # ProxyExceptionCode.TRANSACTION_DATA_NOT_FOUND: no Code of its own
-            raise Refused(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
+            raise validate.proxy_exception(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
         ok = spb.EndTransactionResponse(status=status(Code.OK))
         if resolution == 0:  # UNKNOWN: the broker would log it and not answer; the check-back asks again
             return defer.succeed(ok)
         queue_offset, commit_log_offset = data
         header = EndTransactionRequestHeader(
-            topic=tc.topicName, producerGroup=tc.topicName, tranStateTableOffset=queue_offset,
+            topic=topic, producerGroup=topic, tranStateTableOffset=queue_offset,
             commitLogOffset=commit_log_offset, commitOrRollback=resolution,
             fromTransactionCheck=req.source == pb.TransactionSource.SOURCE_SERVER_CHECK,
             msgId=req.message_id, transactionId=req.transaction_id)
@@ -554,14 +565,25 @@ class MessagingActivities:
         parts = text.split(" ")
         return receipt, " ".join(parts[:8])
 
+    def _live(self, receipt: Any, expiry: bool = True) -> None:
+        """``AbstractProcessor.validateReceiptHandle`` (not for a forward to the DLQ), then the
+        handle's broker as ``ClusterMessageService`` looks it up: this broker, or none known."""
+        if expiry and validate.expired(receipt.pop_time + receipt.invisible_time, self.broker.now_ms()):
+            raise validate.proxy_exception(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+        if receipt.broker_name != self.broker.broker_config.brokerName:
+            raise validate.proxy_exception(Code.INVALID_RECEIPT_HANDLE, f"cannot find broker {receipt.broker_name}")
+
     def ack_message(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+        """``AckMessageActivity``: the names checked (not looked up), then each entry's handle."""
+        topic = validate.check_topic(req.topic.name)
         group = self._group(req.group)
-        tc = self._topic(req.topic)
-        if not req.entries or len(req.entries) > 1024:
+        if not req.entries:  # setAckResponseStatus of no result
+            raise Refused(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
+        if len(req.entries) > 1024:
             raise Refused(Code.BAD_REQUEST, "ack entries must be 1 to 1024")
         acks = []
         for e in req.entries:
-            acks.append(self._ack_one(ch, group, tc.topicName, e))
+            acks.append(self._ack_one(ch, group, topic, e))
         return defer.gatherResults(acks, consumeErrors=True).addCallback(self._ack_response)
 
     def _ack_one(self, ch: LocalChannel, group: str, topic: str, e: Any) -> defer.Deferred[Any]:
@@ -576,6 +598,11 @@ class MessagingActivities:
 
         def ack(current: str) -> defer.Deferred[Any]:
             receipt, extra = self._handle(current)  # a renewed handle: the broker's, well formed
+            try:
+                self._live(receipt)
+            except Refused as exc:
+                entry.status.CopyFrom(status(exc.code, exc.message))
+                return defer.succeed(entry)
             header = AckMessageRequestHeader(consumerGroup=group, topic=real, queueId=receipt.queue_id,
                                              extraInfo=extra, offset=receipt.queue_offset)
             return self._invoke(ch, RemotingCommand.request(RequestCode.ACK_MESSAGE, header)).addCallback(answered)
@@ -592,18 +619,17 @@ class MessagingActivities:
 
     @staticmethod
     def _ack_response(entries: list[Any]) -> Any:
+        """``setAckResponseStatus``: the one code (or MULTIPLE_RESULTS), its name the message."""
         codes = {e.status.code for e in entries}
-        top = status(entries[0].status.code, entries[0].status.message) if len(codes) == 1 else \
-            status(Code.MULTIPLE_RESULTS)
+        top = status(entries[0].status.code) if len(codes) == 1 else status(Code.MULTIPLE_RESULTS)
         return spb.AckMessageResponse(status=top, entries=entries)
 
     def change_invisible_duration(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+        """``ChangeInvisibleDurationActivity``: names checked (not looked up), the time in [0, max]."""
+        topic = validate.check_topic(req.topic.name)
         group = self._group(req.group)
-        tc = self._topic(req.topic)
-        invisible = _duration_ms(req.invisible_duration)
-        if not 0 < invisible <= MAX_INVISIBLE_MS:
-            raise Refused(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime must be in (0, {MAX_INVISIBLE_MS}] ms")
-        self._change_header(req.receipt_handle, group, tc.topicName, invisible)  # refused before anything
+        invisible = validate.invisible_time(_duration_ms(req.invisible_duration), 0, MAX_INVISIBLE_MS)
+        self._change_header(req.receipt_handle, group, topic, invisible)  # refused before anything
 
         def answered(result: tuple[RemotingCommand, str | None]) -> Any:
             resp, handle = result
@@ -614,7 +640,7 @@ class MessagingActivities:
             return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=handle)
         # the proxy's removeReceiptHandle: no more renewals, and the renewed handle is the one changed
         return self.receipts.remove(ch.client_id, group, req.receipt_handle).addCallback(
-            lambda current: self._change_invisible(ch, group, tc.topicName, current, invisible)).addCallback(answered)
+            lambda current: self._change_invisible(ch, group, topic, current, invisible)).addCallback(answered)
 
     def _change_header(self, handle: str, group: str, topic: str, invisible: int) -> ChangeInvisibleTimeRequestHeader:
         receipt, extra = self._handle(handle)
@@ -630,6 +656,7 @@ class MessagingActivities:
         """CHANGE_MESSAGE_INVISIBLETIME of ``handle``: the answer, and the new handle if it succeeded."""
         header = self._change_header(handle, group, topic, invisible)
         receipt, _ = self._handle(handle)
+        self._live(receipt)
         commit_log_offset = handle.split(" ")[8] if handle.count(" ") == 8 else "-1"
 
         def answered(resp: RemotingCommand) -> tuple[RemotingCommand, str | None]:
