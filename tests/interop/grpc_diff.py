@@ -584,16 +584,3 @@ def _ask(t: Target, c: Case) -> Answer:
         return t.ask(c)
     except Exception as exc:  # the harness's own failure (e.g. no handle left): shown, not hidden
         return Answer("HARNESS", ("", f"{type(exc).__name__}: {exc}"))
-
-
-def report(results: list[Result], known: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
-    """(unexplained, explained) lines: a difference is explained when ``known`` names its case."""
-    bad, ok = [], []
-    for r in results:
-        diff = r.differences
-        if not diff:
-            continue
-        line = f"{r.case.name}: " + "; ".join(diff)
-        reason = (known or {}).get(r.case.name.split("~")[0] if "~" not in r.case.name else r.case.name)
-        (ok if reason else bad).append(line if not reason else f"{line}  [{reason}]")
-    return bad, ok

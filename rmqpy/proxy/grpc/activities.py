@@ -267,7 +267,7 @@ class MessagingActivities:
         name = _name(msgs[0].topic, Code.ILLEGAL_TOPIC, "topic")
         if any(m.topic != msgs[0].topic for m in msgs):
             raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-        if self.broker.topic_config_manager.select(name) is None:
+        if self.broker.topic_config_manager.select(name) is None and not name.startswith(("%RETRY%", "%DLQ%")):
             # the proxy checks each message, then its type, then the route: an unknown topic's type is
             # UNSPECIFIED, which no message has
             for m in msgs:
