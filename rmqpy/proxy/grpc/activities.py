@@ -171,8 +171,9 @@ class MessagingActivities:
         return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
 
     def query_assignment(self, req: Any) -> Any:
-        tc = self._topic(req.topic)
+        validate.check_topic(req.topic.name)  # validateTopicAndConsumerGroup, then the route
         self._group(req.group)
+        tc = self._topic(req.topic)
         perm = tc.perm & self.broker.broker_config.brokerPermission
         if not perm & PERM_READ or tc.readQueueNums <= 0:
             return spb.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
@@ -265,17 +266,19 @@ class MessagingActivities:
         if len(msgs) > MAX_BATCH * 32:
             raise Refused(Code.BAD_REQUEST, "too many messages in one request")
         name = _name(msgs[0].topic, Code.ILLEGAL_TOPIC, "topic")
-        if any(m.topic != msgs[0].topic for m in msgs):
-            raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-        if self.broker.topic_config_manager.select(name) is None and not name.startswith(("%RETRY%", "%DLQ%")):
-            # the proxy checks each message, then its type, then the route: an unknown topic's type is
-            # UNSPECIFIED, which no message has
-            for m in msgs:
-                self._send_request(m, SimpleNamespace(topicName=name), 0)
+        # SendMessageActivity.buildMessage: each message in turn, its topic and then its fields; then
+        # ProducerProcessor: the type, then the route (an unknown topic's type is UNSPECIFIED)
+        tc = self.broker.topic_config_manager.select(name)
+        queue_id = self._send_queue(msgs, tc) if tc is not None else 0
+        requests = []
+        for m in msgs:
+            if m.topic != msgs[0].topic:
+                raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+            requests.append(self._send_request(m, tc if tc is not None else SimpleNamespace(topicName=name),
+                                               queue_id))
+        if tc is None and not name.startswith(("%RETRY%", "%DLQ%")):
             validate.topic_message_type("UNSPECIFIED", self._message_type(msgs[0]))
         tc = self._topic(msgs[0].topic, write=True)
-        queue_id = self._send_queue(msgs, tc)
-        requests = [self._send_request(m, tc, queue_id) for m in msgs]
         self._check_message_type(tc, msgs[0])
         sends = [self._invoke(ch, r) for r in requests]
         return defer.gatherResults(sends, consumeErrors=True).addCallback(self._send_response, msgs, tc.topicName)
@@ -401,9 +404,7 @@ class MessagingActivities:
         validate.check_topic(req.message_queue.topic.name)  # validateTopicAndConsumerGroup: topic, then group
         group = self._group(req.group)
         # ConsumerProcessor.popMessage: a larger batch is cut to MAX_MSG_NUMS_FOR_POP_REQUEST, not refused
-        batch = min(req.batch_size, MAX_BATCH)
-        if batch < 0:  # the proxy fails on it (an ArrayList of negative capacity): a client's error here
-            raise Refused(Code.BAD_REQUEST, f"batch size cannot be negative: {batch}")
+        batch = min(req.batch_size, MAX_BATCH)  # below 1: the broker's refusal, after its own checks
         bc = self.broker.broker_config
         renew = bool(req.auto_renew and bc.enableProxyAutoRenew)
         if renew:  # a PushConsumer: the proxy's invisible time, its handles renewed (receipts.py)
