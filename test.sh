@@ -2,24 +2,54 @@
 # Set up everything the tests need (pip, apt, Maven, Go) and run every test:
 # fast unit tests, then interop tests with official Apache RocketMQ clients, mqadmin and
 # the Java broker and name server. Extra arguments go to pytest (e.g. -m "not interop").
+# Tests run side by side in RMQPY_TEST_WORKERS pytest-xdist workers (docs/testing.md says why
+# and what each phase costs); RMQPY_TEST_WORKERS=0 runs them in this one process.
+# The wall time of each phase is printed at the end, whatever the outcome.
 set -euo pipefail
 cd "$(dirname "$0")"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+
+phases=()
+phase() { # phase NAME COMMAND...: run COMMAND, record its wall time under NAME
+  local name="$1" start=$SECONDS status=0
+  shift
+  "$@" || status=$?
+  phases+=("$(printf '%-22s %6d s' "$name" $((SECONDS - start)))")
+  return "$status"
+}
+report() {
+  local status=$?
+  printf '\nwall time by phase (test.sh):\n' >&2
+  local line
+  for line in "${phases[@]}"; do printf '  %s\n' "$line" >&2; done
+  printf '  %-22s %6d s\n' total "$SECONDS" >&2
+  exit "$status"
+}
+trap report EXIT
+
+phase "pip install" python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 # static checks first, in seconds: lint and types (pyproject.toml [tool.ruff], [tool.mypy]);
 # a finding fails the run
-python3 -m ruff check --quiet .
-python3 -m mypy
+phase "ruff" python3 -m ruff check --quiet .
+phase "mypy" python3 -m mypy
 if [ -f spark/requirements.txt ]; then
-  python3 -m pip install -q --disable-pip-version-check -r spark/requirements.txt
+  phase "pip install spark" python3 -m pip install -q --disable-pip-version-check -r spark/requirements.txt
 fi
 # clients run in podman containers; where podman cannot run, in plain network namespaces
 # (the pytest header and docs/compatibility.md name the isolation that ran)
-RMQPY_INTEROP_ISOLATION="$(bash tests/interop/choose_isolation.sh)"
+choose_isolation() { RMQPY_INTEROP_ISOLATION="$(bash tests/interop/choose_isolation.sh)"; }
+phase "choose isolation" choose_isolation
 export RMQPY_INTEROP_ISOLATION
-bash tests/interop/setup_host.sh
-bash tests/interop/java/build.sh
-if [ -f tests/interop/go/build.sh ]; then bash tests/interop/go/build.sh; fi
+phase "setup_host.sh" bash tests/interop/setup_host.sh
+phase "java/build.sh" bash tests/interop/java/build.sh
+if [ -f tests/interop/go/build.sh ]; then phase "go/build.sh" bash tests/interop/go/build.sh; fi
 # a full run rewrites the published compatibility table (scenario x client)
 export RMQPY_COMPAT_REPORT="${RMQPY_COMPAT_REPORT:-$PWD/docs/compatibility.md}"
-exec python3 -m pytest -p no:cacheprovider -q -rfEs "$@"
+workers="${RMQPY_TEST_WORKERS:-3}"
+xdist=()
+if [ "$workers" != 0 ]; then
+  # loadgroup with every test in a group: what shares a module-scoped server stays on one
+  # worker, so the server starts once (tests/module_costs.py)
+  xdist=(-n "$workers" --dist loadgroup)
+fi
+phase "pytest" python3 -m pytest -p no:cacheprovider -q -rfEs "${xdist[@]}" "$@"

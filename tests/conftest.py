@@ -1,6 +1,8 @@
 """Hooks for the whole suite, loaded by every pytest process (the xdist controller too)."""
 from __future__ import annotations
 
+import pytest
+
 # the compatibility table (RMQPY_COMPAT_REPORT): the hooks live in compat_report.py; they are
 # here, not in tests/interop/conftest.py, because under xdist only the controller sees every
 # report and it loads this conftest but not the interop one
@@ -9,3 +11,15 @@ from tests.interop.compat_report import (  # noqa: F401
     pytest_runtest_makereport,
     pytest_sessionfinish,
 )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The most expensive modules first, and under ``--dist loadgroup`` every test in the group
+    of what it shares (tests/module_costs.py says why); before xdist reads the groups."""
+    from tests import module_costs
+
+    module_costs.order_by_cost(items, module_costs.load())
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(module_costs.group_of(item)))
