@@ -170,7 +170,6 @@ class BrokerController:
             self.transactional_message_service.metrics = hook
         self.processors: dict[str, Any] = {}
         self.register_processor()
-        self.broker_stats_manager.start()
         self.namesrv_client = RemotingClient(reactor, connect_timeout=3.0)
         # a slave's copy of its master's topics, groups and offsets (the master named by the name servers)
         self.slave_synchronize = SlaveSynchronize(
@@ -336,6 +335,7 @@ class BrokerController:
         self.message_store.start()
         self.replication.start()
         self.pull_hold_service.start()
+        self.broker_stats_manager.start()
         self.started = True
         # persist what we loaded, so the files exist in Java's format from the start
         self.topic_config_manager.persist()
@@ -394,6 +394,7 @@ class BrokerController:
         if self._register_pending is not None and self._register_pending.active():
             self._register_pending.cancel()
         self.pull_hold_service.stop()
+        self.broker_stats_manager.stop()
         self.schedule_message_service.stop()
         self.transactional_message_service.stop()
         self.timer_message_service.stop()

@@ -8,14 +8,7 @@ import pytest
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import EndTransactionRequestHeader
-from tests.unit.broker.helpers import FakeChannel, call, make_broker
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b, _clock = make_broker(tmp_path)
-    yield b
-    b.shutdown()
+from tests.unit.broker.helpers import FakeChannel, call
 
 
 def end_tx(state: int, oneway: bool = False, from_check: bool = False) -> RemotingCommand:

@@ -9,14 +9,12 @@ from rmqpy.broker import java_config
 from rmqpy.common.properties import parse_properties
 from rmqpy.protocol.codes import MQVersion, RequestCode
 from rmqpy.protocol.command import RemotingCommand
-from tests.unit.broker.helpers import FakeChannel, call, make_broker
+from tests.unit.broker.helpers import FakeChannel, call
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, _ = make_broker(tmp_path, brokerName="broker-py")
-    yield b
-    b.shutdown()
+def broker_overrides():
+    return {"brokerName": "broker-py"}
 
 
 def broker_config(broker, version: int) -> dict[str, str]:

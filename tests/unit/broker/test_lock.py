@@ -6,15 +6,7 @@ import pytest
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from tests.unit.broker.helpers import FakeChannel, call, make_broker
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path)
-    b.clock = clock
-    yield b
-    b.shutdown()
+from tests.unit.broker.helpers import FakeChannel, call
 
 
 def mqs(*ids):

@@ -16,11 +16,8 @@ from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_reque
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path, popFromRetryProbability=0)
-    b.clock = clock
-    yield b
-    b.shutdown()
+def broker_overrides():
+    return {"popFromRetryProbability": 0}
 
 
 def pop(broker, ch, topic="T", group="G", invisible=5000, poll=0, nums=32, queue_id=-1):

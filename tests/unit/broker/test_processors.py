@@ -18,14 +18,6 @@ from rmqpy.protocol.message import decode_records
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request, send_request
 
 
-@pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path)
-    b.clock = clock
-    yield b
-    b.shutdown()
-
-
 def heartbeat(client_id: str, group: str, topic: str, sub: str = "*", etype: str = "TAG",
               model: str = "CLUSTERING") -> RemotingCommand:
     data = HeartbeatData(clientID=client_id, producerDataSet=[ProducerData("CLIENT_INNER_PRODUCER")],

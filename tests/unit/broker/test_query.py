@@ -7,15 +7,12 @@ from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import QueryMessageRequestHeader, ViewMessageRequestHeader
 from rmqpy.protocol.message import decode_offset_msg_id, decode_records
-from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
+from tests.unit.broker.helpers import FakeChannel, call, send_request
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path, messageIndexEnable=True)
-    b.clock = clock
-    yield b
-    b.shutdown()
+def broker_overrides():
+    return {"messageIndexEnable": True}
 
 
 def query(broker, key, unique=False, max_num=64):

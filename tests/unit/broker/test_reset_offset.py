@@ -7,14 +7,7 @@ from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.admin import ResetOffsetRequestHeader
 from rmqpy.protocol.headers.broker import UpdateConsumerOffsetRequestHeader
-from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b, _ = make_broker(tmp_path)
-    yield b
-    b.shutdown()
+from tests.unit.broker.helpers import FakeChannel, call, send_request
 
 
 def reset(broker, ch, topic, version=MQVersion.V4_9_8):

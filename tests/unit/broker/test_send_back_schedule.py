@@ -14,11 +14,8 @@ LEVELS = "1s 2s 3s 4s 5s 6s"
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path, messageDelayLevel=LEVELS)
-    b.clock = clock
-    yield b
-    b.shutdown()
+def broker_overrides():
+    return {"messageDelayLevel": LEVELS}
 
 
 def messages(broker, topic, queue_id=0):

@@ -10,11 +10,8 @@ NOW_MS = 1_700_000_000_000
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path, messageDelayLevel="1s 2s 3s")
-    b.clock = clock
-    yield b
-    b.shutdown()
+def broker_overrides():
+    return {"messageDelayLevel": "1s 2s 3s"}
 
 
 def messages(broker, topic, queue_id=0):
