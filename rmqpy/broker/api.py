@@ -27,6 +27,7 @@ from rmqpy.protocol.command import RemotingCommand
 from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
 from rmqpy.store.ha.replication import Replication
+from rmqpy.store.role import BrokerRole, RoleState
 
 
 class SendMessageHook(Protocol):
@@ -119,6 +120,13 @@ class Broker(Protocol):
     def now_ms(self) -> int: ...
 
     def register_broker_all(self) -> defer.Deferred[Any]: ...
+
+    @property
+    def role(self) -> RoleState: ...
+
+    def hold_role(self, state: RoleState) -> None: ...
+
+    def switch_role(self, role: BrokerRole, broker_id: int | None = None) -> None: ...
 
     def prepare_transaction_message(self, msg: Any) -> defer.Deferred[Any]: ...
 

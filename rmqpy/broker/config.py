@@ -18,6 +18,7 @@ from rmqpy.common.properties import PropertiesError, apply_properties, config_it
 from rmqpy.common.startup import check_defines
 from rmqpy.remoting.netty_config import BROKER_PORT, NettyServerConfig
 from rmqpy.store.config import MessageStoreConfig
+from rmqpy.store.role import MASTER_ID, role_of
 
 
 def local_address() -> str:
@@ -258,10 +259,13 @@ def validate(settings: BrokerSettings) -> None:
         if not host or not port.isdigit():
             raise PropertiesError(f"namesrvAddr: {addr!r} is not host:port "
                                   f"(use ';' to separate several name servers)")
-    role = settings.store.brokerRole
-    if role in ("ASYNC_MASTER", "SYNC_MASTER"):
-        b.brokerId = 0
-    elif role == "SLAVE" and b.brokerId <= 0:
+    try:
+        role = role_of(settings.store)
+    except ValueError:  # MessageStoreConfig.validate names it
+        role = None
+    if role is not None and role.is_master:
+        b.brokerId = MASTER_ID
+    elif role is not None and b.brokerId <= 0:
         raise PropertiesError("Slave's brokerId must be > 0")
     # Java: the HA port follows the listen port
     settings.store.haListenPort = settings.netty.listenPort + 1

@@ -40,6 +40,7 @@ from rmqpy.broker.handover import QueueHandover
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.metrics import BrokerMetricsManager
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
+from rmqpy.broker.periodic import PeriodicJob
 from rmqpy.broker.pop.revive import PopReviveService
 from rmqpy.broker.pop.service import PopService
 from rmqpy.broker.processor.acl_admin import AclAdminProcessor
@@ -64,6 +65,7 @@ from rmqpy.broker.processor.reply import ReplyMessageProcessor
 from rmqpy.broker.processor.send import SendMessageProcessor
 from rmqpy.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
+from rmqpy.broker.roles import RoleServices
 from rmqpy.broker.schedule import ScheduleMessageService
 from rmqpy.broker.slave_sync import SlaveSynchronize
 from rmqpy.broker.stats import BrokerStatsHook, BrokerStatsManager
@@ -89,6 +91,7 @@ from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.api import MessageStore
 from rmqpy.store.ha.replication import Replication
+from rmqpy.store.role import MASTER_ID, BrokerRole, RoleState, is_slave, role_of, set_role
 
 
 def _loopback(host: str) -> bool:
@@ -153,7 +156,7 @@ class BrokerController:
             self.pop_service, clock=reactor, now_ms=self.now_ms, store=lambda: self.message_store,
             offsets=self.consumer_offset_manager, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, store_host=self.store_host,
-            interval_ms=lambda: bc.reviveInterval, is_master=lambda: bc.brokerId == 0,
+            interval_ms=lambda: bc.reviveInterval, is_master=lambda: not is_slave(self.store_config),
             ck_buffer_size=bc.popCkMaxBufferSize)
         self.message_request_mode_manager = MessageRequestModeManager(self.config_dir, reactor)
 
@@ -180,7 +183,8 @@ class BrokerController:
         # idle / half-sent connections and the partial-frame budget, over both ports
         self.connection_limits = ConnectionLimits.from_config(self.netty_config)
         self.channel_sweeper = ChannelSweeper(reactor, self.connection_limits, config=self.netty_config)
-        self._timers: list[Any] = []
+        self.jobs = service.MultiService()  # the periodic jobs every role runs, built by start()
+        self.role_services = RoleServices(self)  # those its role runs (rmqpy/broker/roles.py)
         self.acl_plain_file = DEFAULT_PLAIN_FILE  # Java's -Drocketmq.acl.plain.file, relative to rocketmqHome
         self.acl: PlainPermissionManager | None = None
         self.auth: AuthMetadata | None = None  # 5.x users and ACLs (rmqpy/auth/)
@@ -342,20 +346,20 @@ class BrokerController:
         self.subscription_group_manager.persist()
         self.register_broker_all()
         bc = self.broker_config
-        self._every(10.0, bc.registerNameServerPeriod / 1000.0, self.register_broker_all)
-        self._every(10.0, bc.flushConsumerOffsetInterval / 1000.0, self.persist_offsets)
-        self._every(10.0, 10.0, self.persist_order_info)  # Java: with consumerFilter, every 10 s
-        self._every(10.0, bc.channelScanIntervalMills / 1000.0, self.scan_not_active_channels)
-        if self.store_config.brokerRole == "SLAVE":  # Java handleSlaveSynchronize
-            self._every(3.0, 10.0, self.slave_synchronize.sync_all)
-        else:  # Java printMasterAndSlaveDiff
-            self._every(10.0, 60.0, lambda: self.log.info("Slave fall behind master: {diff} bytes",
-                                                          diff=self.replication.slave_fall_behind_much()))
+        for child in list(self.jobs):
+            child.disownServiceParent()
+        for job in (PeriodicJob("register-broker", self.reactor, 10.0, bc.registerNameServerPeriod / 1000.0,
+                                self.register_broker_all),
+                    PeriodicJob("persist-offsets", self.reactor, 10.0, bc.flushConsumerOffsetInterval / 1000.0,
+                                self.persist_offsets),
+                    PeriodicJob("persist-order-info", self.reactor, 10.0, 10.0, self.persist_order_info),
+                    PeriodicJob("scan-channels", self.reactor, 10.0, bc.channelScanIntervalMills / 1000.0,
+                                self.scan_not_active_channels)):
+            job.setServiceParent(self.jobs)
+        self.jobs.startService()
         self.channel_sweeper.start()
-        self.schedule_message_service.start()
-        self.transactional_message_service.start()
-        self.timer_message_service.start()
-        self.pop_revive_service.start()
+        self.role_services.choose(role_of(self.store_config))
+        self.role_services.startService()
         if self.metrics_manager is not None:
             self.metrics_manager.start()
         if IReactorCore.providedBy(self.reactor):  # logged once the reactor (and its signal handlers) runs
@@ -367,27 +371,36 @@ class BrokerController:
             # longest pauses (bench/put_stall_probe.py)
             self.reactor.callWhenRunning(gc.freeze)
 
-    def _every(self, first: float, interval: float, fn: Callable[[], Any]) -> None:
-        slot: list[Any] = [None]
+    # ------------------------------------------------------------------ role
+    @property
+    def role(self) -> RoleState:
+        """The broker's role and id, as the config holds them (rmqpy/store/role.py)."""
+        return RoleState(role_of(self.store_config), self.broker_config.brokerId)
 
-        def run() -> None:
-            if self.shutting_down:
-                return
-            try:
-                fn()
-            except Exception:
-                self.log.failure("periodic task {fn} failed", fn=fn.__qualname__)
-            slot[0] = self.reactor.callLater(interval, run)
+    def hold_role(self, state: RoleState) -> None:
+        set_role(self.store_config, state.role)
+        self.broker_config.brokerId = state.broker_id
 
-        slot[0] = self.reactor.callLater(first, run)
-        self._timers.append(slot)
+    def switch_role(self, role: BrokerRole, broker_id: int | None = None) -> None:
+        """Java ``changeToMaster`` / ``changeToSlave`` on a running broker: the old role's services
+        stop, the new one's start, then the name servers learn it. A master's id is 0; a slave keeps
+        its id, 1 when it had the master's (Java changeToSlave)."""
+        if broker_id is None:
+            current = self.broker_config.brokerId
+            broker_id = MASTER_ID if role.is_master else (current if current > 0 else 1)
+        state = RoleState(role, broker_id)
+        if state == self.role and self.role_services.role is role:
+            return
+        self.log.info("Begin to change role to {role}, brokerId={id}", role=role.value, id=broker_id)
+        self.role_services.switch(state)
+        if self.started and not self.shutting_down:
+            self.register_broker_all()
+        self.log.info("Finish to change role to {role}", role=role.value)
 
     def shutdown(self) -> defer.Deferred:
         self.shutting_down = True
-        for slot in self._timers:
-            if slot[0] is not None and slot[0].active():
-                slot[0].cancel()
-        self._timers.clear()
+        if self.jobs.running:
+            self.jobs.stopService()
         self.channel_sweeper.stop()
         if self.acl is not None:
             self.acl.stop()
@@ -395,10 +408,8 @@ class BrokerController:
             self._register_pending.cancel()
         self.pull_hold_service.stop()
         self.broker_stats_manager.stop()
-        self.schedule_message_service.stop()
-        self.transactional_message_service.stop()
-        self.timer_message_service.stop()
-        self.pop_revive_service.stop()
+        if self.role_services.running:
+            self.role_services.stopService()
         self.pop_service.polling.stop()
         if self.metrics_manager is not None:
             self.metrics_manager.stop()

@@ -28,6 +28,7 @@ from rmqpy.protocol.message import (
 )
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import put_status_name
+from rmqpy.store.role import is_slave
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -99,7 +100,7 @@ class ScheduleMessageService:
     def start(self) -> None:
         if self.started:
             return
-        if self.broker.store_config.brokerRole == "SLAVE":
+        if is_slave(self.broker.store_config):
             return
         self.started = True
         for level in sorted(self.delay_levels):

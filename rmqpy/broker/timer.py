@@ -38,6 +38,7 @@ from rmqpy.protocol.message import (
 )
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import put_status_name
+from rmqpy.store.role import is_slave
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker, TimerMetricsHook
@@ -149,7 +150,7 @@ class TimerMessageService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        if self.started or self.store_config.brokerRole == "SLAVE":
+        if self.started or is_slave(self.store_config):
             return
         self.started = True
         self._load()

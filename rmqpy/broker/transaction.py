@@ -45,6 +45,7 @@ from rmqpy.protocol.message import (
 )
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import PutMessageResult, put_status_name
+from rmqpy.store.role import is_slave
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker, HalfMessageHook
@@ -143,7 +144,7 @@ class TransactionalMessageService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        if self.started or self.broker.store_config.brokerRole == "SLAVE":
+        if self.started or is_slave(self.broker.store_config):
             return
         self.started = True
         self._arm(min(FIRST_CHECK_DELAY, self.broker.broker_config.transactionCheckInterval / 1000.0))

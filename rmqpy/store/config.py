@@ -6,6 +6,8 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from rmqpy.store.role import BrokerRole
+
 CQ_STORE_UNIT_SIZE = 20
 
 
@@ -121,8 +123,7 @@ class MessageStoreConfig:
     def validate(self) -> None:
         if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flushDiskType!r}")
-        if self.brokerRole not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
-            raise ValueError(f"bad brokerRole {self.brokerRole!r}")
+        BrokerRole.parse(self.brokerRole)
         if self.mappedFileSizeConsumeQueue % CQ_STORE_UNIT_SIZE:
             raise ValueError("mappedFileSizeConsumeQueue must be a multiple of 20")
         parse_delay_levels(self.messageDelayLevel)

@@ -70,6 +70,7 @@ from rmqpy.store.results import (
     QueryMessageResult,
     put_status_name,
 )
+from rmqpy.store.role import is_slave
 from rmqpy.store.space import disk_used_ratio
 from rmqpy.store.space_guard import DiskSpaceGuard
 from rmqpy.store.stats import StoreStats
@@ -331,11 +332,16 @@ class MessageStore(DiskSpaceGuard):
     def add_arrive_listener(self, callback: ArriveListener) -> None:
         self.arrive_listeners.append(callback)
 
+    def remove_arrive_listener(self, callback: ArriveListener) -> None:
+        """A role switch takes back the listener of the role it leaves; absent: nothing."""
+        if callback in self.arrive_listeners:
+            self.arrive_listeners.remove(callback)
+
     # ------------------------------------------------------------------ put
     def _check_store_status(self) -> PutMessageStatus:
         if self.shutdown_flag:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if self.config.brokerRole == "SLAVE" or self.config.readOnly:
+        if is_slave(self.config) or self.config.readOnly:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.disk_full:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
@@ -379,7 +385,7 @@ class MessageStore(DiskSpaceGuard):
         :class:`PutMessageResult` itself, or (SYNC_FLUSH and the message asks to wait) a
         Deferred that fires once the record is on disk."""
         cfg = self.config
-        if self.shutdown_flag or cfg.brokerRole == "SLAVE" or cfg.readOnly or (self.disk_full and self.still_full()):
+        if self.shutdown_flag or is_slave(cfg) or cfg.readOnly or (self.disk_full and self.still_full()):
             return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         t0 = _perf_counter()
         topic = msg.topic
@@ -602,7 +608,7 @@ class MessageStore(DiskSpaceGuard):
                 or message_total > c.maxTransferCountOnMessageInMemory - 1)
 
     def _next_offset_correction(self, old: int, new: int) -> int:
-        if self.config.brokerRole != "SLAVE" or self.config.offsetCheckInSlave:
+        if not is_slave(self.config) or self.config.offsetCheckInSlave:
             return new
         return old
 

@@ -25,6 +25,7 @@ from rmqpy.protocol.codes import LanguageCode, MQVersion, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
+from rmqpy.store.role import is_slave
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -88,7 +89,7 @@ class AdminBase:
         return request.response(ResponseCode.SUCCESS, None, body=body, **kw)
 
     def _is_slave(self) -> bool:
-        return self.broker.store_config.brokerRole == "SLAVE"
+        return is_slave(self.broker.store_config)
 
     @property
     def broker_name(self) -> str:

@@ -45,9 +45,16 @@ class ConfigAdmin(AdminBase):
             from rmqpy.broker.config import check_update
             try:
                 check_update(self.broker.settings, props)   # what a restart would refuse, too
+                before = self.broker.role
                 apply_properties(self.broker.settings.objects, props)
             except PropertiesError as exc:   # a value of the wrong type: nothing was set
                 return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+            if "brokerRole" in props:
+                # Java only sets the field (its services stay as they were); here the role's services
+                # follow it through the switch a failover uses (docs/compatibility.md)
+                after = self.broker.role
+                self.broker.hold_role(before)
+                self.broker.switch_role(after.role, after.broker_id if after.role.is_slave else None)
             self.config_version.next_version()
             # Java's Configuration.update persists to the broker config file (the -c file)
             from rmqpy.broker.config import persist_settings

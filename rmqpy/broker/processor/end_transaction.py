@@ -27,6 +27,7 @@ from rmqpy.protocol.message import PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC
 from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import put_status_name
+from rmqpy.store.role import is_slave
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker, EndTransactionHook
@@ -58,7 +59,7 @@ class EndTransactionProcessor:
                                            SF.TRANSACTION_ROLLBACK_TYPE):
             # EndTransactionRequestHeader.checkFields, run by Java while decoding: an error answer
             raise HeaderError("commitOrRollback field wrong")
-        if self.broker.store_config.brokerRole == "SLAVE":
+        if is_slave(self.broker.store_config):
             self.log.warn("Message store is slave mode, so end transaction is forbidden. ")
             return request.response(ResponseCode.SLAVE_NOT_AVAILABLE, None)
         state = header.commitOrRollback

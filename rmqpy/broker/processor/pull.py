@@ -22,6 +22,7 @@ from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import PullMessageRequestHeader, PullMessageResponseHeader
 from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
+from rmqpy.store.role import is_slave
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker, ConsumeMessageHook
@@ -170,7 +171,7 @@ class PullMessageProcessor:
                                            else sgc.brokerId)
         # a slave does not correct offsets (offsetCheckInSlave off): the consumer retries at once
         # and is sent to the group's broker, which is the master by default (4.9.7's OFFSET_MOVED case)
-        if code == ResponseCode.PULL_OFFSET_MOVED and b.store_config.brokerRole == "SLAVE" \
+        if code == ResponseCode.PULL_OFFSET_MOVED and is_slave(b.store_config) \
                 and not b.store_config.offsetCheckInSlave:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
             header.suggestWhichBrokerId = sgc.brokerId
@@ -191,7 +192,7 @@ class PullMessageProcessor:
         if allow_suspend:  # the member holds the queue (rmqpy/broker/handover.py)
             b.queue_handover.pulled(channel.remote_address, h.consumerGroup, h.topic, h.queueId)
         # commit the consumer's offset (first execution only, masters only)
-        if allow_suspend and has_commit and b.store_config.brokerRole != "SLAVE":
+        if allow_suspend and has_commit and not is_slave(b.store_config):
             b.consumer_offset_manager.commit_offset(channel.remote_address, h.consumerGroup, h.topic, h.queueId,
                                                     h.commitOffset)
         return response

@@ -17,6 +17,7 @@ from rmqpy.store.ha.client import HAClient
 from rmqpy.store.ha.connection import HATimings, MasterLog
 from rmqpy.store.ha.service import HAService
 from rmqpy.store.message_store import PutMessageStatus
+from rmqpy.store.role import BrokerRole, role_of
 
 log = logging.getLogger(__name__)
 
@@ -34,20 +35,41 @@ class Replication:
             timeout=PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
         self.client: HAClient | None = None
         self.update_master_ha_addr_periodically = False
-        if config.brokerRole == "SLAVE":
+        self._clock = clock
+        self._timings = timings
+        self._running = False
+        self.apply_role(role_of(config))
+
+    def apply_role(self, role: BrokerRole) -> None:
+        """The side of replication ``role`` runs (Java builds it once per role; a role switch calls
+        this again): a slave's HAClient, or a master's wake-ups and, SYNC_MASTER, the put's wait."""
+        config, store = self.config, self.store
+        if self.client is not None:
+            self.client.stop()
+            self.client = None
+        store.remove_arrive_listener(self.service.wakeup_all)
+        store.replica_wait = None
+        self.update_master_ha_addr_periodically = False
+        if role.is_slave:
+            self.service.shutdown()  # the slaves of the master this was
             fixed = config.haMasterAddress if len(config.haMasterAddress or "") >= 6 else ""
             self.update_master_ha_addr_periodically = not fixed
-            self.client = HAClient(clock, store.get_max_phy_offset, store.append_to_commit_log, timings, fixed)
+            self.client = HAClient(self._clock, store.get_max_phy_offset, store.append_to_commit_log,
+                                   self._timings, fixed)
+            if self._running:
+                self.client.start()
         else:
             store.add_arrive_listener(self.service.wakeup_all)
-            if config.brokerRole == "SYNC_MASTER":
+            if role is BrokerRole.SYNC_MASTER:
                 store.replica_wait = self.service.replica_wait
 
     def start(self) -> None:
+        self._running = True
         if self.client is not None:
             self.client.start()
 
     def shutdown(self) -> None:
+        self._running = False
         if self.client is not None:
             self.client.stop()
         self.service.shutdown()
