@@ -37,10 +37,10 @@ from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.handover import QueueHandover
+from rmqpy.broker.lifecycle import broker_core
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.metrics import BrokerMetricsManager
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
-from rmqpy.broker.periodic import PeriodicJob
 from rmqpy.broker.pop.revive import PopReviveService
 from rmqpy.broker.pop.service import PopService
 from rmqpy.broker.processor.acl_admin import AclAdminProcessor
@@ -183,8 +183,8 @@ class BrokerController:
         # idle / half-sent connections and the partial-frame budget, over both ports
         self.connection_limits = ConnectionLimits.from_config(self.netty_config)
         self.channel_sweeper = ChannelSweeper(reactor, self.connection_limits, config=self.netty_config)
-        self.jobs = service.MultiService()  # the periodic jobs every role runs, built by start()
-        self.role_services = RoleServices(self)  # those its role runs (rmqpy/broker/roles.py)
+        self.role_services = RoleServices(self)  # the services its role runs (rmqpy/broker/roles.py)
+        self._core: service.MultiService | None = None  # the service tree (rmqpy/broker/lifecycle.py)
         self.acl_plain_file = DEFAULT_PLAIN_FILE  # Java's -Drocketmq.acl.plain.file, relative to rocketmqHome
         self.acl: PlainPermissionManager | None = None
         self.auth: AuthMetadata | None = None  # 5.x users and ACLs (rmqpy/auth/)
@@ -335,33 +335,44 @@ class BrokerController:
                               home=bc.rocketmqHome or "$ROCKETMQ_HOME")
 
     # ------------------------------------------------------------------ lifecycle
+    def service(self) -> service.MultiService:
+        """The broker's service tree (rmqpy/broker/lifecycle.py), built at its first use."""
+        if self._core is None:
+            self._core = broker_core(self)
+        return self._core
+
     def start(self) -> None:
+        """Start the service tree (the tap starts it as a child of its own instead)."""
+        self.service().startService()
+
+    # the tree's steps, in start order (rmqpy/broker/lifecycle.py)
+    def start_store(self) -> None:
         self.message_store.start()
         self.replication.start()
-        self.pull_hold_service.start()
-        self.broker_stats_manager.start()
         self.started = True
-        # persist what we loaded, so the files exist in Java's format from the start
+
+    def close_store(self) -> None:
+        self.replication.shutdown()
+        self.message_store.shutdown()
+        self.started = False
+
+    def persist_loaded(self) -> None:
+        """Persist what was loaded, so the files exist in Java's format from the start."""
         self.topic_config_manager.persist()
         self.subscription_group_manager.persist()
+
+    def persist_when_saved(self) -> defer.Deferred:
+        """The writes under way in threads end before persist_all writes the same files."""
+        d = defer.gatherResults([m.when_saved() for m in self._saved_off_reactor()])
+        return d.addBoth(lambda _: self.persist_all())
+
+    def stop_acl(self) -> None:
+        if self.acl is not None:
+            self.acl.stop()
+
+    def register_at_start(self) -> None:
         self.register_broker_all()
         bc = self.broker_config
-        for child in list(self.jobs):
-            child.disownServiceParent()
-        for job in (PeriodicJob("register-broker", self.reactor, 10.0, bc.registerNameServerPeriod / 1000.0,
-                                self.register_broker_all),
-                    PeriodicJob("persist-offsets", self.reactor, 10.0, bc.flushConsumerOffsetInterval / 1000.0,
-                                self.persist_offsets),
-                    PeriodicJob("persist-order-info", self.reactor, 10.0, 10.0, self.persist_order_info),
-                    PeriodicJob("scan-channels", self.reactor, 10.0, bc.channelScanIntervalMills / 1000.0,
-                                self.scan_not_active_channels)):
-            job.setServiceParent(self.jobs)
-        self.jobs.startService()
-        self.channel_sweeper.start()
-        self.role_services.choose(role_of(self.store_config))
-        self.role_services.startService()
-        if self.metrics_manager is not None:
-            self.metrics_manager.start()
         if IReactorCore.providedBy(self.reactor):  # logged once the reactor (and its signal handlers) runs
             self.reactor.callWhenRunning(self.log.info, "The broker[{name}, {addr}] boot success. serializeType=JSON and name "
                          "server is {ns}", name=bc.brokerName, addr=self.broker_addr, ns=bc.namesrvAddr)
@@ -370,6 +381,12 @@ class BrokerController:
             # objects, 11 ms per full collection -> under 0.1 ms), one cause of the put path's
             # longest pauses (bench/put_stall_probe.py)
             self.reactor.callWhenRunning(gc.freeze)
+
+    def unregister_at_stop(self) -> defer.Deferred:
+        if self._register_pending is not None and self._register_pending.active():
+            self._register_pending.cancel()
+        d = self.unregister_broker_all() if self.started else defer.succeed(None)
+        return d.addBoth(lambda _: self.namesrv_client.close())
 
     # ------------------------------------------------------------------ role
     @property
@@ -398,33 +415,14 @@ class BrokerController:
         self.log.info("Finish to change role to {role}", role=role.value)
 
     def shutdown(self) -> defer.Deferred:
-        self.shutting_down = True
-        if self.jobs.running:
-            self.jobs.stopService()
-        self.channel_sweeper.stop()
-        if self.acl is not None:
-            self.acl.stop()
-        if self._register_pending is not None and self._register_pending.active():
-            self._register_pending.cancel()
-        self.pull_hold_service.stop()
-        self.broker_stats_manager.stop()
-        if self.role_services.running:
-            self.role_services.stopService()
-        self.pop_service.polling.stop()
-        if self.metrics_manager is not None:
-            self.metrics_manager.stop()
-        d = self.unregister_broker_all() if self.started else defer.succeed(None)
-        # the writes under way in threads end before persist_all writes the same files
-        d.addBoth(lambda _: defer.gatherResults([m.when_saved() for m in self._saved_off_reactor()]))
-
-        def finish(_: Any) -> None:
-            self.replication.shutdown()
-            self.persist_all()
-            self.message_store.shutdown()
-            self.namesrv_client.close()
-            self.started = False
-
-        return d.addBoth(finish)
+        """Stop the service tree; the Deferred fires once the files are written and the store closed."""
+        core = self.service()
+        if core.running:
+            return core.stopService()
+        self.shutting_down = True  # never started: the files and the store are still written and closed
+        self.stop_acl()
+        self.namesrv_client.close()
+        return self.persist_when_saved().addBoth(lambda _: self.close_store())
 
     def persist_all(self) -> None:
         self.consumer_offset_manager.persist()
@@ -602,20 +600,3 @@ class BrokerController:
                                                     e=f.getErrorMessage()), addr)
             results.append(d)
         return defer.gatherResults(results) if results else defer.succeed(None)
-
-
-class BrokerService(service.Service):
-    """Starts the controller (after the store is loaded) and shuts it down cleanly."""
-
-    name = "broker"  # type: ignore[assignment]  # Twisted: Service.name is an unannotated None
-
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
-
-    def startService(self) -> None:
-        super().startService()
-        self.controller.start()
-
-    def stopService(self) -> defer.Deferred:
-        super().stopService()
-        return self.controller.shutdown()

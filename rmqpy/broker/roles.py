@@ -9,38 +9,34 @@ request (rmqpy/store/role.py), so it follows a switch at once.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Protocol
 
 from twisted.application import service
 
 from rmqpy.broker.periodic import PeriodicJob
+from rmqpy.broker.steps import Step
 from rmqpy.store.role import BrokerRole, RoleState
 
-if TYPE_CHECKING:
-    from rmqpy.broker.controller import BrokerController
 
+class RoleHost(Protocol):
+    """What the role's services need of the broker (RoleHost)."""
 
-class Started(service.Service):
-    """A component with its own start() and stop() as a service of the tree."""
+    reactor: Any
+    log: Any
+    slave_synchronize: Any
+    schedule_message_service: Any
+    transactional_message_service: Any
+    timer_message_service: Any
+    pop_revive_service: Any
+    replication: Any
 
-    def __init__(self, name: str, start: Callable[[], Any], stop: Callable[[], Any]) -> None:
-        self.setName(name)
-        self._start = start
-        self._stop = stop
-
-    def startService(self) -> None:  # noqa: N802 (Twisted's name)
-        super().startService()
-        self._start()
-
-    def stopService(self) -> None:  # noqa: N802 (Twisted's name)
-        super().stopService()
-        self._stop()
+    def hold_role(self, state: RoleState) -> None: ...
 
 
 class RoleServices(service.MultiService):
     """The role's services as children; :meth:`switch` swaps them on a running broker."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: RoleHost) -> None:
         super().__init__()
         self.setName("role")
         self.broker = broker
@@ -51,10 +47,10 @@ class RoleServices(service.MultiService):
         if role.is_slave:  # Java handleSlaveSynchronize: every 10 s after 3 s
             return [PeriodicJob("slave-sync", b.reactor, 3.0, 10.0, b.slave_synchronize.sync_all)]
         return [
-            Started("schedule", b.schedule_message_service.start, b.schedule_message_service.stop),
-            Started("transaction-check", b.transactional_message_service.start, b.transactional_message_service.stop),
-            Started("timer-delivery", b.timer_message_service.start, b.timer_message_service.stop),
-            Started("pop-revive", b.pop_revive_service.start, b.pop_revive_service.stop),
+            Step("schedule", b.schedule_message_service.start, b.schedule_message_service.stop),
+            Step("transaction-check", b.transactional_message_service.start, b.transactional_message_service.stop),
+            Step("timer-delivery", b.timer_message_service.start, b.timer_message_service.stop),
+            Step("pop-revive", b.pop_revive_service.start, b.pop_revive_service.stop),
             # Java printMasterAndSlaveDiff
             PeriodicJob("master-slave-diff", b.reactor, 10.0, 60.0, lambda: b.log.info(
                 "Slave fall behind master: {diff} bytes", diff=b.replication.slave_fall_behind_much())),

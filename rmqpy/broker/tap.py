@@ -3,11 +3,11 @@
 ``-c broker.conf`` reads RocketMQ's keys (unknown keys warn, a malformed file is an error
 naming the line), ``-D key=value`` sets any key on top of it (an unknown key is an error),
 ``-n`` overrides namesrvAddr (``;``-separated), ``-p`` prints every config item and exits,
-``-m`` prints the important ones and exits, ``--version`` prints the versions. The service is a
-MultiService: the broker controller first, then the main port (listenPort), the fast port
-(listenPort - 2) and the gRPC endpoint of 5.x clients (grpcServerPort, 8081; -1: none);
-stopping closes the ports, unregisters from the name servers and flushes the config files
-and the store.
+``-m`` prints the important ones and exits, ``--version`` prints the versions. The service is the
+broker's tree (rmqpy/broker/lifecycle.py): the broker's core first, then the main port (listenPort),
+the fast port (listenPort - 2), the HA port, the gRPC endpoint of 5.x clients (grpcServerPort, 8081;
+-1: none) and the metrics endpoint; stopping closes them, then unregisters from the name servers and
+flushes the config files and the store, one after the other.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from twisted.application import service, strports
 
 from rmqpy.broker.config import load_settings
 from rmqpy.common.properties import PropertiesError
-from rmqpy.common.startup import ServerOptions, ServerRoot, check_ports_free
+from rmqpy.common.startup import ServerOptions, check_ports_free
 from rmqpy.remoting.tls_hook import tls_properties
 
 
@@ -56,7 +56,8 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
                              (bc.metricsPromExporterPort,))
         from twisted.internet import reactor as default_reactor
         reactor = default_reactor
-    from rmqpy.broker.controller import BrokerController, BrokerService
+    from rmqpy.broker.controller import BrokerController
+    from rmqpy.broker.lifecycle import build_broker_service
     from rmqpy.remoting import tls_hook
     from rmqpy.remoting.client import RemotingClient
     try:  # TLS: tls.* keys of the -c file, then -D overrides
@@ -88,17 +89,15 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     except Exception as exc:  # the store or a config file cannot be loaded
         raise SystemExit(f"rmq-broker: cannot start: {type(exc).__name__}: {exc}") from None
 
-    top = ServerRoot(Options.tap_name)
-    top.controller = controller  # type: ignore[attr-defined]
-    BrokerService(controller).setServiceParent(top)
+    listeners: list[service.Service] = []  # the listening sides, started after the broker's core
     host = settings.netty.bindAddress.replace(":", "\\:")
     port = settings.netty.listenPort
     for p in (port, port - 2):  # the main port and the fast ("VIP") port
         factory = controller.server_factory()
-        strports.service(f"tcp:{p}:interface={host}", wrap(factory) if wrap else factory).setServiceParent(top)
+        listeners.append(strports.service(f"tcp:{p}:interface={host}", wrap(factory) if wrap else factory))
     # classic HA (Java listens on haListenPort = listenPort + 1, plain TCP, every role)
-    strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
-                     controller.replication.service).setServiceParent(top)
+    listeners.append(strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
+                                      controller.replication.service))
     if bc.grpcServerPort >= 0:  # RocketMQ 5 clients' gRPC endpoint (rmqpy/proxy/grpc/)
         from rmqpy.proxy.grpc.activities import MessagingActivities
         from rmqpy.proxy.grpc.auth import GrpcAuth
@@ -108,12 +107,12 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
             grpc_tls_ = grpc_tls(tls_props)
         except ValueError as exc:  # TlsConfigError
             raise SystemExit(f"rmq-broker: {exc}") from None
-        GrpcServerService(MessagingActivities(controller, controller.dispatcher, bc.grpcServerPort), reactor, settings.netty.bindAddress,
-                          bc.grpcServerPort, max_calls=bc.grpcThreadPoolNums, max_inbound=bc.grpcMaxInboundMessageSize,
-                          tls=grpc_tls_, auth=GrpcAuth(controller.auth_pipeline) if controller.auth_pipeline else None
-                          ).setServiceParent(top)
+        listeners.append(GrpcServerService(
+            MessagingActivities(controller, controller.dispatcher, bc.grpcServerPort), reactor,
+            settings.netty.bindAddress, bc.grpcServerPort, max_calls=bc.grpcThreadPoolNums,
+            max_inbound=bc.grpcMaxInboundMessageSize, tls=grpc_tls_,
+            auth=GrpcAuth(controller.auth_pipeline) if controller.auth_pipeline else None))
     if controller.metrics_manager is not None:  # metricsExporterType=PROM
         from rmqpy.common.metrics import metrics_service
-        metrics_service(controller.metrics_manager.registry, *controller.metrics_manager.address()
-                        ).setServiceParent(top)
-    return top
+        listeners.append(metrics_service(controller.metrics_manager.registry, *controller.metrics_manager.address()))
+    return build_broker_service(controller, Options.tap_name, listeners)
