@@ -15,17 +15,14 @@ from rmqpy.protocol.headers.admin import (
     TopicRequestHeader,
 )
 from rmqpy.protocol.headers.broker import UpdateConsumerOffsetRequestHeader
-from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
+from tests.unit.broker.helpers import FakeChannel, call, send_request
 from tests.unit.broker.test_processors import heartbeat
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path)
-    b.clock = clock
-    b.settings.config_file = str(tmp_path / "broker.conf")  # UPDATE_BROKER_CONFIG persists here
-    yield b
-    b.shutdown()
+def broker(broker, tmp_path):
+    broker.settings.config_file = str(tmp_path / "broker.conf")  # UPDATE_BROKER_CONFIG persists here
+    return broker
 
 
 def req(code, header=None, body=None):

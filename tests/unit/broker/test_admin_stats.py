@@ -25,7 +25,7 @@ from rmqpy.protocol.headers.admin import (
     ViewBrokerStatsDataRequestHeader,
 )
 from rmqpy.protocol.headers.broker import UpdateConsumerOffsetRequestHeader
-from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request, send_request
+from tests.unit.broker.helpers import FakeChannel, call, pull_request, send_request
 from tests.unit.broker.test_processors import heartbeat
 
 T0_MS = 1_700_000_000_000
@@ -46,12 +46,9 @@ class ClientChannel(FakeChannel):
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path)
-    b.clock = clock
-    b.settings.config_file = str(tmp_path / "broker.conf")
-    yield b
-    b.shutdown()
+def broker(broker, tmp_path):
+    broker.settings.config_file = str(tmp_path / "broker.conf")  # UPDATE_BROKER_CONFIG persists here
+    return broker
 
 
 def req(code, header=None, body=None):

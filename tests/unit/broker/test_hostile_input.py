@@ -20,13 +20,6 @@ from tests.unit.broker.test_processors import heartbeat
 TRAVERSAL = "../../../../../../some/dir/x"
 
 
-@pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path)
-    yield b
-    b.shutdown()
-
-
 def req(code, header=None, body=None):
     return RemotingCommand.request(code, header, body)
 

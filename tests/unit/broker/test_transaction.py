@@ -15,11 +15,8 @@ OPTS = dict(transactionCheckInterval=1000, transactionTimeOut=2000, transactionC
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path, **OPTS)
-    b.clock = clock
-    yield b
-    b.shutdown()
+def broker_overrides():
+    return OPTS
 
 
 def messages(broker, topic, queue_id=0):
