@@ -95,6 +95,9 @@ class Cluster:
             "mappedFileSizeConsumeQueue": jvm.BROKER_DEFAULTS["mappedFileSizeConsumeQueue"],
             "maxHashSlotNum": jvm.BROKER_DEFAULTS["maxHashSlotNum"], "maxIndexNum": jvm.BROKER_DEFAULTS["maxIndexNum"],
             "autoCreateTopicEnable": True, "enablePropertyFilter": True, "flushDiskType": "ASYNC_FLUSH",
+            # no gRPC endpoint: its default port 8081 is one per host, and other test processes
+            # (xdist workers) start brokers at the same time (servers.start_broker does the same)
+            "grpcServerPort": -1,
         }
         self.broker: Server | None = None
 

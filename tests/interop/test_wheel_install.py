@@ -88,7 +88,9 @@ def test_wheel_in_a_fresh_venv_runs_a_name_server_and_broker_for_a_java_client(j
                             run_dir, ns_port))
         ns_addr = f"{host_ip}:{ns_port}"
         procs.append(_start([str(bin_ / "mqbroker"), "-n", ns_addr, "-D", f"listenPort={broker_port}",
-                             "-D", f"brokerIP1={host_ip}", "-D", "mappedFileSizeCommitLog=4194304"],
+                             "-D", f"brokerIP1={host_ip}", "-D", "mappedFileSizeCommitLog=4194304",
+                             # gRPC on a free port: 8081 is one per host and other test processes run
+                             "-D", f"grpcServerPort={servers.free_port()}"],
                             run_dir / "broker.log", env, run_dir, broker_port))
         assert (run_dir / "store" / "checkpoint").is_file()   # ~/store, as Java's ${user.home}/store
         sent = clients.harness(client_host, "5.3.3", ["produce", "-n", ns_addr, "--topic", "WheelT", "--count", "5"])
