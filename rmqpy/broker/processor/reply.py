@@ -10,19 +10,14 @@ decided).
 """
 from __future__ import annotations
 
-import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from twisted.internet import defer
 
+from rmqpy.broker.processor.send import SendMessageProcessor, decode_send_header
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import (
-    ReplyMessageRequestHeader,
-    SendMessageRequestHeader,
-    SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
-)
+from rmqpy.protocol.headers.broker import ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader
 from rmqpy.protocol.message import MessageExtBrokerInner, properties_to_string, string_to_properties
 from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
@@ -45,18 +40,15 @@ class ReplyMessageProcessor:
     def __init__(self, broker: "Broker") -> None:
         self.log = self.log.on(broker.reactor)
         self.broker = broker
-        self.random = random.Random()
 
     @property
-    def send_processor(self) -> Any:
-        return self.broker.processors["SendMessageProcessor"]
+    def send_processor(self) -> SendMessageProcessor:
+        """The broker's send path, whose header decode, checks and answers a reply shares (Java's
+        ReplyMessageProcessor extends AbstractSendMessageProcessor)."""
+        return cast(SendMessageProcessor, self.broker.processors["SendMessageProcessor"])
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
-        if request.code == RequestCode.SEND_REPLY_MESSAGE:
-            h = request.decode_header(SendMessageRequestHeader)
-        else:
-            h = request.decode_header(SendMessageRequestHeaderV2).to_v1()
-        return self._process(channel, request, h)
+        return self._process(channel, request, decode_send_header(request))  # 324 long keys, 325 short
 
     def _process(self, channel: Channel, request: RemotingCommand, h: SendMessageRequestHeader) -> Any:
         sp = self.send_processor
@@ -64,15 +56,12 @@ class ReplyMessageProcessor:
         if error is not None:
             return error
         b = self.broker
-        queue_id = h.queueId
-        if queue_id < 0:
-            tc = b.topic_config_manager.select(h.topic)
-            queue_id = self.random.randrange(99999999) % max(1, tc.writeQueueNums if tc else 1)
+        queue_id = sp.select_queue_id(h)
         props = string_to_properties(h.properties)
         msg = MessageExtBrokerInner(topic=h.topic, queue_id=queue_id, body=request.body or b"", flag=h.flag,
                                     properties=props, properties_string=h.properties or "",
                                     sys_flag=h.sysFlag, born_timestamp=h.bornTimestamp,
-                                    born_host=sp._born_host(channel), store_host=b.store_host,
+                                    born_host=sp.born_host(channel), store_host=b.store_host,
                                     reconsume_times=h.reconsumeTimes or 0)
         d = self._push(channel, h, msg)
         d.addCallback(self._pushed, request, msg, queue_id)
@@ -126,10 +115,10 @@ class ReplyMessageProcessor:
         ok, remark = pushed
         sp = self.send_processor
         if ok:
-            response = sp._response(request, ResponseCode.SUCCESS, None)
-            response.ext_fields.update(SendMessageResponseHeader(msgId="0", queueId=queue_id, queueOffset=0).encode())
+            response = sp.response(request, ResponseCode.SUCCESS, None)
+            _add_fields(response, SendMessageResponseHeader(msgId="0", queueId=queue_id, queueOffset=0))
         else:
-            response = sp._response(request, ResponseCode.SYSTEM_ERROR, remark)
+            response = sp.response(request, ResponseCode.SYSTEM_ERROR, remark)
         if not self.broker.broker_config.storeReplyMessageEnable:
             return response
 
@@ -137,10 +126,15 @@ class ReplyMessageProcessor:
             status = put_status_name(result)
             ar = result.append_message_result if isinstance(result, PutMessageResult) else None
             if status in ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE") and ar:
-                response.ext_fields.update(SendMessageResponseHeader(
-                    msgId=ar.msg_id, queueId=queue_id, queueOffset=ar.logics_offset).encode())
+                _add_fields(response, SendMessageResponseHeader(
+                    msgId=ar.msg_id, queueId=queue_id, queueOffset=ar.logics_offset))
             else:
                 self.log.warn("process reply message, store putMessage failed: {s}", s=status)
             return response
 
         return self.broker.message_store.put_message(msg).addCallback(stored)
+
+
+def _add_fields(response: RemotingCommand, header: SendMessageResponseHeader) -> None:
+    """``response.ext_fields.update(header.encode())``: the fields already there keep their place."""
+    response.ext_fields = {**(response.ext_fields or {}), **header.encode()}

@@ -8,9 +8,8 @@ client without WAIT, from a 5.x client with WAIT, MSG_REGION and TRACE_ON (docs/
 """
 from __future__ import annotations
 
-import dataclasses
 import random
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from twisted.internet import defer
 
@@ -20,7 +19,7 @@ from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RPC_RESPONSE, RemotingCommand
-from rmqpy.protocol.headers.broker import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from rmqpy.protocol.headers.broker import SEND_HEADER, SEND_HEADER_V2, SendMessageRequestHeader
 from rmqpy.protocol.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -58,74 +57,15 @@ _valid_topics: set[str] = set()
 _VALID_TOPICS_MAX = 65536
 
 
-class _Probe:
-    def __init__(self, name: str) -> None:
-        self.name = name
+#: the send codes whose header has the long keys; the others' (V2, batch, reply V2) has a..n
+_LONG_KEY_CODES = frozenset((int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_REPLY_MESSAGE)))
 
 
-def compile_v2_header_decoder() -> Callable[[dict], SendMessageRequestHeader | None] | None:
-    """``SendMessageRequestHeaderV2.decode(ext).to_v1()`` in one step, generated from the two
-    header declarations: the V2 field table (names, types, required) and the renaming that
-    ``to_v1`` does (learnt by calling it on probe values). The generated function returns
-    None whenever the general decode would not simply succeed (a required field missing, an
-    integer that does not parse): the caller then runs the general decode, which raises the
-    right error. None (no fast path) if ``to_v1`` ever does more than rename."""
-    v2_cls, v1_cls = SendMessageRequestHeaderV2, SendMessageRequestHeader
-    probes: dict[str, Any] = {name: _Probe(name) for name, _k, _r in v2_cls._fields}  # not the declared types
-    probe = v2_cls(**probes).to_v1()
-    rename = {}
-    for f in dataclasses.fields(v1_cls):
-        value = getattr(probe, f.name)
-        if isinstance(value, _Probe):
-            rename[value.name] = f.name
-        elif value != f.default:
-            return None
-    if len(rename) != len(v2_cls._fields):
-        return None
-    # absent optional fields must come through as they are (to_v1 passing None on, not ``or x``)
-    probes = {name: _Probe(name) for name, _k, req in v2_cls._fields if req}
-    sparse = v2_cls(**probes).to_v1()
-    defaults = {f.name: f.default for f in dataclasses.fields(v2_cls)}
-    for name, _k, req in v2_cls._fields:
-        if not req and getattr(sparse, rename[name]) is not defaults[name]:
-            return None
-    names = [name for name, _k, _r in v2_cls._fields]
-    ns: dict[str, Any] = {"V1": v1_cls, "D": defaults}
-    lines = ["def decode(ext):", "    g = ext.get"]
-    lines += [f"    v_{name} = g({name!r})" for name in names]
-    required = [f"v_{name} is None" for name, _k, req in v2_cls._fields if req]
-    if required:
-        lines.append(f"    if {' or '.join(required)}:")
-        lines.append("        return None")
-    args = []
-    ints = []  # (local name, required, (low, high)): the Java int/long range the general decode checks
-    for name, kind, req in v2_cls._fields:
-        var = f"v_{name}"
-        if kind is int:
-            conv = f"int({var})"  # int() strips whitespace as _parse's int(raw.strip()) does
-            ints.append((f"i_{name}", req, v2_cls._int_bounds[name]))
-            conv = f"(i_{name} := {conv})"
-        elif kind is bool:
-            conv = f"{var}.strip().lower() == 'true'"
-        elif kind is str:
-            conv = var
-        else:
-            return None
-        args.append(f"{rename[name]}={conv}" if req else f"{rename[name]}=D[{name!r}] if {var} is None else {conv}")
-    lines += [f"    i_{name} = 0" for name, kind, req in v2_cls._fields if kind is int and not req]
-    lines.append("    try:")
-    lines.append(f"        header = V1({', '.join(args)})")
-    lines.append("    except ValueError:")
-    lines.append("        return None")
-    if ints:  # out of range: the general decode raises the HeaderError
-        lines.append(f"    if not ({' and '.join(f'{lo} <= {var} <= {hi}' for var, _req, (lo, hi) in ints)}):")
-        lines.append("        return None")
-    lines.append("    return header")
-    exec("\n".join(lines), ns)  # noqa: S102 - source built above from the header declarations only
-    return ns["decode"]
-
-
-_decode_v2_header = compile_v2_header_decoder()
+def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    """The send header of a send or reply request (both key sets), from the precompiled schemas:
+    :class:`HeaderError` for a missing or bad field, as the header's declared decode refuses it."""
+    schema = SEND_HEADER if request.code in _LONG_KEY_CODES else SEND_HEADER_V2
+    return schema.decode(request.ext_fields or {})
 
 
 class SendMessageProcessor:
@@ -147,13 +87,7 @@ class SendMessageProcessor:
         busy = self._fast_failure.check(request, channel.read_at)  # SYSTEM_BUSY when the send waited too long (Java BrokerFastFailure)
         if busy is not None:
             return busy
-        header: SendMessageRequestHeader | None
-        if request.code == RequestCode.SEND_MESSAGE:
-            header = request.decode_header(SendMessageRequestHeader)
-        else:
-            header = _decode_v2_header(request.ext_fields or {}) if _decode_v2_header is not None else None
-            if header is None:  # the general decode, and its HeaderError
-                header = request.decode_header(SendMessageRequestHeaderV2).to_v1()
+        header = decode_send_header(request)
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             result = self.send_batch_message(channel, request, header)
         else:
@@ -165,8 +99,10 @@ class SendMessageProcessor:
                 result.addCallback(hook.send_message_after, request, header.topic)
         return result
 
-    # ------------------------------------------------------------------ checks
-    def _response(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
+    # ------------------------------------------------------------------ checks (also the reply path's)
+    def response(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
+        """The answer to a send with ``code``, carrying the MSG_REGION and TRACE_ON extFields
+        that every Java send answer carries."""
         bc = self.broker.broker_config
         return request.response(code, remark, ext_fields={
             PROPERTY_MSG_REGION: bc.regionId, PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"})
@@ -178,20 +114,20 @@ class SendMessageProcessor:
         bc = b.broker_config
         start = bc.startAcceptSendRequestTimeStamp
         if start > 0 and b.now_ms() < start:  # (the clock is never before 0)
-            return self._response(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start}")
+            return self.response(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start}")
         topic = header.topic
         if not bc.brokerPermission & PERM_WRITE and b.topic_config_manager.is_order_topic(topic):
-            return self._response(request, ResponseCode.NO_PERMISSION,
+            return self.response(request, ResponseCode.NO_PERMISSION,
                                   f"the broker[{bc.brokerIP1}] sending message is forbidden")
         if topic not in _valid_topics:
             bad = validate_topic(topic)
             if bad is not None:
-                return self._response(request, ResponseCode.SYSTEM_ERROR, bad)
+                return self.response(request, ResponseCode.SYSTEM_ERROR, bad)
             if len(_valid_topics) >= _VALID_TOPICS_MAX:
                 _valid_topics.clear()
             _valid_topics.add(topic)
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            return self._response(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+            return self.response(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         tcm = b.topic_config_manager
         tc = tcm.select(topic)
         if tc is None:
@@ -204,23 +140,25 @@ class SendMessageProcessor:
             if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 tc = tcm.create_topic_in_send_message_back_method(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
             if tc is None:
-                return self._response(request, ResponseCode.TOPIC_NOT_EXIST,
+                return self.response(request, ResponseCode.TOPIC_NOT_EXIST,
                                       f"topic[{topic}] not exist, apply first please!" + suggest_todo())
         valid = max(tc.writeQueueNums, tc.readQueueNums)
         if header.queueId >= valid:
             info = (f"request queueId[{header.queueId}] is illegal, {topic_config_string(tc)} "
                     f"Producer: {channel.remote_address}")
             self.log.warn("{text}", text=info)
-            return self._response(request, ResponseCode.SYSTEM_ERROR, info)
+            return self.response(request, ResponseCode.SYSTEM_ERROR, info)
         return None
 
-    def _queue_id(self, header: SendMessageRequestHeader) -> int:
+    def select_queue_id(self, header: SendMessageRequestHeader) -> int:
+        """The header's queue, or a random one of the topic's write queues when it names none (< 0)."""
         if header.queueId >= 0:
             return header.queueId
         tc = self.broker.topic_config_manager.select(header.topic)
         return self.random.randrange(99999999) % max(1, tc.writeQueueNums if tc else 1)
 
-    def _born_host(self, channel: Channel) -> tuple[str, int]:
+    def born_host(self, channel: Channel) -> tuple[str, int]:
+        """The producer's address as a message stores it (loopback when the channel has none)."""
         return (channel.remote_host or "127.0.0.1", channel.remote_port)
 
     # ------------------------------------------------------------------ single
@@ -233,7 +171,7 @@ class SendMessageProcessor:
         tc = b.topic_config_manager.select(topic)
         queue_id = header.queueId
         if queue_id < 0:
-            queue_id = self._queue_id(header)
+            queue_id = self.select_queue_id(header)
         store_topic, store_queue_id = topic, queue_id
         properties = header.properties
         # retry topic: group must exist; too many reconsumes go to the DLQ
@@ -241,7 +179,7 @@ class SendMessageProcessor:
             group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
             sgc = b.subscription_group_manager.find(group)
             if sgc is None:
-                return self._response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                return self.response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                       f"subscription group not exist, {group} " + suggest_todo())
             max_reconsume = sgc.retryMaxTimes
             if request.version >= MQVersion.V3_4_9 and header.maxReconsumeTimes is not None:
@@ -268,19 +206,19 @@ class SendMessageProcessor:
                 props[PROPERTY_WAIT_STORE_MSG_OK] = wait
         msg = MessageExtBrokerInner(store_topic, store_queue_id, request.body or b"", header.flag, props,
                                     properties_string, sys_flag, header.bornTimestamp,
-                                    (channel.remote_host or "127.0.0.1", channel.remote_port),  # _born_host
+                                    (channel.remote_host or "127.0.0.1", channel.remote_port),  # born_host
                                     b.store_host, header.reconsumeTimes or 0)
 
         prepared = props.get(PROPERTY_TRANSACTION_PREPARED)
         if prepared is not None and prepared.lower() == "true":
             if b.broker_config.rejectTransactionMessage:
-                return self._response(request, ResponseCode.NO_PERMISSION,
+                return self.response(request, ResponseCode.NO_PERMISSION,
                                       f"the broker[{b.broker_config.brokerIP1}] sending transaction message is forbidden")
             d = b.prepare_transaction_message(msg)
         else:
             refused = b.timer_message_service.transform(msg)  # 5.x TIMER_* properties (broker/timer.py)
             if refused is not None:
-                return self._response(request, *refused)
+                return self.response(request, *refused)
             store = b.message_store
             # the answer right away unless the store must wait for a flush (SYNC_FLUSH)
             put = store.put_message_now(msg)
@@ -291,13 +229,13 @@ class SendMessageProcessor:
 
     def _handle_put_result(self, result: Any, request: RemotingCommand, msg: Any, queue_id: int) -> RemotingCommand:
         if result is None:
-            return self._response(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
+            return self.response(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
         ps = result.put_message_status
         status = "PUT_OK" if ps is _PUT_OK else ps.name
         ar = result.append_message_result
         code = _OK_CODES.get(status)
         if code is not None and ar is not None:
-            # _response + SendMessageResponseHeader(msgId, queueId, queueOffset).encode(), inline
+            # response() + SendMessageResponseHeader(msgId, queueId, queueOffset).encode(), inline
             bc = self.broker.broker_config
             fields = {PROPERTY_MSG_REGION: bc.regionId, PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false",
                       "msgId": str(ar.msg_id), "queueId": str(int(queue_id)), "queueOffset": str(int(ar.logics_offset))}
@@ -325,7 +263,7 @@ class SendMessageProcessor:
         }
         failures["PROPERTIES_SIZE_EXCEEDED"] = failures["MESSAGE_ILLEGAL"]
         code, remark = failures.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
-        return self._response(request, code, remark)
+        return self.response(request, code, remark)
 
     # ------------------------------------------------------------------ batch
     def send_batch_message(self, channel: Channel, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
@@ -334,12 +272,12 @@ class SendMessageProcessor:
             return error
         b = self.broker
         tc = b.topic_config_manager.select(header.topic)
-        queue_id = self._queue_id(header)
+        queue_id = self.select_queue_id(header)
         if len(header.topic) > 127:
-            return self._response(request, ResponseCode.MESSAGE_ILLEGAL,
+            return self.response(request, ResponseCode.MESSAGE_ILLEGAL,
                                   f"message topic length too long {len(header.topic)}")
         if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return self._response(request, ResponseCode.MESSAGE_ILLEGAL,
+            return self.response(request, ResponseCode.MESSAGE_ILLEGAL,
                                   f"batch request does not support retry group {header.topic}")
         sys_flag = header.sysFlag
         if tc is not None and tc.topicFilterType == "MULTI_TAG":
@@ -357,7 +295,7 @@ class SendMessageProcessor:
         batch = MessageExtBatch(topic=header.topic, queue_id=queue_id, body=request.body or b"",
                                 flag=header.flag, properties_string=properties_to_string(props),
                                 sys_flag=sys_flag, born_timestamp=header.bornTimestamp,
-                                born_host=self._born_host(channel), store_host=b.store_host,
+                                born_host=self.born_host(channel), store_host=b.store_host,
                                 reconsume_times=header.reconsumeTimes or 0)
         d = b.message_store.put_messages(batch)
         return d.addCallback(self._handle_put_result, request, batch, queue_id)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import typing
-from typing import Annotated, Any, ClassVar, Mapping, TypeVar
+from operator import itemgetter
+from typing import Annotated, Any, Callable, ClassVar, Generic, Mapping, TypeVar
 
 from rmqpy.protocol.errors import HeaderError
 
 T = TypeVar("T", bound="CommandHeader")
+S = TypeVar("S", bound="CommandHeader")
 
 #: A field Java declares ``long``/``Long``; a plain ``int`` field is a Java ``int``/``Integer``.
 Long = Annotated[int, "java.lang.Long"]
@@ -146,3 +148,116 @@ def header(cls: type[T]) -> type[T]:
 @header
 class EmptyHeader(CommandHeader):
     """Requests and responses without custom fields."""
+
+
+# ------------------------------------------------------------------ precompiled decode
+_INT_LOW, _INT_HIGH = INT_RANGE
+_LONG_LOW, _LONG_HIGH = LONG_RANGE
+_TEXT, _INT, _BOOL = 0, 1, 2  # what the precompiled decode does with an optional field
+
+
+class HeaderSchema(Generic[S, T]):
+    """``source.decode(ext)``, renamed into a ``target`` header, precompiled for a per-message path.
+
+    ``CommandHeader.decode`` walks the field table and builds keyword arguments for every
+    request; a send pays that per message. This walks tables built once from the two
+    declarations instead (no generated code): every key read at once in ``target``'s field
+    order, the required ones checked present and text in one step, the integers by Java
+    range, and ``target`` built from positional arguments. Whatever it would not simply
+    accept (a missing or bad field, a check of ``target`` itself) is decoded again by
+    ``source.decode``, so a refusal is that :class:`HeaderError`, text included.
+
+    ``rename`` maps a ``source`` field to the ``target`` field it fills (the others keep their
+    name); every ``target`` field must be filled by exactly one ``source`` field.
+    """
+
+    def __init__(self, source: type[S], target: type[T], rename: Mapping[str, str] | None = None) -> None:
+        names = dict(rename or {})
+        self.source, self.target = source, target
+        #: (source field, target field) of each declared field
+        self._rename = tuple((name, names.get(name, name)) for name, _k, _r in source._fields)
+        attrs = [f.name for f in dataclasses.fields(target)]  # type: ignore[arg-type]
+        by_attr = {attr: name for name, attr in self._rename}
+        if sorted(by_attr) != sorted(attrs) or len(by_attr) != len(self._rename):
+            raise TypeError(f"{source.__name__} -> {target.__name__}: the fields do not map one to one")
+        declared = {name: (kind, req) for name, kind, req in source._fields}
+        defaults = {f.name: f.default for f in dataclasses.fields(target)}  # type: ignore[arg-type]
+        #: the extFields key of each positional argument of ``target``
+        self._keys = tuple(by_attr[attr] for attr in attrs)
+        required: list[int] = []
+        ints: list[int] = []  # required, Java int
+        longs: list[int] = []  # required, Java long
+        optional: list[tuple[int, int, int, int]] = []  # slot, _TEXT/_INT/_BOOL, bounds
+        for slot, (attr, key) in enumerate(zip(attrs, self._keys)):
+            kind, req = declared[key]
+            if kind not in (str, int, bool):
+                raise TypeError(f"{source.__name__}.{key}: no precompiled decode for {kind.__name__}")
+            bounds = source._int_bounds.get(key, LONG_RANGE)
+            if req:
+                required.append(slot)
+                if kind is int:
+                    (ints if bounds == INT_RANGE else longs).append(slot)
+                elif kind is bool:
+                    optional.append((slot, _BOOL, *bounds))  # present (checked above): converted there
+            elif defaults[attr] is not None:  # absent, it would be the default: not what a None slot gives
+                raise TypeError(f"{target.__name__}.{attr}: optional with a default other than None")
+            else:
+                optional.append((slot, _TEXT if kind is str else _INT if kind is int else _BOOL, *bounds))
+        #: the required arguments, as a tuple (itemgetter returns a lone item as it is)
+        self._required: Callable[[list[Any]], Any] = (
+            itemgetter(*required) if len(required) > 1 else lambda args: tuple(args[i] for i in required))
+        self._ints, self._longs, self._optional = tuple(ints), tuple(longs), tuple(optional)
+
+    def decode(self, ext: Mapping[str, str]) -> T:
+        """The ``target`` header in ``ext``; :class:`HeaderError` as ``source.decode`` raises it."""
+        header = self.decode_or_none(ext)
+        if header is None:
+            return self._declared(ext)
+        return header
+
+    def _declared(self, ext: Mapping[str, str]) -> T:
+        """The declared decode (and its refusal), renamed."""
+        header = self.source.decode(ext)
+        if self.target is self.source:
+            return typing.cast(T, header)
+        return self.target(**{attr: getattr(header, name) for name, attr in self._rename})
+
+    def decode_or_none(self, ext: Mapping[str, str]) -> T | None:
+        """The header, or None where ``source.decode`` would not simply accept ``ext``."""
+        args: list[Any] = list(map(ext.get, self._keys))
+        try:
+            "".join(self._required(args))  # TypeError: a required field absent or not text
+            for slot in self._ints:
+                raw = args[slot]
+                if len(raw) > _MAX_INT_TEXT:
+                    return None
+                value = int(raw)  # strips whitespace as _parse's int(raw.strip()); ValueError
+                if not _INT_LOW <= value <= _INT_HIGH:
+                    return None
+                args[slot] = value
+            for slot in self._longs:
+                raw = args[slot]
+                if len(raw) > _MAX_INT_TEXT:
+                    return None
+                value = int(raw)
+                if not _LONG_LOW <= value <= _LONG_HIGH:
+                    return None
+                args[slot] = value
+            for slot, kind, low, high in self._optional:
+                raw = args[slot]
+                if raw is None:
+                    continue
+                if type(raw) is not str:
+                    return None
+                if kind == _INT:
+                    if len(raw) > _MAX_INT_TEXT:
+                        return None
+                    value = int(raw)
+                    if not low <= value <= high:
+                        return None
+                    args[slot] = value
+                elif kind == _BOOL:
+                    args[slot] = raw.strip().lower() == "true"
+            return self.target(*args)
+        except (TypeError, ValueError, OverflowError):  # the last: a check of ``target``
+            return None

@@ -1,7 +1,7 @@
 """Custom headers of the client <-> broker request codes (``protocol/header``), facts §4.2-§4.4."""
 from __future__ import annotations
 
-from rmqpy.protocol.headers.base import CommandHeader, Long, header, optional, required
+from rmqpy.protocol.headers.base import CommandHeader, HeaderSchema, Long, header, optional, required
 
 
 # ------------------------------------------------------------------------------- send
@@ -43,17 +43,28 @@ class SendMessageRequestHeaderV2(CommandHeader):
     n: str | None = optional()   # brokerName
 
     def to_v1(self) -> SendMessageRequestHeader:
-        return SendMessageRequestHeader(
-            producerGroup=self.a, topic=self.b, defaultTopic=self.c, defaultTopicQueueNums=self.d,
-            queueId=self.e, sysFlag=self.f, bornTimestamp=self.g, flag=self.h, properties=self.i,
-            reconsumeTimes=self.j, unitMode=self.k, maxReconsumeTimes=self.l, batch=self.m,
-            brokerName=self.n)
+        return SendMessageRequestHeader(**{v1: getattr(self, v2) for v2, v1 in SEND_V2_FIELDS.items()})
 
     @classmethod
     def from_v1(cls, v1: SendMessageRequestHeader) -> "SendMessageRequestHeaderV2":
-        return cls(a=v1.producerGroup, b=v1.topic, c=v1.defaultTopic, d=v1.defaultTopicQueueNums,
-                   e=v1.queueId, f=v1.sysFlag, g=v1.bornTimestamp, h=v1.flag, i=v1.properties,
-                   j=v1.reconsumeTimes, k=v1.unitMode, l=v1.maxReconsumeTimes, m=v1.batch, n=v1.brokerName)
+        return cls(**{v2: getattr(v1, name) for v2, name in SEND_V2_FIELDS.items()})
+
+
+#: the SendMessageRequestHeader field each single-letter key of SendMessageRequestHeaderV2 carries
+#: (Java's ``createSendMessageRequestHeaderV1``/``V2``)
+SEND_V2_FIELDS = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+    "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
+    "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
+}
+
+#: the send headers as the send path decodes them, once per message: long keys (SEND_MESSAGE,
+#: SEND_REPLY_MESSAGE) and short keys (SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, SEND_REPLY_MESSAGE_V2),
+#: both into SendMessageRequestHeader, refusing what ``decode`` refuses with its HeaderError
+SEND_HEADER: HeaderSchema[SendMessageRequestHeader, SendMessageRequestHeader] = HeaderSchema(
+    SendMessageRequestHeader, SendMessageRequestHeader)
+SEND_HEADER_V2: HeaderSchema[SendMessageRequestHeaderV2, SendMessageRequestHeader] = HeaderSchema(
+    SendMessageRequestHeaderV2, SendMessageRequestHeader, SEND_V2_FIELDS)
 
 
 @header

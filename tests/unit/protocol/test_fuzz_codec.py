@@ -239,11 +239,14 @@ def test_long_fields_follow_the_java_declarations() -> None:
 
 
 def test_send_fast_decode_refuses_what_the_general_decode_refuses() -> None:
-    from rmqpy.broker.processor.send import _decode_v2_header
+    from rmqpy.protocol.headers.broker import SEND_HEADER_V2
     ext = {"a": "g", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0"}
-    assert _decode_v2_header(ext) is not None
-    for key, value in [("g", str(2**63)), ("f", str(2**31)), ("j", str(-2**31 - 1)), ("d", "1e999")]:
-        assert _decode_v2_header({**ext, key: value}) is None  # the general decode then raises
+    assert SEND_HEADER_V2.decode_or_none(ext) is not None
+    for key, value in [("g", str(2**63)), ("f", str(2**31)), ("j", str(-2**31 - 1)), ("d", "1e999"),
+                       ("e", "0" * 25)]:
+        assert SEND_HEADER_V2.decode_or_none({**ext, key: value}) is None  # the general decode then raises
+        with pytest.raises(HeaderError, match=f"header field {key}="):
+            SEND_HEADER_V2.decode({**ext, key: value})
 
 
 # ---------------------------------------------------------------- every JSON body decoder

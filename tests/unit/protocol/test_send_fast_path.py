@@ -1,4 +1,4 @@
-"""SendMessageProcessor's fast paths (the generated V2 header decoder, the inline success
+"""SendMessageProcessor's fast paths (the precompiled send header schemas, the inline success
 response, answering without a Deferred in ASYNC_FLUSH) against the general code."""
 from __future__ import annotations
 
@@ -11,49 +11,98 @@ from twisted.internet import defer, task
 from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.processor import send as S
 from rmqpy.protocol import command as codec
-from rmqpy.protocol.codes import ResponseCode
+from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import HeaderError, RemotingCommand
-from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2, SendMessageResponseHeader
+from rmqpy.protocol.headers.base import HeaderSchema
+from rmqpy.protocol.headers.broker import (
+    SEND_HEADER,
+    SEND_HEADER_V2,
+    SEND_V2_FIELDS,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
 from rmqpy.store.message_store import AppendMessageResult, AppendMessageStatus, PutMessageResult, PutMessageStatus
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
 
 
-def _slow(ext):
+def _slow(ext, long_keys=False):
+    """The declared decode, as the send path ran it before the schemas."""
     try:
+        if long_keys:
+            return SendMessageRequestHeader.decode(ext)
         return SendMessageRequestHeaderV2.decode(ext).to_v1()
     except HeaderError as exc:
         return ("HeaderError", str(exc))
 
 
-def _fast(ext):
-    assert S._decode_v2_header is not None, "the V2 header fast path did not compile"
-    h = S._decode_v2_header(ext)
-    return _slow(ext) if h is None else h
+def _fast(ext, long_keys=False):
+    schema = SEND_HEADER if long_keys else SEND_HEADER_V2
+    try:
+        return schema.decode(ext)
+    except HeaderError as exc:
+        return ("HeaderError", str(exc))
 
 
 BASE = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1700000000000", "h": "0",
         "i": "WAIT\u0001true\u0002", "j": "0", "k": "false", "l": "16", "m": "false", "n": "broker-a"}
+INTS = ["0", "1", "-1", " 7 ", "\t9\n", "12345678901234", "x", "", "1.5", "0x10", "1_000", "\u0661", "+3",
+        str(2**31), str(-2**31 - 1), str(2**63), "0" * 24 + "1", " " * 23 + "5", "1" * 5000]
+BOOLS = ["true", "false", "TRUE", " True ", "yes", "", "1"]
 
 
-def test_v2_header_fast_decode_matches_the_declared_decode() -> None:
+@pytest.mark.parametrize("long_keys", [False, True])
+def test_send_header_schema_matches_the_declared_decode(long_keys) -> None:
+    """Random headers, each field kept, dropped or replaced (numbers out of the Java ranges, padded
+    past 24 characters, not text at all): the schema decodes or refuses exactly as ``decode``."""
     rng = random.Random(5)
-    ints = ["0", "1", "-1", " 7 ", "\t9\n", "12345678901234", "x", "", "1.5", "0x10", "1_000", "\u0661", "+3"]
-    bools = ["true", "false", "TRUE", " True ", "yes", "", "1"]
-    for _ in range(3000):
-        ext = dict(BASE)
+    short_of = {v1: v2 for v2, v1 in SEND_V2_FIELDS.items()}
+    for _ in range(4000):
+        ext: dict = dict(BASE)
         for key in rng.sample(sorted(BASE), rng.randrange(5)):
             choice = rng.random()
             if choice < 0.3:
                 del ext[key]
+            elif choice < 0.35:
+                ext[key] = rng.choice([None, 7, True, b"1", ["x"]])
             elif key in "defghjl":
-                ext[key] = rng.choice(ints)
+                ext[key] = rng.choice(INTS)
             elif key in "km":
-                ext[key] = rng.choice(bools)
+                ext[key] = rng.choice(BOOLS)
             else:
                 ext[key] = rng.choice(["", " s ", "\u4e2d", "x"])
         if rng.random() < 0.2:
             ext["zz"] = "extra"
-        assert _fast(ext) == _slow(ext), ext
+        if long_keys:
+            ext = {SEND_V2_FIELDS.get(k, k): v for k, v in ext.items()}
+            assert all(k in short_of or k == "zz" for k in ext)
+        assert _fast(ext, long_keys) == _slow(ext, long_keys), ext
+
+
+def test_send_header_decode_by_request_code() -> None:
+    """SEND_MESSAGE and SEND_REPLY_MESSAGE carry the long keys; V2, batch and reply V2 the short."""
+    long = {SEND_V2_FIELDS[k]: v for k, v in BASE.items()}
+    for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_REPLY_MESSAGE):
+        assert S.decode_send_header(RemotingCommand(code=code, ext_fields=long)) == _slow(long, True)
+        with pytest.raises(HeaderError, match="the custom field <producerGroup> is null"):
+            S.decode_send_header(RemotingCommand(code=code, ext_fields=BASE))
+    for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
+        assert S.decode_send_header(RemotingCommand(code=code, ext_fields=BASE)) == _slow(BASE)
+        with pytest.raises(HeaderError, match="the custom field <a> is null"):
+            S.decode_send_header(RemotingCommand(code=code, ext_fields=None))
+
+
+def test_header_schema_refuses_a_declaration_it_cannot_mirror() -> None:
+    with pytest.raises(TypeError, match="one to one"):
+        HeaderSchema(SendMessageRequestHeaderV2, SendMessageRequestHeader, {"a": "producerGroup"})
+    with pytest.raises(TypeError, match="one to one"):
+        HeaderSchema(SendMessageRequestHeaderV2, SendMessageRequestHeader, {**SEND_V2_FIELDS, "b": "producerGroup"})
+
+
+def test_v2_renaming_round_trips() -> None:
+    v1 = _slow(BASE)
+    assert SendMessageRequestHeaderV2.from_v1(v1) == SendMessageRequestHeaderV2.decode(BASE)
+    assert SendMessageRequestHeaderV2.from_v1(v1).to_v1() == v1
 
 
 def _reference_handle_put_result(processor, result, request, queue_id):
@@ -65,7 +114,7 @@ def _reference_handle_put_result(processor, result, request, queue_id):
     if status in ok_codes and result.append_message_result is not None:
         ar = result.append_message_result
         header = SendMessageResponseHeader(msgId=ar.msg_id, queueId=queue_id, queueOffset=ar.logics_offset)
-        resp = processor._response(request, ok_codes[status], None)
+        resp = processor.response(request, ok_codes[status], None)
         resp.ext_fields.update(header.encode())
         return resp
     return processor._handle_put_result(result, request, None, queue_id)
