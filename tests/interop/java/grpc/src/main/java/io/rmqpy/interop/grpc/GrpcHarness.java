@@ -236,11 +236,13 @@ public final class GrpcHarness {
         }
         Map<String, FilterExpression> sub = Collections.singletonMap(topic, FilterExpression.SUB_ALL);
         int acked = 0;
-        long deadline = System.currentTimeMillis() + timeoutMs;
         long stopAt = Long.MAX_VALUE;
         try (SimpleConsumer consumer = provider.newSimpleConsumerBuilder().setClientConfiguration(config(opts))
                 .setConsumerGroup(need(opts, "group")).setAwaitDuration(Duration.ofSeconds(5))
                 .setSubscriptionExpressions(sub).build()) {
+            // --timeout-s counts from here, as push's: building the consumer (its route and settings
+            // fetches) took 30 s of a 60 s timeout once, with several harness JVMs starting at load 25
+            long deadline = System.currentTimeMillis() + timeoutMs;
             emit(ev("started").put("at", System.currentTimeMillis()));
             while (System.currentTimeMillis() < Math.min(deadline, stopAt)) {
                 List<MessageView> got;
@@ -285,7 +287,7 @@ public final class GrpcHarness {
                 }
             }
         }
-        emit(ev("done").put("ok", acked >= n).put("acked", acked));
+        emit(ev("done").put("ok", acked >= n).put("acked", acked).put("at", System.currentTimeMillis()));
         return acked >= n ? 0 : 1;
     }
 
