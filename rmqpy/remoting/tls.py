@@ -468,7 +468,21 @@ class _Detector(protocol.Protocol):
 
     def connectionMade(self) -> None:  # noqa: N802
         w = self.factory.wrapper
-        self._timer = w.clock.callLater(w.settings.handshake_timeout, self._timed_out)
+        handshake = w.settings.handshake_timeout
+        # Java's IdleStateHandler counts from the connect, before its TLS handler has seen a byte:
+        # a connection that sends nothing is idle too, and closed after the shorter of the two
+        limits = getattr(self.factory.inner, "limits", None)
+        idle = limits.max_idle_seconds if limits is not None else 0
+        if 0 < idle < handshake:
+            self._timer = w.clock.callLater(idle, self._idle)
+        else:
+            self._timer = w.clock.callLater(handshake, self._timed_out)
+
+    def _idle(self) -> None:
+        self._timer = None
+        # the line of Java's NettyConnectManageHandler, as the sweeper writes it for a known channel
+        log.warn("NETTY SERVER PIPELINE: IDLE exception [{peer}]", peer=self.peer)
+        self.transport.abortConnection()
 
     def _timed_out(self) -> None:
         self._timer = None
@@ -492,6 +506,11 @@ class _Detector(protocol.Protocol):
             mode = self.factory.wrapper.settings.server_mode
             if data[0] == 0x16:
                 self.is_tls = True
+                if self._timer is not None and self._timer.func == self._idle:
+                    # no longer idle: the handshake has its own time from here
+                    self._cancel_timer()
+                    w = self.factory.wrapper
+                    self._timer = w.clock.callLater(w.settings.handshake_timeout, self._timed_out)
                 self.delegate = self.factory.tls_factory.buildProtocol(self.addr)
             elif mode == "enforcing":
                 self._cancel_timer()

@@ -631,3 +631,35 @@ def test_pbes1_encrypted_keys_load(pki, tmp_path):
                                    read_config_file=False)
     _, fp = tls.build_client_context(s, {str(cert): cert.read_bytes(), str(key): key.read_bytes()})
     assert fp == pki["server"].fingerprint
+
+
+def test_a_silent_connection_is_closed_after_the_idle_time_before_any_byte(pki):
+    """Java's IdleStateHandler counts from the connect, before its TLS handler saw a byte: with
+    serverChannelMaxIdleTimeSeconds shorter than the handshake timeout, a connection that sends
+    nothing is closed at the idle time (the name server's idle close broke when TLS detection
+    became the default, as connections not yet detected had no idle timer)."""
+    from rmqpy.remoting.connection_limits import ConnectionLimits
+
+    async def body(r):
+        clock = task.Clock()
+        dispatcher = RequestDispatcher()
+        wrapper = tls.server_factory_wrapper(server_props(pki), reactor=r, clock=clock, use_inotify=False)
+        outer = wrapper(RemotingServerFactory(dispatcher, r, limits=ConnectionLimits(max_idle_seconds=2.0)))
+        port = r.listenTCP(0, outer, interface="127.0.0.1")
+        addr = f"127.0.0.1:{port.getHost().port}"
+        try:
+            silent = await raw_connect(r, addr, b"")
+            handshaking = await raw_connect(r, addr, b"\x16\x03\x01")  # TLS begun: the handshake's own time
+            await sleep(r, 0.2)
+            clock.advance(1.9)
+            await sleep(r, 0.1)
+            assert not silent.closed.called
+            clock.advance(0.2)
+            await silent.closed
+            assert not handshaking.closed.called and outer.handshake_timeouts == 0
+            clock.advance(10.0)
+            await handshaking.closed
+            assert outer.handshake_timeouts == 1
+        finally:
+            await port.stopListening()
+    run(body)
