@@ -23,10 +23,13 @@ settings.load_profile("rmqpy")
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The most expensive modules first, and under ``--dist loadgroup`` every test in the group
-    of what it shares (tests/module_costs.py says why); before xdist reads the groups."""
+    """In an xdist worker: the most expensive modules first, and under ``--dist loadgroup`` every
+    test in the group of what it shares (tests/module_costs.py says why); before xdist reads the
+    groups."""
     from tests import module_costs
 
+    if not hasattr(config, "workerinput"):
+        return  # one process: the suite runs in collection order, as it always has
     module_costs.order_by_cost(items, module_costs.load())
     if getattr(config.option, "loadgroup", False):
         for item in items:

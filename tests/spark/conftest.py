@@ -1,4 +1,4 @@
-"""A local SparkSession (local[2]) shared by the Spark data source tests."""
+"""A local SparkSession (local[2]) for the Spark data source tests, one per module."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,13 @@ if str(SPARK_PKG) not in sys.path:
 
 
 
-@pytest.fixture(scope="session")
+# One SparkSession per module, not per process: a process holds one active session, and
+# SparkSession.builder.getOrCreate() elsewhere (tests/spark/standalone.py's cluster session in
+# tests/interop/test_spark_cluster_java.py) returns a live one whatever master it asks for and
+# stops it when done. Run in one process after a session-wide local session (as pytest-xdist's
+# longest-first order did), that module ran on local[2] instead of its cluster and left the
+# later modules a stopped session without the rocketmq source (DATA_SOURCE_NOT_FOUND).
+@pytest.fixture(scope="module")
 def spark():
     pytest.importorskip("pyspark", reason="pyspark not installed (pip install -r spark/requirements.txt)")
     pytest.importorskip("pyarrow")
