@@ -50,8 +50,8 @@ export RMQPY_COMPAT_REPORT="${RMQPY_COMPAT_REPORT:-$PWD/docs/compatibility.md}"
 workers="${RMQPY_TEST_WORKERS:-0}"
 xdist=()
 if [ "$workers" != 0 ]; then
-  # loadgroup with every test in a group: what shares a module-scoped server stays on one
-  # worker, so the server starts once (tests/module_costs.py)
-  xdist=(-n "$workers" --dist loadgroup)
+  # loadscope: a module's tests stay on one worker, so its module-scoped servers start once
+  # (tests/module_costs.py: the longest modules first)
+  xdist=(-n "$workers" --dist loadscope)
 fi
 phase "pytest" python3 -m pytest -p no:cacheprovider -q -rfEs "${xdist[@]}" "$@"

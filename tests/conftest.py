@@ -21,16 +21,11 @@ settings.register_profile("rmqpy", deadline=None, suppress_health_check=[HealthC
 settings.load_profile("rmqpy")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """In an xdist worker: the most expensive modules first, and under ``--dist loadgroup`` every
-    test in the group of what it shares (tests/module_costs.py says why); before xdist reads the
-    groups."""
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session, config, items):
+    """In an xdist worker: the most expensive modules first (tests/module_costs.py says why)."""
     from tests import module_costs
 
-    if not hasattr(config, "workerinput"):
-        return  # one process: the suite runs in collection order, as it always has
-    module_costs.order_by_cost(items, module_costs.load())
-    if getattr(config.option, "loadgroup", False):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(module_costs.group_of(item)))
+    if hasattr(config, "workerinput"):  # one process: the suite runs in collection order
+        module_costs.order_by_cost(items, module_costs.load())
+    return (yield)

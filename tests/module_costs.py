@@ -1,11 +1,14 @@
-"""How pytest-xdist spreads the suite: which tests stay together, and the most expensive first.
+"""The order in which pytest-xdist hands out test modules: the most expensive first.
 
-``./test.sh`` runs the suite with ``--dist loadgroup`` and puts every test in a group
-(:func:`group_of`): its module, and the parameters of the module's parametrized module-scoped
-fixtures (the server target of test_grpc_java, the client version of test_namesrv_java, ...).
-A group goes whole to one worker, so a module-scoped server starts once, as in a serial run,
-while the targets of one module run side by side. Groups are handed out in collection order, to
-whichever worker is free. A long module handed out last would run alone
+``RMQPY_TEST_WORKERS=N ./test.sh`` runs the suite with ``--dist loadscope``: each module goes
+whole to one worker, so its module-scoped servers start once, as in one process; modules are
+handed out in collection order, to whichever worker is free.
+
+(``--dist loadgroup``, which could also split a module by the values of its module-scoped
+parametrized fixtures, does not work with pytest 9.2 and pytest-xdist 3.8.0: xdist marks a
+group by rewriting ``item._nodeid``, which pytest 9.2's node ids no longer read, so every test
+became a group of its own and module fixtures were set up again on every worker that drew one
+of their tests.) A long module handed out last would run alone
 at the end while the other workers idle, so the modules are sorted by the wall time they took in
 a measured run (``module_seconds.json`` beside this file), longest first: the classic
 longest-processing-time-first rule, which keeps the tail short. A module missing from the table
@@ -45,38 +48,6 @@ def order_by_cost(items: list, costs: dict[str, float]) -> None:
         return (-costs.get(module, 0.0), first_seen[module])
 
     items.sort(key=key)
-
-
-def group_of(item) -> str:
-    """The module of ``item`` plus the values of its parameters that are wider than a test.
-
-    A module- or session-scoped parametrized fixture is set up once per value and kept for the
-    tests that share it; tests with other values use a set-up of their own, so they can run on
-    another worker without starting anything twice. The name must be the same in every worker
-    (xdist compares them), so a value that is not plain data is named by its index instead.
-    """
-    module = item.nodeid.split("::", 1)[0]
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return module
-    # pytest records the scope of each parameter (an indirect one takes its fixture's scope)
-    scopes = getattr(callspec, "_arg2scope", {})
-    wide = [f"{name}={_stable(callspec.params[name], callspec.indices[name])}" for name in sorted(callspec.params)
-            if getattr(scopes.get(name), "value", "function") != "function"]
-    # xdist reads the group after the last "@" of a node id, and only when no "]" follows it
-    return UNSAFE.sub("_", module + ("|" + ",".join(wide) if wide else ""))
-
-
-UNSAFE = re.compile(r"[\[\]@\s]")
-
-
-def _stable(value: object, index: int) -> str:
-    plain = (str, int, float, bool, type(None))
-    if isinstance(value, plain):
-        return str(value)
-    if isinstance(value, tuple) and all(isinstance(v, plain) for v in value):
-        return "/".join(map(str, value))
-    return f"#{index}"
 
 
 def from_durations(text: str) -> dict[str, float]:
