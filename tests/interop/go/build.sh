@@ -11,14 +11,8 @@ sources=(*.go go.mod go.sum build.sh)
 if [ -x "$out" ] && [ -z "$(find "${sources[@]}" -maxdepth 0 -newer "$out")" ]; then
   exit 0
 fi
-cache="${RMQPY_BUILD_CACHE:-}"
-if [ -z "$cache" ]; then
-  if mkdir -p /var/cache/rmqpy-interop 2>/dev/null && [ -w /var/cache/rmqpy-interop ]; then
-    cache=/var/cache/rmqpy-interop
-  else
-    cache="${XDG_CACHE_HOME:-$HOME/.cache}/rmqpy-interop"
-  fi
-fi
+# shellcheck source=../build_cache.sh
+. ../build_cache.sh  # the working directory is this script's (cd above)
 key="harness-$(sha256sum "${sources[@]}" | sha256sum | cut -c1-24)"
 mkdir -p bin
 if [ "$cache" != off ] && [ -x "$cache/go/$key" ]; then

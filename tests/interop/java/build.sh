@@ -68,14 +68,8 @@ fi
 
 pom_sum="$(sha256sum libs/pom.xml | cut -c1-16)"
 
-cache="${RMQPY_BUILD_CACHE:-}"
-if [ -z "$cache" ]; then
-    if mkdir -p /var/cache/rmqpy-interop 2>/dev/null && [ -w /var/cache/rmqpy-interop ]; then
-        cache=/var/cache/rmqpy-interop
-    else
-        cache="${XDG_CACHE_HOME:-$HOME/.cache}/rmqpy-interop"
-    fi
-fi
+# shellcheck source=../build_cache.sh
+. "$HERE/../build_cache.sh"
 [ "$cache" = off ] || mkdir -p "$cache/java"
 key_of() { printf '%s' "$1" | sha256sum | cut -c1-24; }
 cache_get() { # cache_get KEY DEST: copy the cached entry KEY to DEST; false when there is none
