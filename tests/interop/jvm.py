@@ -35,6 +35,8 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
+from tests.interop import cds
+
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 TARGET = JAVA_DIR / "target"
 BUILD_SH = JAVA_DIR / "build.sh"
@@ -306,9 +308,10 @@ def java_cmd(
     # before namesrv, tools before client); name the right one explicitly.
     props["rmq.logback.configurationFile"] = _LOGBACK_5X.get(main_class, _LOGBACK_5X[kind])
     props.update(sysprops or {})
-    cmd = [java_executable(), *jvm_options(heap_mb, server=server), *jvm_args]
+    java, cp = java_executable(), classpath(version, kind)
+    cmd = [java, *jvm_options(heap_mb, server=server), *cds.options(java, cp), *jvm_args]
     cmd += [f"-D{k}={v}" for k, v in props.items()]
-    cmd += ["-cp", classpath(version, kind), main_class, *map(str, args)]
+    cmd += ["-cp", cp, main_class, *map(str, args)]
     return cmd
 
 
@@ -996,8 +999,9 @@ def grpc_harness_cmd(args: Sequence[str], *, home: Path | None = None, heap_mb: 
     cp = os.pathsep.join([str(GRPC_HARNESS_JAR), str(TARGET / f"lib-grpc-{GRPC_CLIENT_VERSION}") + os.sep + "*"])
     props = {"user.home": str(h), "rocketmq.log.root": str(h / "logs" / "rocketmq"), "rocketmq.log.level": "warn",
              "java.io.tmpdir": str(h)}
-    return [java_executable(), *jvm_options(heap_mb), *[f"-D{k}={v}" for k, v in props.items()], "-cp", cp,
-            GRPC_HARNESS_MAIN, *map(str, args)]
+    java = java_executable()
+    return [java, *jvm_options(heap_mb), *cds.options(java, cp), *[f"-D{k}={v}" for k, v in props.items()],
+            "-cp", cp, GRPC_HARNESS_MAIN, *map(str, args)]
 
 
 # --------------------------------------------------------------------------
