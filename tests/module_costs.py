@@ -1,6 +1,6 @@
 """The order in which pytest-xdist hands out test modules: the most expensive first.
 
-``RMQPY_TEST_WORKERS=N ./test.sh`` runs the suite with ``--dist loadscope``: each module goes
+``./test.sh`` runs the suite in two workers (``RMQPY_TEST_WORKERS``) with ``--dist loadscope``: each module goes
 whole to one worker, so its module-scoped servers start once, as in one process; modules are
 handed out in collection order, to whichever worker is free.
 
