@@ -461,6 +461,7 @@ class _Detector(protocol.Protocol):
         self.delegate: Any = None
         self.is_tls = False
         self._timer: Any = None
+        self._timer_is_idle = False  # which of the two deadlines _timer is: idle or handshake
 
     @property
     def peer(self) -> str:
@@ -475,6 +476,7 @@ class _Detector(protocol.Protocol):
         idle = limits.max_idle_seconds if limits is not None else 0
         if 0 < idle < handshake:
             self._timer = w.clock.callLater(idle, self._idle)
+            self._timer_is_idle = True
         else:
             self._timer = w.clock.callLater(handshake, self._timed_out)
 
@@ -498,6 +500,7 @@ class _Detector(protocol.Protocol):
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None
+        self._timer_is_idle = False
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         if self.delegate is None:
@@ -506,7 +509,7 @@ class _Detector(protocol.Protocol):
             mode = self.factory.wrapper.settings.server_mode
             if data[0] == 0x16:
                 self.is_tls = True
-                if self._timer is not None and self._timer.func == self._idle:
+                if self._timer is not None and self._timer_is_idle:
                     # no longer idle: the handshake has its own time from here
                     self._cancel_timer()
                     w = self.factory.wrapper
