@@ -237,9 +237,9 @@ def _clustering(env: Env, leave: str, orderly: bool = False) -> None:
         # RocketMQ is at-least-once: a redelivery after the leave may only come from b's queues
         # (those b consumed but had not yet committed: none after a clean shutdown)
         redelivered = [e for e in after if e["body"] in first]
-        assert {e["queueId"] for e in redelivered} <= held["b"], redelivered
+        assert {e["queueId"] for e in redelivered} <= held["b"], f"{redelivered}\n{diag()}"
         if leave == "shutdown":
-            assert not redelivered, f"b committed its offsets when it left, yet a got again: {redelivered}"
+            assert not redelivered, f"b committed its offsets when it left, yet a got again: {redelivered}\n{diag()}"
         if orderly:  # a locked b's former queues (b unlocked them when it left) and kept their order
             for q in QUEUES:
                 offsets = [e["queueOffset"] for e in after if e["queueId"] == q]
