@@ -86,6 +86,10 @@ class RemotingCommand:
     #: a body sent as these pieces in turn instead of ``body`` (a pull's records as read from the
     #: commit log): :func:`encode_parts` frames them without joining them first
     body_parts: list[bytes] | None = None
+    #: in-process only, never encoded: a processor's answer as a typed value beside the header fields
+    #: it was formatted into (POP_MESSAGE: its ``PopResult``), for a caller in the same process (the
+    #: gRPC layer's local channel), which then need not parse the header texts again
+    typed_result: Any = None
 
     # ------------------------------------------------------------------ constructors
     @classmethod

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.pop.receipt import retry_mark
+from rmqpy.broker.pop.result import OrderCount
 
 CLEAN_SPAN_FROM_LAST_MS = 24 * 3600 * 1000
 
@@ -120,7 +121,7 @@ class ConsumerOrderInfoManager(ConfigManager):
         return info is not None and info.need_block(attempt_id, now)
 
     def update(self, attempt_id: str | None, topic: str, group: str, queue_id: int, pop_time: int,
-               invisible_time: int, offsets: list[int], count_info: list[str]) -> None:
+               invisible_time: int, offsets: list[int], counts: list[OrderCount]) -> None:
         key = (topic, group, queue_id)
         old = self.table.pop(key, None)
         info = OrderInfo(attempt_id, pop_time, invisible_time, list(offsets), last_consume=pop_time)
@@ -136,8 +137,8 @@ class ConsumerOrderInfoManager(ConfigManager):
         mark = retry_mark(topic)
         least = 0 if len(info.consumed) != len(offsets) else min(info.consumed.values(), default=0)
         for offset, count in info.consumed.items():
-            count_info.append(f"{mark} qo{queue_id}%{offset} {count}")
-        count_info.append(f"{mark} {queue_id} {least}")
+            counts.append(OrderCount(mark, queue_id, offset, count))
+        counts.append(OrderCount(mark, queue_id, None, least))
 
     def commit_and_next(self, topic: str, group: str, queue_id: int, offset: int, pop_time: int) -> int:
         """The offset to commit after acking ``offset``; -1 when the batch does not hold it, -2 for another pop's

@@ -119,7 +119,3 @@ def build_receipt(ck_offset: int, pop_time: int, invisible_time: int, revive_qid
     return " ".join(str(v) for v in (ck_offset, pop_time, invisible_time, revive_qid, retry_mark(topic),
                                       broker_name, queue_id, queue_offset))
 
-
-def offset_info_item(topic: str, queue_id: int, value: str) -> str:
-    """One ``;``-separated item of startOffsetInfo / msgOffsetInfo: ``mark queueId value``."""
-    return f"{retry_mark(topic)} {queue_id} {value}"

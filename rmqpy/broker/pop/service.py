@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
@@ -40,11 +40,12 @@ from rmqpy.broker.pop.receipt import (
     RETRY_GROUP_TOPIC_PREFIX,
     Receipt,
     build_receipt,
-    offset_info_item,
     pop_retry_topic,
+    retry_mark,
     revive_topic,
 )
 from rmqpy.broker.pop.records import AckMsg, PopCheckPoint
+from rmqpy.broker.pop.result import PoppedQueue, PopResult
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, TopicConfig
 from rmqpy.protocol.message import MessageExtBrokerInner, decode_record, encode_record, properties_to_string, tags_string_to_tags_code
 from rmqpy.remoting.ratelimit import RateLimitedLogger
@@ -60,24 +61,6 @@ PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 _OK_PUTS = ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
 # a pop re-reads a queue whose stored offset the store calls wrong at most this often
 _RE_READS = 1
-
-
-@dataclass
-class PopResult:
-    """What a pop found: ``records`` are stored records, ready for a response body."""
-    records: list[bytes] = field(default_factory=list)
-    pop_time: int = 0
-    invisible_time: int = 0
-    revive_qid: int = 0
-    rest_num: int = 0
-    start_offset_info: list[str] = field(default_factory=list)
-    msg_offset_info: list[str] = field(default_factory=list)
-    order_count_info: list[str] | None = None  # orderly pops only
-    polling_full: bool = False
-
-    @property
-    def found(self) -> bool:
-        return bool(self.records)
 
 
 @dataclass
@@ -187,7 +170,7 @@ class PopService:
         revive_qid = POP_ORDER_REVIVE_QUEUE if req.order else next(self._ck_counter) % self.revive_queue_num
         result = PopResult(pop_time=pop_time, invisible_time=req.invisible_time, revive_qid=revive_qid)
         if req.order:
-            result.order_count_info = []
+            result.order_counts = []
         pending: list[defer.Deferred] = []
         rand_q = self.random.randrange(100)
         retry_first = rand_q < bc.popFromRetryProbability and not req.order
@@ -256,12 +239,10 @@ class PopService:
             result.rest_num += max(store.get_max_offset_in_queue(topic, queue_id) - offset, 0)
             return
         status = got.status.name
-        if status == "FOUND" and got.message_list and result.order_count_info is not None:
+        if status == "FOUND" and got.message_list and result.order_counts is not None:
             self.order_info.update(req.attempt_id, topic, req.group, queue_id, result.pop_time, req.invisible_time,
-                                   list(got.message_queue_offsets), result.order_count_info)
-            result.start_offset_info.append(offset_info_item(topic, queue_id, str(offset)))
-            result.msg_offset_info.append(offset_info_item(
-                topic, queue_id, ",".join(str(o) for o in got.message_queue_offsets)))
+                                   list(got.message_queue_offsets), result.order_counts)
+            result.queues.append(PoppedQueue(retry_mark(topic), queue_id, offset, tuple(got.message_queue_offsets)))
             result.records.extend(bytes(r) for r in got.message_list)
         elif status == "FOUND" and got.message_list:
             ck = PopCheckPoint(start_offset=offset, pop_time=result.pop_time, invisible_time=req.invisible_time,
@@ -278,9 +259,7 @@ class PopService:
             pending_put = self._after_put(put, lambda r: self._commit_pop_offset(req, topic, queue_id, next_offset))
             if pending_put is not None:
                 pending.append(pending_put)
-            result.start_offset_info.append(offset_info_item(topic, queue_id, str(offset)))
-            result.msg_offset_info.append(offset_info_item(
-                topic, queue_id, ",".join(str(o) for o in got.message_queue_offsets)))
+            result.queues.append(PoppedQueue(retry_mark(topic), queue_id, offset, tuple(got.message_queue_offsets)))
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and not b.broker_config.popResponseReturnActualRetryTopic:
                 for record, qo in zip(got.message_list, got.message_queue_offsets):
                     result.records.append(self._as_origin_topic(bytes(record), req, offset, result, topic, qo))

@@ -18,7 +18,8 @@ from twisted.internet import defer
 
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager, ExpressionMessageFilter
 from rmqpy.broker.pop.receipt import POP_ORDER_REVIVE_QUEUE, ReceiptError, parse_receipt, real_topic
-from rmqpy.broker.pop.service import PopError, PopRequest, PopResult, PopService
+from rmqpy.broker.pop.result import PopResult
+from rmqpy.broker.pop.service import PopError, PopRequest, PopService
 from rmqpy.common.faq import suggest_todo
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.heartbeat import SubscriptionData
@@ -90,16 +91,26 @@ class _Base:
         else:
             code = ResponseCode.POLLING_FULL if result.polling_full else ResponseCode.POLLING_TIMEOUT
             remark = "NO_MESSAGE_IN_QUEUE"
-        header = PopMessageResponseHeader(popTime=result.pop_time, invisibleTime=result.invisible_time,
-                                          reviveQid=result.revive_qid, restNum=result.rest_num,
-                                          startOffsetInfo=";".join(result.start_offset_info),
-                                          msgOffsetInfo=";".join(result.msg_offset_info),
-                                          orderCountInfo=";".join(result.order_count_info)
-                                          if result.order_count_info else None)
-        response = request.response(code, remark, header=header)
+        response = request.response(code, remark, header=pop_response_header(result))
+        response.typed_result = result  # for a caller in the process (the gRPC layer): no texts to parse again
         if result.found:
             response.body = b"".join(result.records)
         return response
+
+
+def pop_response_header(result: PopResult) -> PopMessageResponseHeader:
+    """The typed result as the header remoting clients read (Java's ``ExtraInfoUtil`` texts):
+    ``startOffsetInfo`` and ``msgOffsetInfo`` one ``mark queueId value`` item per queue, ``;``-separated;
+    ``orderCountInfo`` (orderly pops that found something) ``mark qo<queueId>%<offset> count`` per
+    message and ``mark queueId count`` per queue."""
+    counts = result.order_counts
+    return PopMessageResponseHeader(
+        popTime=result.pop_time, invisibleTime=result.invisible_time, reviveQid=result.revive_qid,
+        restNum=result.rest_num,
+        startOffsetInfo=";".join(f"{q.retry} {q.queue_id} {q.start_offset}" for q in result.queues),
+        msgOffsetInfo=";".join(f"{q.retry} {q.queue_id} {','.join(str(o) for o in q.offsets)}" for q in result.queues),
+        orderCountInfo=";".join(f"{c.retry} {c.queue_id} {c.count}" if c.offset is None else
+                                f"{c.retry} qo{c.queue_id}%{c.offset} {c.count}" for c in counts) if counts else None)
 
 
 def _fill_born_time(broker: "Broker", request: RemotingCommand) -> None:

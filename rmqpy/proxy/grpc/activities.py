@@ -25,7 +25,8 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer
 
-from rmqpy.broker.pop.receipt import ReceiptError, build_receipt, parse_receipt, real_topic, retry_mark
+from rmqpy.broker.pop.receipt import NORMAL_TOPIC, ReceiptError, build_receipt, parse_receipt, real_topic, retry_mark
+from rmqpy.broker.pop.result import PopResult
 from rmqpy.protocol.bodies import retry_policy
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.protocol.codes import RequestCode, ResponseCode
@@ -453,32 +454,24 @@ class MessagingActivities:
             return [spb.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, "polling full"))]
         if resp.code != ResponseCode.SUCCESS:
             return [spb.ReceiveMessageResponse(status=remoting_status(resp.code, resp.remark))]
-        ext = resp.ext_fields or {}
-        pop_time, invisible = int(ext["popTime"]), int(ext["invisibleTime"])
-        revive_qid = int(ext["reviveQid"])
-        starts = {}  # (retry mark, queueId) -> the checkpoint's start offset
-        for item in (ext.get("startOffsetInfo") or "").split(";"):
-            parts = item.split(" ")
-            if len(parts) == 3:
-                starts[(parts[0], int(parts[1]))] = int(parts[2])
-        counts: dict[str, int] = {}  # an orderly pop's deliveries so far, by "mark qo<qid>%<offset>" / "mark qid"
-        for item in (ext.get("orderCountInfo") or "").split(";"):
-            key, _, n = item.rpartition(" ")
-            if key and n.isdigit():
-                counts[key] = int(n)
+        result = resp.typed_result
+        if not isinstance(result, PopResult):  # the pop processor answers every found pop with its result
+            raise RuntimeError("POP_MESSAGE answered SUCCESS without its pop result")
+        starts = result.start_offsets()
+        counts = result.delivery_counts()  # an orderly pop's deliveries so far
         broker_name = self.broker.broker_config.brokerName
         out = [spb.ReceiveMessageResponse(status=status(Code.OK))]
-        for msg in decode_records(resp.body or b""):
+        for msg in (m for record in result.records for m in decode_records(record)):
             if counts:  # MQClientAPIImpl.processPopResponse: the count is the message's reconsume times
                 mark = retry_mark(msg.topic)
-                times = counts.get(f"{mark} qo{msg.queue_id}%{msg.queue_offset}", counts.get(f"{mark} {msg.queue_id}"))
+                times = counts.get((mark, msg.queue_id, msg.queue_offset), counts.get((mark, msg.queue_id, None)))
                 if times:
                     msg.reconsume_times = times
             ck = msg.properties.get("POP_CK")
             if ck is None:  # a message of the topic itself; pop retry ones carry their receipt
-                start = starts.get(("0", msg.queue_id), msg.queue_offset)
-                ck = build_receipt(start, pop_time, invisible, revive_qid, topic, broker_name, msg.queue_id,
-                                   msg.queue_offset)
+                start = starts.get((NORMAL_TOPIC, msg.queue_id), msg.queue_offset)
+                ck = build_receipt(start, result.pop_time, result.invisible_time, result.revive_qid, topic,
+                                   broker_name, msg.queue_id, msg.queue_offset)
             handle = f"{ck} {msg.commit_log_offset}"
             msg.properties.pop("POP_CK", None)
             if msg.reconsume_times >= max_attempts:

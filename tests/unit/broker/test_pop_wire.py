@@ -67,3 +67,50 @@ def test_pop_frames_are_the_bytes_written_before_the_result_was_typed(tmp_path, 
     assert (third["startOffsetInfo"], third["msgOffsetInfo"]) == (f"0 2 1;{mark} 0 0", f"0 2 1,2;{mark} 0 0,1,2,3,4,5")
     assert (decode(frames[4][4:]).ext_fields or {})["orderCountInfo"] == "0 qo1%2 1;0 qo1%3 1;0 qo1%4 1;0 1 1"
     assert [hashlib.sha256(f).hexdigest()[:16] for f in frames] == BEFORE[retry]
+
+
+def test_the_typed_result_is_formatted_as_javas_extra_info_texts() -> None:
+    """``ExtraInfoUtil``'s texts: one ``mark queueId value`` item per queue, ``;``-separated, the
+    offsets of a queue ``,``-separated; the order counts per message (``qo<queueId>%<offset>``) and
+    per queue; no orderCountInfo field for a pop that is not orderly or found nothing in order."""
+    from rmqpy.broker.pop.result import OrderCount, PoppedQueue, PopResult
+    from rmqpy.broker.processor.pop import pop_response_header
+
+    result = PopResult(records=[b"r"], pop_time=1700000000123, invisible_time=60000, revive_qid=3, rest_num=7,
+                       queues=[PoppedQueue("0", 2, 10, (10, 12)), PoppedQueue("1", 0, 0, (0,)),
+                               PoppedQueue("2", 1, 5, (5, 6, 7))])
+    h = pop_response_header(result)
+    assert (h.popTime, h.invisibleTime, h.reviveQid, h.restNum) == (1700000000123, 60000, 3, 7)
+    assert h.startOffsetInfo == "0 2 10;1 0 0;2 1 5"
+    assert h.msgOffsetInfo == "0 2 10,12;1 0 0;2 1 5,6,7"
+    assert h.orderCountInfo is None and "orderCountInfo" not in h.encode()
+    result.order_counts = []
+    assert pop_response_header(result).orderCountInfo is None
+    result.order_counts = [OrderCount("0", 1, 2, 1), OrderCount("0", 1, 3, 2), OrderCount("0", 1, None, 1)]
+    assert pop_response_header(result).orderCountInfo == "0 qo1%2 1;0 qo1%3 2;0 1 1"
+    assert result.delivery_counts() == {("0", 1, 2): 1, ("0", 1, 3): 2, ("0", 1, None): 1}
+    assert PopResult(queues=[]).start_offsets() == {} and pop_response_header(PopResult()).startOffsetInfo == ""
+
+
+def test_a_pop_answer_carries_its_typed_result_for_a_caller_in_the_process(tmp_path) -> None:
+    """The remoting answer's ``typed_result`` is the PopResult its header was formatted from (what
+    the gRPC layer reads); it is no part of the frame."""
+    from rmqpy.broker.pop.result import PopResult
+    from rmqpy.broker.processor.pop import pop_response_header
+
+    broker, _ = make_broker(tmp_path, popFromRetryProbability=0)
+    try:
+        ch = FakeChannel()
+        assert call(broker, ch, send_request("T", b"x", queue_id=0)).code == ResponseCode.SUCCESS
+        h = PopMessageRequestHeader(consumerGroup="G", topic="T", queueId=-1, maxMsgNums=32, invisibleTime=5000,
+                                    pollTime=0, bornTime=broker.now_ms(), initMode=0)
+        resp = call(broker, ch, RemotingCommand.request(RequestCode.POP_MESSAGE, h))
+        result = resp.typed_result
+        assert isinstance(result, PopResult) and result.found and resp.body == b"".join(result.records)
+        assert resp.ext_fields == pop_response_header(result).encode()
+        assert [(q.retry, q.queue_id, q.offsets) for q in result.queues] == [("0", 0, (0,))]
+        frame = encode(resp)
+        resp.typed_result = None
+        assert encode(resp) == frame
+    finally:
+        broker.shutdown()
