@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from twisted.internet import defer
 
+from rmqpy.auth.pipeline import AuthPipeline
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerConfig, BrokerSettings
 from rmqpy.broker.fast_failure import BrokerFastFailure
@@ -116,6 +117,9 @@ class Broker(Protocol):
     timer_message_service: Any
     pop_revive_service: Any
     processors: dict[str, Any]
+    #: 5.x authentication and authorization of requests (None when both are off); the gRPC endpoint
+    #: tells it which channels' requests were checked before (proxy/grpc/auth.py)
+    auth_pipeline: AuthPipeline | None
 
     def now_ms(self) -> int: ...
 

@@ -155,14 +155,14 @@ class BrokerConfig:
     defaultMessageRequestMode: str = "PULL"
     defaultPopShareQueueNum: int = -1
     serverLoadBalancerEnable: bool = True
-    # the gRPC endpoint of RocketMQ 5 clients (rmqpy/proxy/grpc/): the Java proxy's keys and port;
+    # the gRPC endpoint of RocketMQ 5 clients (proxy/grpc/): the Java proxy's keys and port;
     # grpcServerPort=-1 turns it off; grpcThreadPoolNums calls are served at once, a thread each (a
     # client's Telemetry stream holds one while the client runs), more are refused RESOURCE_EXHAUSTED
     grpcServerPort: int = 8081
     grpcThreadPoolNums: int = 1024
     grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
     # a PushConsumer's receive (auto_renew): the proxy's invisible time and renewal of its receipt
-    # handles (rmqpy/proxy/grpc/receipts.py), ProxyConfig's keys and defaults
+    # handles (proxy/grpc/receipts.py), ProxyConfig's keys and defaults
     enableProxyAutoRenew: bool = True
     defaultInvisibleTimeMills: int = 60 * 1000
     renewSchedulePeriodMillis: int = 5 * 1000

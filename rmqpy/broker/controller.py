@@ -84,7 +84,6 @@ from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
 from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader
-from rmqpy.proxy.grpc.local import LocalChannel
 from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
@@ -188,7 +187,7 @@ class BrokerController:
         self.acl_plain_file = DEFAULT_PLAIN_FILE  # Java's -Drocketmq.acl.plain.file, relative to rocketmqHome
         self.acl: PlainPermissionManager | None = None
         self.auth: AuthMetadata | None = None  # 5.x users and ACLs (rmqpy/auth/)
-        self.auth_pipeline: AuthPipeline | None = None  # their checks, also of gRPC calls (rmqpy/proxy/grpc/auth.py)
+        self.auth_pipeline: AuthPipeline | None = None  # their checks, also of gRPC calls (proxy/grpc/auth.py)
         self._register_pending: Any = None
         self.replication: Replication  # built with the store by initialize()
         self.started = False
@@ -313,8 +312,7 @@ class BrokerController:
             self.auth.init_users(bc.initAuthenticationUser, bc.innerClientAuthenticationCredentials)
             self.auth_pipeline = AuthPipeline(
                 self.auth, bc.authenticationEnabled, bc.authorizationEnabled, lambda: bc.brokerClusterName,
-                self.reactor, bc.authenticationWhitelist, bc.authorizationWhitelist,
-                checked_elsewhere=lambda channel: isinstance(channel, LocalChannel))
+                self.reactor, bc.authenticationWhitelist, bc.authorizationWhitelist)
             self.dispatcher.add_request_hook(self.auth_pipeline)
             self.log.info("5.x authentication {authn}, authorization {authz}: {users} users, {acls} ACLs in {path}",
                           authn="on" if bc.authenticationEnabled else "off",

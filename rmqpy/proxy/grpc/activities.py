@@ -36,6 +36,7 @@ from rmqpy.protocol.headers.pop import AckMessageRequestHeader, ChangeInvisibleT
 from rmqpy.protocol.message import decode_records, java_string_hash, properties_to_string
 from rmqpy.protocol.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqpy.proxy.grpc import validate
+from rmqpy.proxy.grpc.auth import exempt_local_channels
 from rmqpy.proxy.grpc.clients import GrpcClients
 from rmqpy.proxy.grpc.convert import SYSTEM_PROPERTIES, Code, remoting_status, resource, status, to_grpc_message
 from rmqpy.proxy.grpc.local import LocalChannel
@@ -93,6 +94,8 @@ class MessagingActivities:
             lambda group, times: self.retry_policy(group).next_delay_ms(times),
             RenewConfig(bc.renewSchedulePeriodMillis, bc.renewAheadTimeMillis, bc.renewMaxTimeMillis,
                         bc.maxRenewRetryTimes, bc.invisibleTimeMillisWhenClear))
+        # the remoting requests of a call were checked once, for the call (rmqpy.proxy.grpc.auth)
+        exempt_local_channels(broker.auth_pipeline)
 
     # ------------------------------------------------------------------ helpers
     def retry_policy(self, group: str) -> retry_policy.RetryPolicy:

@@ -37,6 +37,7 @@ from rmqpy.acl.validator import Denied
 from rmqpy.auth.contexts import GROUP, PUB, SUB, TOPIC, Need
 from rmqpy.auth.model import Resource
 from rmqpy.auth.pipeline import AuthPipeline
+from rmqpy.proxy.grpc.local import LocalChannel
 
 AUTHORIZATION = "authorization"
 DATE_TIME = "x-mq-date-time"
@@ -133,6 +134,15 @@ def needs(request: Any) -> list[Need]:
             out.extend(topic(entry.topic, SUB) for entry in settings.subscription.subscriptions)
         return out
     return []
+
+
+def exempt_local_channels(pipeline: AuthPipeline | None) -> None:
+    """The broker's request hook lets the remoting requests of gRPC calls (those on a
+    :class:`LocalChannel`) through: each call was checked once, by :class:`GrpcAuth`, as the proxy's
+    local mode calls the broker's processors without the broker's pipeline. The endpoint sets this
+    when it is built, so that the broker needs to know nothing of the gRPC layer."""
+    if pipeline is not None:
+        pipeline.checked_elsewhere = lambda channel: isinstance(channel, LocalChannel)
 
 
 class GrpcAuth:
