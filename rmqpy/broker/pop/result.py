@@ -3,7 +3,7 @@
 :class:`~rmqpy.broker.pop.service.PopService` builds a :class:`PopResult`. The remoting processor
 (``rmqpy/broker/processor/pop.py``) formats it into ``PopMessageResponseHeader`` at the edge, the
 texts 4.x/5.x remoting clients read (Java's ``ExtraInfoUtil``: ``startOffsetInfo``, ``msgOffsetInfo``,
-``orderCountInfo``); the gRPC receive activity (``proxy/grpc/activities.py``) reads the
+``orderCountInfo``); the gRPC receive activity (``proxy/grpc/activity/receive.py``) reads the
 same object as it is, on the answer its local channel gets (``RemotingCommand.typed_result``).
 """
 from __future__ import annotations

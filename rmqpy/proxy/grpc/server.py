@@ -37,11 +37,12 @@ from twisted.application import service
 from twisted.internet import defer, threads
 from twisted.python.failure import Failure
 
-from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
+from rmqpy.proxy.grpc.activities import MessagingActivities
 from rmqpy.proxy.grpc.auth import GrpcAuth
 from rmqpy.proxy.grpc.clients import bounded_answer
 from rmqpy.proxy.grpc.convert import Code, status
 from rmqpy.proxy.grpc.front import LOOPBACK, GrpcFront
+from rmqpy.proxy.grpc.validate import Refused
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 CLIENT_ID = "x-mq-client-id"
