@@ -14,12 +14,9 @@
   transaction id, from a send or a check-back, for the EndTransaction that follows; each expires
   after ``TRANSACTION_DATA_EXPIRE_MS`` and at most ``TRANSACTION_DATA_MAX_NUM`` per key.
 * Broker-to-client requests on the client's Telemetry stream (``GrpcClientChannel``):
-  CHECK_TRANSACTION_STATE becomes a ``RecoverOrphanedTransactionCommand``; GET_CONSUMER_RUNNING_INFO
-  with jstackEnable a ``PrintThreadStackTraceCommand`` and CONSUME_MESSAGE_DIRECTLY a
-  ``VerifyMessageCommand``, each with the nonce of :meth:`LocalChannel.invoke`. The client's
-  ``ThreadStackTrace`` / ``VerifyMessageResult`` answers become the broker's responses
-  (``ClientActivity.reportThreadStackTrace`` / ``reportVerifyMessageResult``, ``LocalProxyRelayService``):
-  a ConsumerRunningInfo whose jstack is the client's text, a ConsumeMessageDirectlyResult.
+  CHECK_TRANSACTION_STATE becomes a ``RecoverOrphanedTransactionCommand`` (its transaction data kept);
+  GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY are relayed with a nonce, and the client's
+  answers go back to the requests waiting for them (the commands and answers: :mod:`rmqpy.proxy.grpc.relay`).
 
 Runs on the reactor.
 """
@@ -32,16 +29,19 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer
 
-from rmqpy.protocol import fastjson
-from rmqpy.protocol.bodies import admin as bodies
 from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
-from rmqpy.protocol.codes import LanguageCode, MQVersion, RequestCode, ResponseCode
+from rmqpy.protocol.codes import LanguageCode, MQVersion, RequestCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.admin import GetConsumerRunningInfoRequestHeader
 from rmqpy.protocol.headers.broker import CheckTransactionStateRequestHeader, UnregisterClientRequestHeader
 from rmqpy.protocol.message import decode_records
 from rmqpy.proxy.grpc.convert import to_grpc_message
 from rmqpy.proxy.grpc.local import LocalChannel
+from rmqpy.proxy.grpc.relay import (
+    consume_directly_response,
+    running_info_response,
+    thread_stack_trace_command,
+    verify_message_command,
+)
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 if TYPE_CHECKING:
@@ -52,14 +52,6 @@ SWEEP_EVERY = 1024  # new clients between two sweeps of the silent ones
 TRANSACTION_DATA_EXPIRE_MS = 30_000  # ProxyConfig.transactionDataExpireMillis
 TRANSACTION_DATA_MAX_NUM = 15  # ProxyConfig.transactionDataMaxNum, per producer group and transaction id
 MAX_TRANSACTION_KEYS = 65_536  # rmqpy's bound on the table (Java's has none)
-MAX_NONCE = 64  # characters of a nonce in a client's answer; rmqpy's nonces are counters
-#: characters of a client's thread stack trace kept (a JVM of some hundred threads prints a few
-#: hundred KB); the answer goes to mqadmin in one remoting frame, at most 16 MiB on its side
-MAX_THREAD_STACK_TRACE = 1 << 20
-#: the client's VerifyMessageResult status -> ConsumeMessageDirectlyResult.consumeResult
-#: (``buildConsumeMessageDirectlyResult``; other codes leave it unset)
-CONSUME_RESULTS = {pb.Code.OK: "CR_SUCCESS", pb.Code.FAILED_TO_CONSUME_MESSAGE: "CR_LATER",
-                   pb.Code.MESSAGE_CORRUPTED: "CR_RETURN_NULL"}
 
 
 class TooManyClients(Exception):
@@ -166,9 +158,9 @@ class GrpcClients:
         if request.code == RequestCode.CHECK_TRANSACTION_STATE:
             self._check_transaction(ch, request, write)
         elif request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            return self._print_thread_stack_trace(request, nonce, write)
+            return thread_stack_trace_command(request, nonce, write)
         elif request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            return self._verify_message(request, nonce, write)
+            return verify_message_command(request, nonce, write)
         return False
 
     def _check_transaction(self, ch: LocalChannel, request: RemotingCommand, write: Callable[[Any], None]) -> None:
@@ -187,28 +179,8 @@ class GrpcClients:
             message=to_grpc_message(msg, None), transaction_id=h.transactionId))
         write(cmd)
 
-    @staticmethod
-    def _print_thread_stack_trace(request: RemotingCommand, nonce: str, write: Callable[[Any], None]) -> bool:
-        """``processGetConsumerRunningInfo``: only a request for the client's jstack is written; the
-        proxy writes nothing for the rest (no answer comes, the broker's wait ends it)."""
-        if not request.decode_header(GetConsumerRunningInfoRequestHeader).jstackEnable:
-            return False
-        write(spb.TelemetryCommand(print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand(nonce=nonce)))
-        return True
-
-    @staticmethod
-    def _verify_message(request: RemotingCommand, nonce: str, write: Callable[[Any], None]) -> bool:
-        """``processConsumeMessageDirectly``: the stored message the broker attached, to consume once.
-        Raises when the body holds no message (the broker answers the admin tool with the error)."""
-        msg = next(decode_records(request.body or b""), None)
-        if msg is None:
-            raise ValueError("CONSUME_MESSAGE_DIRECTLY carries no message")
-        write(spb.TelemetryCommand(verify_message_command=spb.VerifyMessageCommand(
-            nonce=nonce, message=to_grpc_message(msg, None))))
-        return True
-
     def report(self, ch: LocalChannel, cmd: Any) -> None:
-        """A client's answer to a command of ``_push`` (checked by :func:`bounded_answer`): the
+        """A client's answer to a command of ``_push`` (checked by :func:`rmqpy.proxy.grpc.relay.bounded_answer`): the
         broker's request waiting for its nonce gets its response. One that no request waits for (a
         late answer, or a nonce never sent) is dropped with a rate-limited line, as the proxy drops it."""
         if cmd.WhichOneof("command") == "thread_stack_trace":
@@ -249,32 +221,3 @@ class GrpcClients:
             del self.transactions[key]
         return found
 
-
-def bounded_answer(cmd: Any) -> Any | None:
-    """A client's ThreadStackTrace or VerifyMessageResult within rmqpy's bounds: the thread stack
-    trace cut to ``MAX_THREAD_STACK_TRACE`` characters; None for a nonce longer than any rmqpy sends
-    (nothing waits for it). Runs on the stream's reader thread, before the answer goes to the reactor."""
-    kind = cmd.WhichOneof("command")
-    answer = cmd.thread_stack_trace if kind == "thread_stack_trace" else cmd.verify_message_result
-    if len(answer.nonce) > MAX_NONCE:
-        return None
-    if kind == "thread_stack_trace" and len(answer.thread_stack_trace) > MAX_THREAD_STACK_TRACE:
-        answer.thread_stack_trace = answer.thread_stack_trace[:MAX_THREAD_STACK_TRACE]
-    return cmd
-
-
-def running_info_response(request: RemotingCommand, code: int, jstack: str) -> RemotingCommand:
-    """``reportThreadStackTrace``: the client's stack trace as the jstack of an otherwise empty
-    ConsumerRunningInfo (what the proxy knows of a gRPC consumer), or the error its status names."""
-    if code == pb.Code.OK:
-        body = bodies.consumer_running_info(jstack)
-        return request.response(ResponseCode.SUCCESS, "", body=fastjson.dumps(body).encode())
-    if code == pb.Code.VERIFY_FIFO_MESSAGE_UNSUPPORTED:
-        return request.response(ResponseCode.NO_PERMISSION, "forbidden to verify message")
-    return request.response(ResponseCode.SYSTEM_ERROR, "verify message failed")
-
-
-def consume_directly_response(request: RemotingCommand, code: int) -> RemotingCommand:
-    """``reportVerifyMessageResult``: SUCCESS whatever the status, which only sets consumeResult."""
-    body = bodies.consume_message_directly_result(CONSUME_RESULTS.get(code), "from gRPC client")
-    return request.response(ResponseCode.SUCCESS, "", body=fastjson.dumps(body).encode())

@@ -10,7 +10,7 @@ need no front: grpcio serves the public port itself.
 
 grpcio then sees every client as a loopback connection; :attr:`GrpcFront.peers` maps the local port
 of each relayed connection to the client's address, for the activities and the auth rules that use
-the client's address (:meth:`rmqpy.proxy.grpc.server._Servicer._address`).
+the client's address (:meth:`rmqpy.proxy.grpc.servicer.MessagingServicer.address`).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
 from rmqpy.proxy.grpc.front import LOOPBACK, GrpcFront
-from rmqpy.proxy.grpc.server import _Servicer
+from rmqpy.proxy.grpc.servicer import MessagingServicer
 
 PLAIN, TLS = 40001, 40002
 CLIENT = IPv4Address("TCP", "10.0.0.7", 5555)
@@ -66,7 +66,7 @@ def test_the_servicer_sees_the_clients_address_not_the_loopback_one() -> None:
     proto, _ = _connect(front, reactor, IPv6Address("TCP", "fd00::9", 6000))
     proto.dataReceived(b"PRI")
     _backend(reactor, 50123)
-    servicer = _Servicer(SimpleNamespace(), reactor)
+    servicer = MessagingServicer(SimpleNamespace(), reactor)
     servicer.peers = front.peers
-    assert servicer._address(SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:50123")) == "[fd00::9]:6000"
-    assert servicer._address(SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:50124")) == "127.0.0.1:50124"
+    assert servicer.address(SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:50123")) == "[fd00::9]:6000"
+    assert servicer.address(SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:50124")) == "127.0.0.1:50124"

@@ -19,7 +19,7 @@ from rmqpy.proxy.grpc.activity.receive import ReceiveMessageActivity
 from rmqpy.proxy.grpc.activity.route import RouteActivity
 from rmqpy.proxy.grpc.activity.send import SendMessageActivity
 from rmqpy.proxy.grpc.activity.transaction import EndTransactionActivity
-from rmqpy.proxy.grpc.server import _Servicer
+from rmqpy.proxy.grpc.servicer import MessagingServicer
 from tests.unit.broker.helpers import make_broker
 
 SERVICE = spb.DESCRIPTOR.services_by_name["MessagingService"]
@@ -74,7 +74,7 @@ def acts(tmp_path):
 
 
 def test_every_served_rpc_has_a_route_and_the_rest_are_left_unimplemented() -> None:
-    served = {m.name for m in SERVICE.methods if m.name in vars(_Servicer)}
+    served = {m.name for m in SERVICE.methods if m.name in vars(MessagingServicer)}
     assert set(ROUTES) == served == set(CALLS)
     # grpcio's generated base answers UNIMPLEMENTED for these, as the proxy 5.3.3 does not serve them either
     assert {m.name for m in SERVICE.methods} - served == {"PullMessage", "UpdateOffset", "GetOffset", "QueryOffset",
@@ -98,7 +98,7 @@ def test_each_rpc_reaches_its_activity(acts, rpc) -> None:
     for other_holder, other_method in ROUTES.values():  # any other activity's call would fail the test
         if (other_holder, other_method) != (holder, method):
             setattr(getattr(acts, other_holder), other_method, _never(other_method))
-    servicer = _Servicer(acts, _Reactor())
+    servicer = MessagingServicer(acts, _Reactor())
     request = request_type()
     if rpc == "Telemetry":
         request.settings.CopyFrom(pb.Settings(client_type=pb.ClientType.PRODUCER))

@@ -17,10 +17,9 @@ from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.admin import ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader
-from rmqpy.proxy.grpc import clients as grpc_clients
-from rmqpy.proxy.grpc import local
+from rmqpy.proxy.grpc import local, relay
 from rmqpy.proxy.grpc.activities import MessagingActivities
-from rmqpy.proxy.grpc.server import _Servicer
+from rmqpy.proxy.grpc.servicer import MessagingServicer
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
 
 GROUP = "gtele"
@@ -213,11 +212,11 @@ def test_waiting_requests_are_bounded_and_fail_when_the_channel_closes(env) -> N
 
 
 def test_answers_are_bounded_before_they_reach_the_reactor() -> None:
-    long_text = "x" * (grpc_clients.MAX_THREAD_STACK_TRACE + 10)
-    kept = grpc_clients.bounded_answer(_stack_trace("1", long_text))
-    assert len(kept.thread_stack_trace.thread_stack_trace) == grpc_clients.MAX_THREAD_STACK_TRACE
-    assert grpc_clients.bounded_answer(_stack_trace("1" * (grpc_clients.MAX_NONCE + 1), "t")) is None
-    assert grpc_clients.bounded_answer(_verify_result("7", pb.Code.OK)) is not None
+    long_text = "x" * (relay.MAX_THREAD_STACK_TRACE + 10)
+    kept = relay.bounded_answer(_stack_trace("1", long_text))
+    assert len(kept.thread_stack_trace.thread_stack_trace) == relay.MAX_THREAD_STACK_TRACE
+    assert relay.bounded_answer(_stack_trace("1" * (relay.MAX_NONCE + 1), "t")) is None
+    assert relay.bounded_answer(_verify_result("7", pb.Code.OK)) is not None
 
 
 # ---------------------------------------------------------------------- the stream's reader thread
@@ -264,7 +263,7 @@ def test_the_telemetry_reader_hands_a_thread_stack_trace_to_the_reactor(tmp_path
     try:
         acts = MessagingActivities(broker, broker.dispatcher, 8081)
         reactor = _Reactor(clock)
-        servicer = _Servicer(acts, reactor)
+        servicer = MessagingServicer(acts, reactor)
         incoming: queue.Queue[Any] = queue.Queue()
         outgoing: list[Any] = []
 

@@ -1,0 +1,181 @@
+"""The bridge between grpcio's threads and the reactor, and each RPC of ``apache.rocketmq.v2.MessagingService``.
+
+grpcio's own server runs each call on one of its pool threads; :class:`MessagingServicer` hands the
+call's work to the reactor (``callFromThread``, then waits for the Deferred's result, as
+``blockingCallFromThread`` does) and answers what the activity (:mod:`rmqpy.proxy.grpc.activities`,
+which routes each RPC to its activity) gave, or the proxy's answer of a refusal (an OK gRPC call
+carrying the ``Code``). Authentication and authorization (:mod:`rmqpy.proxy.grpc.auth`) come first,
+and every call but the route queries runs as the client its ``x-mq-client-id`` names, on the client's
+:class:`~rmqpy.proxy.grpc.local.LocalChannel`. The Telemetry stream: :mod:`rmqpy.proxy.grpc.telemetry`.
+"""
+from __future__ import annotations
+
+import queue
+from typing import Any, Callable, Iterator
+
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from rmqpy.proxy.grpc.activities import MessagingActivities
+from rmqpy.proxy.grpc.auth import GrpcAuth
+from rmqpy.proxy.grpc.convert import Code, status
+from rmqpy.proxy.grpc.telemetry import telemetry_stream
+from rmqpy.proxy.grpc.validate import Refused
+from rmqpy.remoting.ratelimit import RateLimitedLogger
+
+CLIENT_ID = "x-mq-client-id"
+LANGUAGE = "x-mq-language"
+CLIENT_VERSION = "x-mq-client-version"  # ReceiveMessageActivity picks its Code by it
+
+
+class MessagingServicer(sgrpc.MessagingServiceServicer):
+    log = RateLimitedLogger()
+
+    def __init__(self, activities: MessagingActivities, reactor: Any, auth: GrpcAuth | None = None) -> None:
+        self.a = activities
+        self.reactor = reactor
+        self.auth = auth  # 5.x authentication and authorization of each call, when the broker has them on
+        self.stopping = False
+        self.peers: dict[int, str] = {}  # GrpcFront.peers when a front relays the connections
+
+    # ------------------------------------------------------------------ the bridge
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn`` on the reactor and wait for its result (a Deferred's, if it returns one).
+
+        As ``blockingCallFromThread``, but a call still waiting when the service stops gives up
+        (the reactor may never answer it), so that no grpcio thread outlives the reactor."""
+        answer: queue.Queue[Any] = queue.Queue(1)
+        self.reactor.callFromThread(lambda: defer.maybeDeferred(fn, *args).addBoth(answer.put))
+        while True:
+            try:
+                result = answer.get(timeout=0.5)
+            except queue.Empty:
+                if self.stopping:
+                    raise Refused(Code.INTERNAL_SERVER_ERROR, "the broker is shutting down") from None
+                continue
+            if isinstance(result, Failure):
+                result.raiseException()
+            return result
+
+    def answer(self, make: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn``'s response, or the error response built by ``make(status)`` (the proxy answers
+        a refused request with an OK gRPC call carrying the Code)."""
+        try:
+            return self.call(fn, *args)
+        except Refused as exc:  # bad input: one rate-limited line, then the proxy's Code
+            # logged on the reactor: the logger's buckets and summary timers live there
+            name, code, message = fn.__name__, Code.Name(exc.code), exc.message
+            self.reactor.callFromThread(lambda: self.log.warn("gRPC {f} refused: {c} {m}", f=name, c=code,
+                                                              m=message))
+            return make(status(exc.code, exc.message))
+        except Exception as exc:  # a bug: one line, and the proxy's INTERNAL_SERVER_ERROR
+            self.reactor.callFromThread(self.log.failure, "grpc call failed", Failure())
+            return make(status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {str(exc)[:200]}"))
+
+    def refused(self, request: Any, context: Any) -> Any:
+        """None when the call passes authentication and authorization (if on), else the
+        UNAUTHORIZED Status the proxy answers (``AuthenticationPipeline`` / ``AuthorizationPipeline``
+        run before anything else, the client id check included)."""
+        if self.auth is None:
+            return None
+        metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
+        address = self.address(context)
+        host = address.rpartition(":")[0].strip("[]") or address
+        reason = self.call(self.auth.check, metadata, request, address, host)
+        return None if reason is None else status(Code.UNAUTHORIZED, reason)
+
+    def channel(self, context: Any) -> Any:
+        metadata = dict(context.invocation_metadata())
+        client_id = metadata.get(CLIENT_ID, "")
+        if not client_id or len(client_id) > 256:
+            return None
+        try:
+            return self.call(self.a.channel_of, client_id, self.address(context),
+                              str(metadata.get(LANGUAGE, ""))[:32])
+        except Exception as exc:  # TooManyClients
+            self.log.warn("gRPC client {c} refused: {e}", c=client_id[:64], e=exc)
+            return None
+
+    def address(self, context: Any) -> str:
+        """The client's "ip:port": grpcio's peer, or for a connection the front relayed
+        (rmqpy.proxy.grpc.front), the client's address the front saw."""
+        peer = context.peer()[:128]  # "ipv4:10.0.0.1:5678", "ipv6:[::1]:5678"
+        address = peer.split(":", 1)[1] if peer.startswith("ipv") else peer
+        if self.peers:
+            port = address.rpartition(":")[2]
+            return self.peers.get(int(port), address) if port.isdigit() else address
+        return address
+
+    @staticmethod
+    def remaining_ms(context: Any) -> int:
+        left = context.time_remaining()
+        return int(left * 1000) if left is not None else 30_000
+
+    def answer_as_client(self, make: Callable[[Any], Any], fn: Callable[..., Any], request: Any,
+                          context: Any, *args: Any) -> Any:
+        """``answer`` for calls made as a client: ``fn(request, channel, *args)``, or
+        CLIENT_ID_REQUIRED when the call names no (valid) client id."""
+        refused = self.refused(request, context)
+        if refused is not None:
+            return make(refused)
+        ch = self.channel(context)
+        if ch is None:
+            return make(status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
+        return self.answer(make, fn, request, ch, *args)
+
+    # ------------------------------------------------------------------ unary calls
+    def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802 (the service's names)
+        make = lambda s: spb.QueryRouteResponse(status=s)  # noqa: E731
+        refused = self.refused(request, context)
+        return make(refused) if refused is not None else self.answer(make, self.a.query_route, request)
+
+    def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.HeartbeatResponse(status=s)  # noqa: E731
+        return self.answer_as_client(make, self.a.heartbeat, request, context)
+
+    def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.QueryAssignmentResponse(status=s)  # noqa: E731
+        refused = self.refused(request, context)
+        return make(refused) if refused is not None else self.answer(make, self.a.query_assignment, request)
+
+    def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.SendMessageResponse(status=s)  # noqa: E731
+        return self.answer_as_client(make, self.a.send_message, request, context)
+
+    def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.AckMessageResponse(status=s)  # noqa: E731
+        return self.answer_as_client(make, self.a.ack_message, request, context)
+
+    def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.ChangeInvisibleDurationResponse(status=s)  # noqa: E731
+        return self.answer_as_client(make, self.a.change_invisible_duration, request, context)
+
+    def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.NotifyClientTerminationResponse(status=s)  # noqa: E731
+        return self.answer_as_client(make, self.a.notify_client_termination, request, context)
+
+    def EndTransaction(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.EndTransactionResponse(status=s)  # noqa: E731
+        return self.answer_as_client(make, self.a.end_transaction, request, context)
+
+    def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s)  # noqa: E731
+        return self.answer_as_client(make, self.a.forward_message_to_dead_letter_queue, request, context)
+
+    # ------------------------------------------------------------------ streams
+    def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
+        make = lambda s: [spb.ReceiveMessageResponse(status=s)]  # noqa: E731
+        version = str(dict(context.invocation_metadata()).get(CLIENT_VERSION, ""))[:32]
+        yield from self.answer_as_client(make, self.a.receive_message, request, context,
+                                          self.remaining_ms(context), version)
+        now = self.a.broker.now_ms()
+        done = spb.ReceiveMessageResponse()
+        done.delivery_timestamp.seconds, done.delivery_timestamp.nanos = now // 1000, (now % 1000) * 1_000_000
+        yield done
+
+    def Telemetry(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
+        """The client's settings and its answers in, the merged settings and the broker's commands out
+        (:mod:`rmqpy.proxy.grpc.telemetry`)."""
+        yield from telemetry_stream(self, request_iterator, context)
