@@ -1,7 +1,8 @@
 """PopService: POP, ACK and CHANGE_INVISIBLETIME of RocketMQ 5 as broker operations returning Deferreds.
 
 The remoting processors (``rmqpy/broker/processor/pop.py``) decode and check the request and
-call these; a gRPC front end can call them the same way. As 5.3.3 does without its
+call these (the gRPC endpoint's requests reach them through those processors too); a pop answers
+with a typed ``result.PopResult``. As 5.3.3 does without its
 buffer-merge optimisation (``enablePopBufferMerge=false``, Java's default):
 
 * a pop reads from the consumer offset of each queue it visits (the pop retry topic
