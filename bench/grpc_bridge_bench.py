@@ -5,7 +5,7 @@
 Two servers of one unary method (raw bytes, no protobuf) whose answer comes from a Deferred on the
 Twisted reactor, as every rmqpy gRPC activity does:
 
-* ``threads`` (rmqpy's choice, rmqpy/proxy/grpc/server.py): Twisted's default reactor, grpcio's
+* ``threads`` (rmqpy's choice, rmqpy/proxy/grpc/servicer.py): Twisted's default reactor, grpcio's
   synchronous server on a thread pool; each call hands its work to the reactor with
   ``callFromThread`` and waits on a queue for the Deferred's result;
 * ``aio``: Twisted's asyncio reactor and a ``grpc.aio`` server on the same event loop; each call

@@ -1,5 +1,5 @@
 """Each RPC of ``apache.rocketmq.v2.MessagingService`` reaches its activity: the servicer
-(rmqpy/proxy/grpc/server.py) calls the facade (rmqpy/proxy/grpc/activities.py), which hands the call
+(rmqpy/proxy/grpc/servicer.py) calls the facade (rmqpy/proxy/grpc/activities.py), which hands the call
 to the activity ``ROUTES`` names (rmqpy/proxy/grpc/activity/). Each activity's method is replaced by
 a recorder here, and each RPC is called as grpcio calls it."""
 from __future__ import annotations
