@@ -318,8 +318,8 @@ def _queue_owners(admin: Admin, group: str) -> dict[tuple[str, str, int], str]:
                               {"consumerGroup": group, "clientId": client_id, "jstackEnable": False}).body
             for mq in (fastjson.loads(body or b"{}").get("mqTable") or {}):
                 owners[(mq["topic"], mq["brokerName"], int(mq["queueId"]))] = client_id.split("@")[0]
-    except (AdminError, OSError, ConnectionError, ValueError, KeyError, IndexError) as exc:
-        print(f"rmqpy-admin: client IPs of {group}: {exc}", file=sys.stderr)
+    except (AdminError, OSError, ConnectionError, ValueError, KeyError, IndexError):
+        pass   # mqadmin logs these to its tools.log only: a queue without an owner shows N/A
     return owners
 
 
@@ -338,8 +338,8 @@ def _all_groups_progress(admin: Admin, out: Callable[[str], None]) -> None:
             table, tps_f = _consume_stats(admin, group, None)
             tps = int(tps_f)
             diff_total = sum(int(w.get("brokerOffset", 0)) - int(w.get("consumerOffset", 0)) for w in table.values())
-        except (AdminError, OSError, ConnectionError, ValueError) as exc:
-            print(f"rmqpy-admin: consume stats of {group}: {exc}", file=sys.stderr)
+        except (AdminError, OSError, ConnectionError, ValueError):
+            pass   # an offline group (CONSUMER_NOT_ONLINE): mqadmin logs it to tools.log, not to the terminal
         try:
             connection = _consumer_connection(admin, group)
             conns = connection.get("connectionSet") or []
@@ -349,8 +349,8 @@ def _all_groups_progress(admin: Admin, out: Callable[[str], None]) -> None:
                 version = version_desc(min(int(c.get("version", 0)) for c in conns))
                 ctype = "PUSH" if passive else "PULL"
                 model = str(connection.get("messageModel") or "") if passive else ""
-        except (AdminError, OSError, ConnectionError, ValueError) as exc:
-            print(f"rmqpy-admin: connections of {group}: {exc}", file=sys.stderr)
+        except (AdminError, OSError, ConnectionError, ValueError):
+            pass   # the same: the row says OFFLINE
         out("%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d" % (_front(group, 64), count, version, ctype, model, tps,
                                                           diff_total))
 
@@ -536,17 +536,45 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+class _StdoutClosed(Exception):
+    """Whoever read stdout went away (``rmqpy-admin topicList | head -1``)."""
+
+
+def _out(line: str) -> None:
+    """Print a line of a command's output; a closed stdout is told apart from a broken connection to a
+    server (both are BrokenPipeError), which is an error of the command."""
+    try:
+        print(line)
+    except BrokenPipeError:
+        raise _StdoutClosed() from None
+
+
+def _run(args: argparse.Namespace) -> int:
     admin = Admin(args.namesrvAddr)
     try:
-        args.func(admin, args, print)
+        args.func(admin, args, _out)
     except (AdminError, OSError, ConnectionError, ValueError) as exc:
         print(f"rmqpy-admin {args.command}: {exc}", file=sys.stderr)
         return 1
     finally:
         admin.close()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            return _run(parser().parse_args(argv))
+        finally:   # the buffered rest now, not in the interpreter's exit, where it would print a traceback
+            sys.stdout.flush()
+    except (_StdoutClosed, BrokenPipeError):
+        # as Python's documentation advises (signal module, "Note on SIGPIPE"): stdout goes to /dev/null
+        # so that nothing is written at exit, and the exit code is 1, without a word on stderr; mqadmin
+        # (Java's PrintStream) ignores the closed pipe too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
 
 
 if __name__ == "__main__":

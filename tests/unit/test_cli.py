@@ -1,7 +1,11 @@
 """The console scripts: mqnamesrv/mqbroker are the taps; rmqpy-admin's argument handling."""
+import json
 import os
+import socket
+import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -65,3 +69,84 @@ def test_query_msg_by_id_says_resend_and_push_are_not_supported(capsys):
     assert admin.main(["queryMsgById", "-n", "127.0.0.1:1", "-t", "T", "-i", "X", "-s", "true"]) == 1
     assert "not supported by rmqpy-admin; use mqadmin" in capsys.readouterr().err
 
+
+
+class FakeServers:
+    """A name server and a broker on one loopback port, answering what rmqpy-admin asks with canned
+    responses: ``topics`` for the topic list, every route naming this port as the broker, empty consume
+    stats and CONSUMER_NOT_ONLINE (206) for connections, as an rmqpy or Java broker answers for a group
+    with no consumer online."""
+
+    def __init__(self, topics: list[str]) -> None:
+        from rmqpy.protocol import command as codec
+        from rmqpy.protocol.codes import RequestCode, ResponseCode
+        self.codec, self.responses = codec, ResponseCode
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.addr = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        route = {"brokerDatas": [{"cluster": "C", "brokerName": "b", "brokerAddrs": {"0": self.addr}}],
+                 "queueDatas": []}
+        self.answers = {
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: (ResponseCode.SUCCESS, None, {"topicList": topics}),
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: (ResponseCode.SUCCESS, None, route),
+            RequestCode.GET_CONSUME_STATS: (ResponseCode.SUCCESS, None, {"consumeTps": 0.0, "offsetTable": {}}),
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: (ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group not online",
+                                                       None),
+        }
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as f:
+            while (head := f.read(4)) and len(head) == 4:
+                request = self.codec.decode(f.read(struct.unpack(">I", head)[0]))
+                code, remark, body = self.answers.get(request.code, (self.responses.SYSTEM_ERROR, "unexpected", None))
+                response = request.response(code, remark, body=json.dumps(body).encode() if body is not None else None)
+                try:
+                    conn.sendall(self.codec.encode(response))
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def fake_servers():
+    servers = FakeServers(["TopicA", "%RETRY%offline_a", "%RETRY%offline_b"] + [f"Many{i:06d}" for i in range(6000)])
+    yield servers
+    servers.close()
+
+
+def admin_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rmqpy.tools.admin", *args]
+
+
+ADMIN_ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def test_consumer_progress_shows_offline_groups_as_rows_and_writes_nothing_on_stderr(fake_servers):
+    """mqadmin consumerProgress logs a group it cannot examine to its tools.log only; rmqpy-admin
+    wrote two stderr lines per offline group."""
+    run = subprocess.run(admin_cmd("consumerProgress", "-n", fake_servers.addr), env=ADMIN_ENV, capture_output=True,
+                         text=True, timeout=30)
+    assert run.returncode == 0 and run.stderr == "", run
+    rows = [line.split() for line in run.stdout.splitlines()[1:]]
+    assert rows == [["offline_a", "0", "OFFLINE", "0", "0"], ["offline_b", "0", "OFFLINE", "0", "0"]], run.stdout
+
+
+def test_admin_into_head_ends_quietly(fake_servers, tmp_path):
+    """``rmqpy-admin topicList | head -1``: head exits after one line of the ~100 KB list (more than a
+    pipe holds), and rmqpy-admin ends without ``[Errno 32] Broken pipe`` or an "Exception ignored" at exit."""
+    cmd = " ".join(admin_cmd("topicList", "-n", fake_servers.addr))
+    run = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd} 2>err.txt | head -1; echo rc=$?"],
+                         env=ADMIN_ENV, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    lines = run.stdout.splitlines()
+    assert len(lines) == 2 and lines[1] == "rc=1", run   # Python's advice: exit code 1 on EPIPE, quietly
+    assert (tmp_path / "err.txt").read_text() == ""
