@@ -24,7 +24,8 @@ from rmqpy.remoting.tls_hook import tls_properties
 class Options(ServerOptions):
     tap_name = "rmq-broker"
     synopsis = "[-c broker.conf] [-n 'ns1:9876;ns2:9876'] [-D key=value ...] [-p | -m | --version]"
-    longdesc = "Apache RocketMQ-compatible broker (listens on listenPort 10911 and the fast port 10909)."
+    longdesc = ("Apache RocketMQ-compatible broker (listens on listenPort 10911 and the fast port 10909). "
+                "-D key=value sets any config key on top of the -c file (repeatable).")
     optParameters = [
         ["configFile", "c", None, "Broker config properties file"],
         ["namesrvAddr", "n", None, "Name server address list, e.g. '192.168.0.1:9876;192.168.0.2:9876'"],

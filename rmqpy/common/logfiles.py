@@ -15,8 +15,8 @@ asked (stdout under ``twistd -n``, which is what containers and systemd collect,
 ``logDir`` nothing changes; ``logDir=~/logs/rocketmqlogs`` gives Java's layout.
 
 ``logLevel`` (DEBUG, INFO, WARN, ERROR) applies to the files (INFO when unset) and, when
-set, from the moment the reactor runs, to twistd's own log too (:func:`filter_global_observers`);
-unset, twistd's log keeps every level as before.
+set, to twistd's own log too, from its first line (:func:`filter_when_logging_begins`); unset,
+twistd's log keeps every level as before.
 """
 from __future__ import annotations
 
@@ -25,7 +25,15 @@ import os
 import time
 from typing import Any, Callable, Sequence
 
-from twisted.logger import FilteringLogObserver, ILogObserver, LogLevel, LogLevelFilterPredicate, formatEvent, globalLogPublisher
+from twisted.logger import (
+    FilteringLogObserver,
+    ILogObserver,
+    LogLevel,
+    LogLevelFilterPredicate,
+    formatEvent,
+    globalLogBeginner,
+    globalLogPublisher,
+)
 from twisted.python.logfile import LogFile
 from zope.interface import implementer
 
@@ -190,5 +198,44 @@ def setup(log_dir: str, log_level: str, routes: Sequence[tuple[str, str]], max_b
         if reactor is not None:
             reactor.callWhenRunning(observer.running)
     if reactor is not None and log_level and level > LogLevel.debug:  # only when asked: stdout as before
+        filter_when_logging_begins(level)
         reactor.callWhenRunning(filter_global_observers, level)
     return observer
+
+
+#: the level :func:`filter_when_logging_begins` filters twistd's observers at, while it waits for them
+_begin_level: LogLevel | None = None
+
+
+def filter_when_logging_begins(level: LogLevel) -> None:
+    """Filter twistd's own observer at ``level`` from its first line on.
+
+    twistd hands its observer (stdout under ``-n``, or ``--logfile``) to
+    ``globalLogBeginner.beginLoggingTo`` after the tap's ``makeService``, and then replays to it
+    what was logged before (the TLS set-up lines) and logs ``twistd ... starting up``; the ports
+    log ``... starting on`` before the reactor runs. A filter added when the reactor runs is too
+    late for all of these, so with ``logLevel=WARN`` six info lines printed at start. The observers
+    given to that one call are wrapped in the filter instead (twistd offers no other hook; the
+    beginner's own attribute is replaced until that call, then removed). When logging has begun
+    already (not under twistd) the observers there are filtered now.
+    """
+    global _begin_level
+    beginner: Any = globalLogBeginner
+    if beginner._temporaryObserver is None:  # beginLoggingTo was called: nothing to wait for
+        filter_global_observers(level)
+        return
+    waiting = _begin_level is not None
+    _begin_level = level  # the last tap's level, should a process set up twice
+    if waiting:
+        return
+    begin = beginner.beginLoggingTo
+
+    def filtered_begin(observers: Any, *args: Any, **kwargs: Any) -> Any:
+        global _begin_level
+        wanted, _begin_level = _begin_level, None
+        del beginner.beginLoggingTo
+        if wanted is not None:
+            observers = [FilteringLogObserver(o, [LogLevelFilterPredicate(wanted)]) for o in observers]
+        return begin(observers, *args, **kwargs)
+
+    beginner.beginLoggingTo = filtered_begin

@@ -48,10 +48,25 @@ class ServerOptions(TlsOptions):
     """Options every tap has; ``tap_name`` names the pidfile and error lines."""
 
     tap_name = "rmqpy"
+    synopsis = ""
+    #: the console script that parses these options (rmqpy/cli.py: ``mqbroker``), for the usage line;
+    #: None under twistd, whose usage line names twistd and the tap
+    program: str | None = None
 
     def __init__(self) -> None:
         super().__init__()
         self["defines"] = {}
+
+    def getSynopsis(self) -> str:  # noqa: N802 (Twisted's name)
+        if self.program:
+            return f"Usage: {self.program} {self.synopsis}".rstrip()
+        return super().getSynopsis()
+
+    def opt_help(self) -> None:
+        """Display this help and exit."""
+        super().opt_help()
+
+    opt_h = opt_help  # Java's mqnamesrv/mqbroker -h; Twisted leaves -h to taps (twistd's own has none)
 
     def opt_D(self, value: str) -> None:  # noqa: N802 (twistd option name)
         """Set a config key, as in the -c file (repeatable; wins over the file): -D listenPort=30911"""

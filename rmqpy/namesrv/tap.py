@@ -13,7 +13,8 @@ from rmqpy.remoting.tls_hook import tls_properties
 class Options(ServerOptions):
     tap_name = "rmq-namesrv"
     synopsis = "[-c namesrv.conf] [-D key=value ...] [-p | -m | --version]"
-    longdesc = "Apache RocketMQ-compatible name server (listens on 9876 unless listenPort is set)."
+    longdesc = ("Apache RocketMQ-compatible name server (listens on 9876 unless listenPort is set). "
+                "-D key=value sets any config key on top of the -c file (repeatable).")
     optParameters = [
         ["configFile", "c", None, "Name server config properties file"],
         ["listenPort", None, None, "Override listenPort (handy for tests)"],

@@ -150,3 +150,78 @@ def test_admin_into_head_ends_quietly(fake_servers, tmp_path):
     lines = run.stdout.splitlines()
     assert len(lines) == 2 and lines[1] == "rc=1", run   # Python's advice: exit code 1 on EPIPE, quietly
     assert (tmp_path / "err.txt").read_text() == ""
+
+
+def _free_ports(*offsets: int) -> int:
+    """A port p with p + each offset free on 127.0.0.1 (the broker: listenPort, listenPort - 2, listenPort + 1)."""
+    import random
+    for _ in range(100):
+        base = random.randrange(20000, 60000)
+        socks = []
+        try:
+            for off in offsets:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + off))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free ports")
+
+
+def _run_until_listening(script: str, args: list[str], port: int, tmp_path: Path, probe=None) -> str:
+    """Start the console script ``script`` with ``args``, wait until ``port`` accepts, call ``probe``, stop
+    it with SIGTERM (as Ctrl-C or systemd) and return what it printed, stdout and stderr together."""
+    import signal
+    import time
+    code = f"import sys; from rmqpy.cli import {script}; {script}(sys.argv[1:])"
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(tmp_path)))
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        if probe is not None:
+            probe()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return out
+
+
+@pytest.mark.parametrize("script", ["mqnamesrv", "mqbroker"])
+def test_help_is_the_scripts_own_usage(script):
+    code = f"import sys; from rmqpy.cli import {script}; {script}(sys.argv[1:])"
+    for flag in ("--help", "-h"):   # -h as Java's scripts
+        run = subprocess.run([sys.executable, "-c", code, flag], env=ADMIN_ENV, capture_output=True, text=True, timeout=30)
+        assert run.returncode == 0 and run.stdout.startswith(f"Usage: {script} [-c "), run
+        assert "twistd" not in run.stdout and "-D key=value" in run.stdout
+    run = subprocess.run([sys.executable, "-c", code, "--bogus"], env=ADMIN_ENV, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 1 and run.stdout == "" and "twistd" not in run.stderr, run
+    assert run.stderr.endswith(f"{script}: option --bogus not recognized (see {script} --help)\n"), run.stderr
+
+
+@pytest.mark.parametrize("script", ["mqnamesrv", "mqbroker"])
+def test_log_level_warn_prints_no_info_line_at_start_or_stop(script, tmp_path):
+    """logLevel=WARN: twistd's own log (stdout under -n) gets no info line, not even the ones logged before
+    the reactor runs (TLS set-up, "twistd starting up", "... starting on <port>")."""
+    port = _free_ports(-2, 0, 1)
+    args = ["-D", f"listenPort={port}", "-D", "logLevel=WARN", "-D", "bindAddress=127.0.0.1"]
+    if script == "mqbroker":
+        args += ["-n", "127.0.0.1:1", "-D", "grpcServerPort=-1", "-D", f"storePathRootDir={tmp_path / 'store'}"]
+    out = _run_until_listening(script, args, port, tmp_path)
+    info = [line for line in out.splitlines() if "#info]" in line or "[-]" in line]
+    assert info == [], out
+    if script == "mqnamesrv":   # the same without logLevel: the lines are there
+        loud = _run_until_listening(script, args[:2] + args[4:], port, tmp_path)
+        assert "#info]" in loud and f"starting on {port}" in loud, loud
