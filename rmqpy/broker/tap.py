@@ -115,5 +115,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
             auth=GrpcAuth(controller.auth_pipeline) if controller.auth_pipeline else None))
     if controller.metrics_manager is not None:  # metricsExporterType=PROM
         from rmqpy.common.metrics import metrics_service
-        listeners.append(metrics_service(controller.metrics_manager.registry, *controller.metrics_manager.address()))
+        host, mport = controller.metrics_manager.address()
+        where = "" if bc.metricsPromExporterHost else " (brokerIP1, as Java; metricsPromExporterHost sets another address)"
+        listeners.append(metrics_service(controller.metrics_manager.registry, host, mport, f"broker metrics{where}"))
     return build_broker_service(controller, Options.tap_name, listeners)

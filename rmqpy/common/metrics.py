@@ -257,7 +257,27 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def metrics_service(registry: CollectorRegistry, host: str, port: int) -> Any:
-    """The endpoint as a Twisted service: ``http://host:port/metrics``."""
+_log = Logger()
+
+
+def endpoint_url(host: str, port: int) -> str:
+    """``http://host:port/metrics``, an IPv6 host in brackets."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
+
+
+def metrics_service(registry: CollectorRegistry, host: str, port: int, what: str = "metrics") -> Any:
+    """The endpoint as a Twisted service: ``http://host:port/metrics``.
+
+    Once it listens it logs the address it listens on: the broker's is ``brokerIP1`` unless
+    ``metricsPromExporterHost`` is set (as Java's), not 127.0.0.1, which Twisted's own
+    ``Site starting on 5557`` line does not tell."""
     from twisted.application import internet
-    return internet.TCPServer(port, metrics_site(registry), interface=host)
+
+    class MetricsServer(internet.TCPServer):
+        def _getPort(self) -> Any:  # noqa: N802 (Twisted's name): it listens here
+            listening = super()._getPort()
+            bound = listening.getHost()
+            _log.info("{what}: Prometheus endpoint listening on {url}", what=what, url=endpoint_url(bound.host, bound.port))
+            return listening
+
+    return MetricsServer(port, metrics_site(registry), interface=host)

@@ -225,3 +225,23 @@ def test_log_level_warn_prints_no_info_line_at_start_or_stop(script, tmp_path):
     if script == "mqnamesrv":   # the same without logLevel: the lines are there
         loud = _run_until_listening(script, args[:2] + args[4:], port, tmp_path)
         assert "#info]" in loud and f"starting on {port}" in loud, loud
+
+
+def test_broker_logs_the_address_its_metrics_endpoint_listens_on(tmp_path):
+    """The endpoint binds brokerIP1 as Java's does (not 127.0.0.1 unless brokerIP1 is): the log says where."""
+    import urllib.request
+    port, mport = _free_ports(-2, 0, 1), _free_ports(0)
+    scraped = []
+    url = f"http://127.0.0.2:{mport}/metrics"
+
+    def scrape():
+        with urllib.request.urlopen(url, timeout=5) as response:
+            scraped.append(response.read().decode())
+
+    out = _run_until_listening("mqbroker", [
+        "-n", "127.0.0.1:1", "-D", f"listenPort={port}", "-D", "bindAddress=127.0.0.1", "-D", "grpcServerPort=-1",
+        "-D", f"storePathRootDir={tmp_path / 'store'}", "-D", "metricsExporterType=PROM",
+        "-D", f"metricsPromExporterPort={mport}", "-D", "brokerIP1=127.0.0.2"], port, tmp_path, scrape)
+    assert "rocketmq_" in scraped[0]
+    assert f"broker metrics (brokerIP1, as Java; metricsPromExporterHost sets another address): " \
+           f"Prometheus endpoint listening on {url}" in out, out
