@@ -35,3 +35,14 @@ def test_configuration_reference_tells_used_accepted_and_java_only_keys_apart() 
     assert "| `serverWorkerThreads` | `8` | `8` | accepted (NettyServerConfig) |" in text
     assert "| `enablePopBufferMerge` |" in text and "| Java only |" in text
     assert not config_table.is_used("noSuchKeyAnywhere")
+
+
+def test_no_doc_installs_rmqpy_from_pypi() -> None:
+    """rmqpy is not on PyPI: ``pip install rmqpy`` (or ``"rmqpy[spark]"``, ``-U rmqpy``) fails for a reader."""
+    import re
+    docs = [ROOT / "README.md", ROOT / "spark" / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pypi = re.compile(r"""pip3? install\s+(?:-\S+\s+)*["']?rmqpy(?:\[[^\]]*\])?["']?(?=\s|$|`)""", re.M)
+    found = [f"{d.relative_to(ROOT)}: {m.group(0)}" for d in docs for m in pypi.finditer(d.read_text())]
+    assert found == []
+    assert pypi.search("pip install -U rmqpy") and pypi.search('pip install "rmqpy[spark]"')   # what it catches
+    assert not pypi.search('pip install ".[spark]"') and not pypi.search("pip install rmqpy-client")
