@@ -184,11 +184,10 @@ def admin_request(code: int, ext: dict, body: dict | None) -> RemotingCommand:
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, _ = make_broker(tmp_path, authenticationEnabled=True, authorizationEnabled=True,
-                       initAuthenticationUser='{"username":"root","password":"rootpw12"}')
-    yield b
-    b.shutdown()
+def broker_overrides():
+    """5.x authentication and authorization on, with a root user."""
+    return {"authenticationEnabled": True, "authorizationEnabled": True,
+            "initAuthenticationUser": '{"username":"root","password":"rootpw12"}'}
 
 
 def test_broker_authenticates_authorizes_and_manages(broker, tmp_path):

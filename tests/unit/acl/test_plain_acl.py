@@ -97,13 +97,12 @@ def test_secret_never_in_error():
 
 
 @pytest.fixture
-def broker(tmp_path):
+def broker_overrides(tmp_path):
+    """Plain ACL on, with this module's plain_acl.yml in the broker's home."""
     home = tmp_path / "home"
     (home / "conf").mkdir(parents=True)
     (home / "conf" / "plain_acl.yml").write_text(ACL_YML)
-    b, clock = make_broker(tmp_path, aclEnable=True, rocketmqHome=str(home))
-    yield b
-    b.shutdown()
+    return {"aclEnable": True, "rocketmqHome": str(home)}
 
 
 def signed(request: RemotingCommand, ak="RocketMQ", sk="12345678") -> RemotingCommand:

@@ -6,18 +6,16 @@ import pytest
 from rmqpy.broker.config import load_settings
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
-from tests.unit.broker.helpers import FakeChannel, call, make_broker
+from tests.unit.broker.helpers import FakeChannel, call
 
 CONF = "brokerName=broker-a\nlistenPort=10911\ntls.server.mode=enforcing\n"
 
 
 @pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path)
+def broker(broker, tmp_path):
     (tmp_path / "broker.conf").write_text(CONF)
-    b.settings.config_file = str(tmp_path / "broker.conf")
-    yield b
-    b.shutdown()
+    broker.settings.config_file = str(tmp_path / "broker.conf")
+    return broker
 
 
 def update(broker, body: bytes) -> RemotingCommand:

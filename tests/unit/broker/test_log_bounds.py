@@ -9,15 +9,13 @@ from twisted.logger import formatEvent, globalLogPublisher
 
 from rmqpy.protocol.codes import ResponseCode
 from rmqpy.remoting import ratelimit
-from tests.unit.broker.helpers import FakeChannel, call, make_broker, pull_request
+from tests.unit.broker.helpers import FakeChannel, call, pull_request
 
 
-@pytest.fixture
-def broker(tmp_path, monkeypatch):
-    monkeypatch.setattr(ratelimit, "_limiters", weakref.WeakKeyDictionary())  # full buckets
-    b, _clock = make_broker(tmp_path)
-    yield b
-    b.shutdown()
+@pytest.fixture(autouse=True)
+def full_buckets(monkeypatch):
+    """Every rate limiter starts with a full bucket, whatever the tests before took."""
+    monkeypatch.setattr(ratelimit, "_limiters", weakref.WeakKeyDictionary())
 
 
 @pytest.fixture

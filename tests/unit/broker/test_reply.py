@@ -1,7 +1,6 @@
 """SEND_REPLY_MESSAGE(_V2): push to the requester's producer channel, store, answer as Java."""
 from __future__ import annotations
 
-import pytest
 from twisted.internet import defer
 
 from rmqpy.broker.clients import ClientChannelInfo
@@ -26,14 +25,6 @@ class Requester(FakeChannel):
             self.pending.append(d)
             return d
         return defer.succeed(request.response(self.answer, None))
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b, clock = make_broker(tmp_path)
-    b.clock = clock
-    yield b
-    b.shutdown()
 
 
 def reply_request(client_id="req-1", code=RequestCode.SEND_REPLY_MESSAGE_V2):
