@@ -15,13 +15,20 @@ integers (optionally suffixed ``L``) and decimals are numbers; identifiers name 
 properties, whose values are strings converted to the other operand's type when compared.
 Three-valued logic as in Java: an unknown (null) result never matches.
 
+No expression can exhaust Python's recursion, however long or deep (the depth at which Java's
+parser gives up is its thread stack's, several thousand levels; a chain of ``AND``/``OR`` terms
+is a loop in both): the parser runs its grammar functions as generators on an explicit stack
+(:func:`_trampoline`), a chain of one operator is one n-ary node, and an expression nested
+deeper than :data:`SHALLOW_DEPTH` is evaluated on an explicit stack too (:func:`_evaluate_deep`),
+its subtrees of at most that depth by plain recursion.
+
 :func:`compile` raises :class:`SQLParseError` for what Java's parser refuses; the message
 text becomes the remark of SUBSCRIPTION_PARSE_FAILED.
 """
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Generator, Mapping
 
 __all__ = ["SQLParseError", "Expression", "compile", "evaluate"]
 
@@ -34,14 +41,18 @@ class _EvalError(Exception):
     """A runtime error (bad number conversion...): the message does not match."""
 
 
-_TOKEN = re.compile(r"""
-    (?P<ws>\s+|--[^\n\r]*(?:\r\n|\n|\r)|/\*.*?\*/)
+_TOKENS = r"""
+    (?P<ws>\s+|/\*.*?\*/{line_comment})
   | (?P<float>(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+))
   | (?P<int>(?:0|[1-9]\d*)[lL]?)
   | (?P<str>'(?:''|[^'])*')
   | (?P<id>[A-Za-z_$][A-Za-z0-9_$]*)
   | (?P<op><>|>=|<=|[=<>(),+-])
-""", re.X | re.S)
+"""
+_TOKEN = re.compile(_TOKENS.format(line_comment=r"|--[^\n\r]*(?:\r\n|\n|\r)"), re.X | re.S)
+#: after the last line break a "--" cannot start a comment (Java's ends at a line break): without
+#: the alternative there, each "-" of a run is not scanned to the end again (quadratic)
+_TOKEN_NO_LINE_COMMENT = re.compile(_TOKENS.format(line_comment=""), re.X | re.S)
 
 _KEYWORDS = {"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS"}
 
@@ -49,8 +60,9 @@ _KEYWORDS = {"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS"}
 def _tokenize(text: str) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     pos = 0
+    last_break = max(text.rfind("\n"), text.rfind("\r"))
     while pos < len(text):
-        m = _TOKEN.match(text, pos)
+        m = (_TOKEN if pos < last_break else _TOKEN_NO_LINE_COMMENT).match(text, pos)
         if m is None:
             raise SQLParseError(f"Lexical error at column {pos + 1}.  Encountered: {text[pos]!r}")
         kind = m.lastgroup
@@ -78,23 +90,75 @@ def _tokenize(text: str) -> list[tuple[str, Any]]:
 
 
 # ------------------------------------------------------------------------------ AST
+#: A node's evaluation as a generator (the explicit-stack path): it yields the child nodes whose
+#: values it needs, one at a time, is sent each value, and returns its own.
+_Steps = Generator["Expression", Any, Any]
+
+#: Nodes at most this deep are evaluated by plain recursion (one Python frame a level, well within
+#: the interpreter's limit of 1,000 on top of the reactor's own frames); deeper ones by
+#: :func:`_evaluate_deep`.
+SHALLOW_DEPTH = 100
+
+
 class Expression:
     is_boolean = False
+    #: levels of nodes down to the deepest leaf (a leaf: 1)
+    depth = 1
 
     def eval(self, props: Mapping[str, str]) -> Any:
         raise NotImplementedError
 
+    def steps(self, props: Mapping[str, str]) -> _Steps:
+        """:meth:`eval` for :func:`_evaluate_deep`; a leaf's is its value."""
+        return self.eval(props)
+        yield  # pragma: no cover - makes this a generator
+
+    def evaluate(self, props: Mapping[str, str]) -> Any:
+        """The value (True/False/None for a boolean expression), whatever the depth."""
+        if self.depth <= SHALLOW_DEPTH:
+            return self.eval(props)
+        return _evaluate_deep(self, props)
+
     def matches(self, props: Mapping[str, str]) -> bool:
         try:
-            return self.eval(props) is True
+            return self.evaluate(props) is True
         except _EvalError:
             return False
+
+    def __repr__(self) -> str:  # not recursive: an operand in a parse error's text
+        return f"<{type(self).__name__.lstrip('_')} expression>"
+
+
+def _depth(*children: Expression) -> int:
+    return 1 + max(c.depth for c in children)
+
+
+def _evaluate_deep(root: Expression, props: Mapping[str, str]) -> Any:
+    """``root.eval(props)`` with one stack frame whatever the depth: the :meth:`Expression.steps`
+    generators of the nodes deeper than :data:`SHALLOW_DEPTH` on a list, the shallower subtrees
+    they ask for evaluated by recursion. An exception of a node ends the evaluation, as a Java
+    exception unwinds every ``evaluate`` (no node catches one)."""
+    stack = [root.steps(props)]
+    value: Any = None
+    while True:
+        try:
+            child = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            value = done.value
+            continue
+        if child.depth <= SHALLOW_DEPTH:
+            value = child.eval(props)
+        else:
+            stack.append(child.steps(props))
+            value = None
 
 
 class _Const(Expression):
     def __init__(self, value: Any) -> None:
         self.value = value
-        self.is_boolean = isinstance(value, bool) or value is None and False
 
     def eval(self, props: Mapping[str, str]) -> Any:
         return self.value
@@ -125,25 +189,22 @@ class _Prop(Expression):
 
 
 class _PropAsBool(Expression):
+    """``UnaryExpression.createBooleanCast``: null stays null, a Boolean is itself, any other
+    value (a property's is a string) is FALSE."""
     is_boolean = True
 
     def __init__(self, prop: _Prop) -> None:
         self.prop = prop
+        self.depth = 2
 
     def eval(self, props: Mapping[str, str]) -> Any:
-        value = self.prop.eval(props)
+        value = props.get(self.prop.name)
         if value is None or isinstance(value, bool):
             return value
-        raise _EvalError(f"{self.prop} is not a boolean")
+        return False
 
-
-class _Func(Expression):
-    def __init__(self, fn: Callable[[Mapping[str, str]], Any], boolean: bool = True) -> None:
-        self.fn = fn
-        self.is_boolean = boolean
-
-    def eval(self, props: Mapping[str, str]) -> Any:
-        return self.fn(props)
+    def __repr__(self) -> str:
+        return self.prop.name
 
 
 def _is_number(v: Any) -> bool:
@@ -186,48 +247,90 @@ def _compare(lv: Any, rv: Any) -> int:
         return -1
 
 
-def _equal(left: Expression, right: Expression) -> Expression:
-    def fn(props: Mapping[str, str]) -> Any:
-        lv = left.eval(props)
-        rv = right.eval(props)
-        if (lv is None) != (rv is None):
-            return None if lv is None else False
-        if lv is None or lv == rv and type(lv) is type(rv):
-            return True
-        return _compare(lv, rv) == 0
-    return _Func(fn)
+def _equal_values(lv: Any, rv: Any) -> Any:
+    if (lv is None) != (rv is None):
+        return None if lv is None else False
+    if lv is None or lv == rv and type(lv) is type(rv):
+        return True
+    return _compare(lv, rv) == 0
 
 
-def _not(expr: Expression) -> Expression:
-    def fn(props: Mapping[str, str]) -> Any:
-        v = expr.eval(props)
-        if v is None:
-            return None
-        if not isinstance(v, bool):
-            raise _EvalError("not a boolean")
-        return not v
-    return _Func(fn)
+class _Equal(Expression):
+    """``doCreateEqual``: both sides are evaluated."""
+    is_boolean = True
+
+    def __init__(self, left: Expression, right: Expression) -> None:
+        self.left, self.right = left, right
+        self.depth = _depth(left, right)
+
+    def eval(self, props: Mapping[str, str]) -> Any:
+        return _equal_values(self.left.eval(props), self.right.eval(props))
+
+    def steps(self, props: Mapping[str, str]) -> _Steps:
+        lv = yield self.left
+        rv = yield self.right
+        return _equal_values(lv, rv)
 
 
-def _order(left: Expression, right: Expression, test: Callable[[int], bool]) -> Expression:
-    for e in (left, right):
-        if isinstance(e, _Const) and not _is_number(e.value) or e.is_boolean:
-            raise SQLParseError(f"Value '{e!r}' cannot be compared.")
+def _not_value(v: Any) -> Any:
+    if v is None:
+        return None
+    if not isinstance(v, bool):
+        raise _EvalError("not a boolean")
+    return not v
 
-    def fn(props: Mapping[str, str]) -> Any:
-        lv = left.eval(props)
+
+class _Not(Expression):
+    is_boolean = True
+
+    def __init__(self, expr: Expression) -> None:
+        self.expr = expr
+        self.depth = _depth(expr)
+
+    def eval(self, props: Mapping[str, str]) -> Any:
+        return _not_value(self.expr.eval(props))
+
+    def steps(self, props: Mapping[str, str]) -> _Steps:
+        return _not_value((yield self.expr))
+
+
+def _order_values(lv: Any, rv: Any, test: Callable[[int], bool]) -> Any:
+    if isinstance(lv, str) and isinstance(rv, str):
+        try:
+            lv, rv = float(lv.strip()), float(rv.strip())
+        except ValueError:
+            raise _EvalError("It's illegal to compare string by '>=', '>', '<', '<='") from None
+    return test(_compare(lv, rv))
+
+
+class _Order(Expression):
+    """``>``, ``>=``, ``<``, ``<=``: null on the left is null without evaluating the right."""
+    is_boolean = True
+
+    def __init__(self, left: Expression, right: Expression, test: Callable[[int], bool]) -> None:
+        for e in (left, right):
+            if isinstance(e, _Const) and not _is_number(e.value) or e.is_boolean:
+                raise SQLParseError(f"Value '{e!r}' cannot be compared.")
+        self.left, self.right, self.test = left, right, test
+        self.depth = _depth(left, right)
+
+    def eval(self, props: Mapping[str, str]) -> Any:
+        lv = self.left.eval(props)
         if lv is None:
             return None
-        rv = right.eval(props)
+        rv = self.right.eval(props)
         if rv is None:
             return None
-        if isinstance(lv, str) and isinstance(rv, str):
-            try:
-                lv, rv = float(lv.strip()), float(rv.strip())
-            except ValueError:
-                raise _EvalError("It's illegal to compare string by '>=', '>', '<', '<='") from None
-        return test(_compare(lv, rv))
-    return _Func(fn)
+        return _order_values(lv, rv, self.test)
+
+    def steps(self, props: Mapping[str, str]) -> _Steps:
+        lv = yield self.left
+        if lv is None:
+            return None
+        rv = yield self.right
+        if rv is None:
+            return None
+        return _order_values(lv, rv, self.test)
 
 
 def _bool(expr: Expression) -> Expression:
@@ -239,52 +342,164 @@ def _bool(expr: Expression) -> Expression:
     raise SQLParseError(f"Expression will not result in a boolean value: {expr!r}")
 
 
-def _and(left: Expression, right: Expression) -> Expression:
-    def fn(props: Mapping[str, str]) -> Any:
-        lv = left.eval(props)
-        if lv is None:
-            return None
-        if lv is False:
-            return False
-        rv = right.eval(props)
-        return None if rv is None else rv
-    return _Func(fn)
+class _And(Expression):
+    """A chain of ``AND``: Java's left-deep ``LogicExpression.createAND`` nodes as one node, which
+    gives the same value, evaluating the same operands in the same order: the first FALSE ends it
+    (FALSE), else null if any was null, else TRUE."""
+    is_boolean = True
+
+    def __init__(self, operands: list[Expression]) -> None:
+        self.operands = operands
+        self.depth = _depth(*operands)
+
+    def eval(self, props: Mapping[str, str]) -> Any:
+        unknown = False
+        for op in self.operands:
+            v = op.eval(props)
+            if v is False:
+                return False
+            if v is None:
+                unknown = True
+        return None if unknown else True
+
+    def steps(self, props: Mapping[str, str]) -> _Steps:
+        unknown = False
+        for op in self.operands:
+            v = yield op
+            if v is False:
+                return False
+            if v is None:
+                unknown = True
+        return None if unknown else True
 
 
-def _or(left: Expression, right: Expression) -> Expression:
-    def fn(props: Mapping[str, str]) -> Any:
-        lv = left.eval(props)
-        if lv is True:
-            return True
-        rv = right.eval(props)
-        return None if rv is None else rv
-    return _Func(fn)
+class _Or(Expression):
+    """A chain of ``OR`` (``createOR``): the first TRUE ends it (TRUE), else null if any was
+    null, else FALSE."""
+    is_boolean = True
+
+    def __init__(self, operands: list[Expression]) -> None:
+        self.operands = operands
+        self.depth = _depth(*operands)
+
+    def eval(self, props: Mapping[str, str]) -> Any:
+        unknown = False
+        for op in self.operands:
+            v = op.eval(props)
+            if v is True:
+                return True
+            if v is None:
+                unknown = True
+        return None if unknown else False
+
+    def steps(self, props: Mapping[str, str]) -> _Steps:
+        unknown = False
+        for op in self.operands:
+            v = yield op
+            if v is True:
+                return True
+            if v is None:
+                unknown = True
+        return None if unknown else False
 
 
-def _in(left: Expression, values: list[str], negate: bool) -> Expression:
-    if not isinstance(left, _Prop):
-        raise SQLParseError(f"Expected a property for In expression, got: {left!r}")
-    choices = set(values)
+def _chain(cls: type[_And] | type[_Or], operands: list[Expression]) -> Expression:
+    """One ``cls`` node of ``operands`` (each made boolean), those that are ``cls`` nodes
+    themselves (a parenthesized chain) spliced in: the operator is associative in Java's
+    three-valued logic, with the same evaluation order."""
+    flat: list[Expression] = []
+    for op in operands:
+        op = _bool(op)
+        if type(op) is cls:
+            flat.extend(op.operands)
+        else:
+            flat.append(op)
+    return cls(flat)
 
-    def fn(props: Mapping[str, str]) -> Any:
-        v = left.eval(props)
+
+class _In(Expression):
+    is_boolean = True
+
+    def __init__(self, left: Expression, values: list[str], negate: bool) -> None:
+        if not isinstance(left, _Prop):
+            raise SQLParseError(f"Expected a property for In expression, got: {left!r}")
+        self.name = left.name
+        self.choices = set(values)
+        self.negate = negate
+        self.depth = 2
+
+    def eval(self, props: Mapping[str, str]) -> Any:
+        v = props.get(self.name)
         if v is None or not isinstance(v, str):
             return None
-        return (v in choices) != negate
-    return _Func(fn)
+        return (v in self.choices) != self.negate
+
+
+def _negate_value(v: Any) -> Any:
+    return -v if _is_number(v) else None
+
+
+class _Negate(Expression):
+    def __init__(self, expr: Expression) -> None:
+        self.expr = expr
+        self.depth = _depth(expr)
+
+    def eval(self, props: Mapping[str, str]) -> Any:
+        return _negate_value(self.expr.eval(props))
+
+    def steps(self, props: Mapping[str, str]) -> _Steps:
+        return _negate_value((yield self.expr))
 
 
 def _negate(expr: Expression) -> Expression:
     if isinstance(expr, _Const) and _is_number(expr.value):
         return _Const(-expr.value)
+    return _Negate(expr)
 
-    def fn(props: Mapping[str, str]) -> Any:
-        v = expr.eval(props)
-        return -v if _is_number(v) else None
-    return _Func(fn, boolean=False)
+
+def _ge(c: int) -> bool:
+    return c >= 0
+
+
+def _gt(c: int) -> bool:
+    return c > 0
+
+
+def _le(c: int) -> bool:
+    return c <= 0
+
+
+def _lt(c: int) -> bool:
+    return c < 0
+
+
+_ORDER_TESTS = {">": _gt, ">=": _ge, "<": _lt, "<=": _le}
 
 
 # ------------------------------------------------------------------------------ parser
+#: A grammar function as a generator: it yields the generator of each sub-rule it needs and is
+#: sent that rule's result (:func:`_trampoline`).
+_Rule = Generator[Any, Any, Expression]
+
+
+def _trampoline(rule: _Rule) -> Expression:
+    """Run ``rule`` and the sub-rules it yields on an explicit stack, so that the nesting of
+    the expression (parentheses, NOT, signs) never nests Python calls."""
+    stack = [rule]
+    value: Any = None
+    while True:
+        try:
+            sub = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            value = done.value
+            continue
+        stack.append(sub)
+        value = None
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.tokens = _tokenize(text)
@@ -308,45 +523,51 @@ class _Parser:
         return tok[1]
 
     def parse(self) -> Expression:
-        expr = self.or_expr()
+        expr = _trampoline(self.or_expr())
         if not self.at("eof"):
             k, v = self.peek()
             raise SQLParseError(f"Encountered {v!r} at token {self.i + 1}; expected end of expression")
         return _bool(expr)
 
-    def or_expr(self) -> Expression:
-        left = self.and_expr()
+    def or_expr(self) -> _Rule:
+        first = yield self.and_expr()
+        if not self.at("kw", "OR"):
+            return first
+        operands = [first]
         while self.at("kw", "OR"):
             self.take("kw")
-            left = _or(_bool(left), _bool(self.and_expr()))
-        return left
+            operands.append((yield self.and_expr()))
+        return _chain(_Or, operands)
 
-    def and_expr(self) -> Expression:
-        left = self.equality()
+    def and_expr(self) -> _Rule:
+        first = yield self.equality()
+        if not self.at("kw", "AND"):
+            return first
+        operands = [first]
         while self.at("kw", "AND"):
             self.take("kw")
-            left = _and(_bool(left), _bool(self.equality()))
-        return left
+            operands.append((yield self.equality()))
+        return _chain(_And, operands)
 
-    def equality(self) -> Expression:
-        left = self.comparison()
+    def equality(self) -> _Rule:
+        left = yield self.comparison()
         while True:
             if self.at("op", "="):
                 self.take("op")
-                right = self.comparison()
+                right = yield self.comparison()
                 self._check_equal(left, right)
-                left = _equal(left, right)
+                left = _Equal(left, right)
             elif self.at("op", "<>"):
                 self.take("op")
-                right = self.comparison()
+                right = yield self.comparison()
                 self._check_equal(left, right)
-                left = _not(_equal(left, right))
+                left = _Not(_Equal(left, right))
             elif self.at("kw", "IS") and self.at("kw", "NULL", 1):
                 self.i += 2
-                left = _equal(left, _Const(None))
+                left = _Equal(left, _Const(None))
             elif self.at("kw", "IS") and self.at("kw", "NOT", 1) and self.at("kw", "NULL", 2):
                 self.i += 3
-                left = _not(_equal(left, _Const(None)))
+                left = _Not(_Equal(left, _Const(None)))
             else:
                 return left
 
@@ -358,27 +579,27 @@ class _Parser:
         if isinstance(left, _Const) and isinstance(right, _Const) and left.is_boolean and not right.is_boolean:
             raise SQLParseError(f"'{left!r}' cannot be compared with '{right!r}'")
 
-    def comparison(self) -> Expression:
-        left = self.unary()
+    def comparison(self) -> _Rule:
+        left = yield self.unary()
         while True:
-            if self.at("op") and self.peek()[1] in (">", ">=", "<", "<="):
+            if self.at("op") and self.peek()[1] in _ORDER_TESTS:
                 op = self.take("op")
-                right = self.unary()
-                test = {">": lambda c: c > 0, ">=": lambda c: c >= 0,
-                        "<": lambda c: c < 0, "<=": lambda c: c <= 0}[op]
-                left = _order(left, right, test)
+                right = yield self.unary()
+                left = _Order(left, right, _ORDER_TESTS[op])
             elif self.at("kw", "BETWEEN") or (self.at("kw", "NOT") and self.at("kw", "BETWEEN", 1)):
                 negate = self.at("kw", "NOT")
                 self.i += 2 if negate else 1
-                low = self.unary()
+                low = yield self.unary()
                 self.take("kw", "AND")
-                high = self.unary()
+                high = yield self.unary()
                 if isinstance(low, _Const) and isinstance(high, _Const) and _is_number(low.value) \
                         and _is_number(high.value) and low.value > high.value:
                     raise SQLParseError(f"Illegal values of between, left value({low.value}) must less than "
                                         f"or equal to right value({high.value})")
-                expr = _and(_order(left, low, lambda c: c >= 0), _order(left, high, lambda c: c <= 0))
-                left = _not(expr) if negate else expr
+                if negate:  # createNotBetween
+                    left = _Or([_Order(left, low, _lt), _Order(left, high, _gt)])
+                else:  # createBetween
+                    left = _And([_Order(left, low, _ge), _Order(left, high, _le)])
             elif self.at("kw", "IN") or (self.at("kw", "NOT") and self.at("kw", "IN", 1)):
                 negate = self.at("kw", "NOT")
                 self.i += 2 if negate else 1
@@ -388,23 +609,26 @@ class _Parser:
                     self.take("op")
                     values.append(self.take("str"))
                 self.take("op", ")")
-                left = _in(left, values, negate)
+                left = _In(left, values, negate)
             else:
                 return left
 
-    def unary(self) -> Expression:
-        if self.at("op", "+"):
-            self.take("op")
-            return self.unary()
-        if self.at("op", "-"):
-            self.take("op")
-            return _negate(self.unary())
-        if self.at("kw", "NOT"):
-            self.take("kw")
-            return _not(_bool(self.unary()))
-        return self.primary()
+    def unary(self) -> _Rule:
+        # a run of signs and NOTs is a loop here, applied innermost first
+        prefixes = []
+        while True:
+            if self.at("op", "+"):
+                self.take("op")
+            elif self.at("op", "-") or self.at("kw", "NOT"):
+                prefixes.append(self.take(self.peek()[0]))
+            else:
+                break
+        expr = yield self.primary()
+        for prefix in reversed(prefixes):
+            expr = _negate(expr) if prefix == "-" else _Not(_bool(expr))
+        return expr
 
-    def primary(self) -> Expression:
+    def primary(self) -> _Rule:
         kind, value = self.peek()
         if kind in ("num", "str"):
             self.i += 1
@@ -420,7 +644,7 @@ class _Parser:
             return _Prop(value)
         if self.at("op", "("):
             self.take("op")
-            expr = self.or_expr()
+            expr = yield self.or_expr()
             self.take("op", ")")
             return expr
         shown = "<EOF>" if kind == "eof" else repr(value)
