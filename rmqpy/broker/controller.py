@@ -505,8 +505,17 @@ class BrokerController:
 
     def _message_arrived(self, topic: str, queue_id: int, logic_offset: int, tags_code: int | None = None,
                          store_ts: int = 0, properties: Any = None, *rest: Any) -> None:
-        self.pull_hold_service.notify_message_arriving(topic, queue_id, logic_offset, tags_code, store_ts, properties)
-        self.pop_service.notify_arrival(topic)
+        # each wake-up on its own: a failure of one (logged, rate-limited: it may recur on every
+        # message) must not keep the other's waiters waiting
+        try:
+            self.pull_hold_service.notify_message_arriving(topic, queue_id, logic_offset, tags_code, store_ts,
+                                                           properties)
+        except Exception:  # noqa: BLE001
+            self.log.failure("waking the pulls held on {topic}:{queue_id} failed", topic=topic, queue_id=queue_id)
+        try:
+            self.pop_service.notify_arrival(topic)
+        except Exception:  # noqa: BLE001
+            self.log.failure("waking the pops held on {topic} failed", topic=topic)
 
     def _wakeup_pull(self, req: Any) -> None:
         self.pull_processor.execute_request_when_wakeup(req)

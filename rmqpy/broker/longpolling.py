@@ -18,7 +18,8 @@ from typing import Any, Callable, Mapping
 
 from twisted.internet import defer
 from twisted.internet.task import LoopingCall
-from twisted.logger import Logger
+
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 
 @dataclass(eq=False)
@@ -33,12 +34,14 @@ class PullRequest:
 
 
 class PullRequestHoldService:
-    log = Logger()
+    #: lines on message arrival or per held request: rate-limited (a failing filter would log per message)
+    log = RateLimitedLogger()
 
     def __init__(self, clock: Any, now_ms: Callable[[], int], max_offset: Callable[[str, int], int],
                  wakeup: Callable[[PullRequest], None], long_polling: bool = True,
                  short_polling_ms: int = 1000, max_total: int = 0, max_per_channel: int = 0) -> None:
         self.clock = clock
+        self.log = self.log.on(clock)
         self.now_ms = now_ms
         self.max_offset = max_offset
         self.wakeup = wakeup
@@ -108,19 +111,15 @@ class PullRequestHoldService:
             if not req.channel.connected_:
                 self._release(req)
                 continue  # the client went away; nobody to answer
-            newest = max_offset
-            if newest <= req.pull_from_offset:
-                newest = self.max_offset(topic, queue_id)
-            if newest > req.pull_from_offset:
-                match = True
-                if req.message_filter is not None:
-                    match = req.message_filter.is_matched_by_consume_queue(tags_code)
-                    if match and properties is not None:
-                        match = req.message_filter.is_matched_by_commit_log(None, properties)
-                if match:
-                    self._release(req)
-                    self._wake(req)
-                    continue
+            try:
+                match = self._arrived_for(req, topic, queue_id, max_offset, tags_code, properties)
+            except Exception:  # noqa: BLE001 - one request's failure must not keep the others waiting
+                self.log.failure("matching a held pull request failed; it waits for its timeout")
+                match = False
+            if match:
+                self._release(req)
+                self._wake(req)
+                continue
             if now >= req.suspend_ts + req.timeout_ms:
                 self._release(req)
                 self._wake(req)
@@ -130,6 +129,22 @@ class PullRequestHoldService:
             self.table[key] = keep
         else:
             self.table.pop(key, None)
+
+    def _arrived_for(self, req: PullRequest, topic: str, queue_id: int, max_offset: int, tags_code: int | None,
+                     properties: Mapping[str, str] | None) -> bool:
+        """Whether ``req`` is to be answered now: its queue has grown past its offset and the
+        message (when it is known) passes its filter."""
+        newest = max_offset
+        if newest <= req.pull_from_offset:
+            newest = self.max_offset(topic, queue_id)
+        if newest <= req.pull_from_offset:
+            return False
+        if req.message_filter is None:
+            return True
+        match: bool = req.message_filter.is_matched_by_consume_queue(tags_code)
+        if match and properties is not None:
+            match = req.message_filter.is_matched_by_commit_log(None, properties)
+        return match
 
     def _wake(self, req: PullRequest) -> None:
         try:

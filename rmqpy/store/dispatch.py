@@ -14,9 +14,12 @@ import logging
 import os
 from typing import Callable, Literal, overload
 
+from twisted.internet.interfaces import IReactorTime
+
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.message import PROPERTY_KEYS, DispatchInfo
 from rmqpy.protocol.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
+from rmqpy.remoting.ratelimit import clip, limiter_for
 from rmqpy.store.api import ArriveListener
 from rmqpy.store.commitlog import CommitLog
 from rmqpy.store.config import MessageStoreConfig
@@ -37,8 +40,11 @@ _TRANSACTION_COMMIT_TYPE = SF.TRANSACTION_COMMIT_TYPE
 class CommitLogDispatcher:
     """The consume queues (by topic and queue id), the index, and the arrive listeners."""
 
-    def __init__(self, config: MessageStoreConfig, index_service: IndexService, alloc_error: AllocError):
+    def __init__(self, config: MessageStoreConfig, index_service: IndexService, alloc_error: AllocError,
+                 clock: IReactorTime | None = None):
         self.config = config
+        #: the clock of the rate limit on failing arrive listeners (None: the global reactor)
+        self.clock = clock
         self.index_service = index_service
         self.alloc_error = alloc_error
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
@@ -124,11 +130,7 @@ class CommitLogDispatcher:
         if cfg.messageIndexEnable:
             self.index_service.build_index(d)
         if notify and normal and self.arrive_listeners:
-            for cb in self.arrive_listeners:
-                try:
-                    cb(d.topic, d.queue_id, d.queue_offset + 1, d.tags_code, d.store_timestamp, d.properties)
-                except Exception:  # noqa: BLE001
-                    log.exception("arrive listener failed")
+            self._notify(d.topic, d.queue_id, d.queue_offset + 1, d.tags_code, d.store_timestamp, d.properties)
 
     def dispatch_put(self, topic: str, queue_id: int, phy: int, size: int, tags_code: int, queue_offset: int,
                      store_timestamp: int, props: dict[str, str], sys_flag: int, normal: bool) -> None:
@@ -149,11 +151,18 @@ class CommitLogDispatcher:
             except OSError as e:  # the record is stored; only its key lookup is lost
                 self.alloc_error("index file", self.config.index_dir, self.index_service.file_size(), e)
         if normal and self.arrive_listeners:
-            for cb in self.arrive_listeners:
-                try:
-                    cb(topic, queue_id, queue_offset + 1, tags_code, store_timestamp, props)
-                except Exception:  # noqa: BLE001
-                    log.exception("arrive listener failed")
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_timestamp, props)
+
+    def _notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int,
+                props: dict[str, str] | None) -> None:
+        """Every arrive listener, each on its own: one that raises is logged (with its
+        traceback, rate-limited: it may fail on every message) and the others still run."""
+        for cb in self.arrive_listeners:
+            try:
+                cb(topic, queue_id, max_offset, tags_code, store_timestamp, props)
+            except Exception:  # noqa: BLE001
+                if limiter_for(self.clock).allow("store-arrive-listener"):
+                    log.exception("arrive listener %s failed", clip(getattr(cb, "__qualname__", cb)))
 
     def reput(self, commit_log: CommitLog, topic_queue_table: dict[tuple[str, int], int]) -> None:
         """Dispatch the records the consume queues do not have yet (written after their last

@@ -125,7 +125,7 @@ class MessageStore(DiskSpaceGuard):
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.index_service = IndexService(config.index_dir, config.maxHashSlotNum, config.maxIndexNum, readonly=ro,
                                           now=self.now, max_msgs_num_batch=config.maxMsgsNumBatch)
-        self.dispatcher = CommitLogDispatcher(config, self.index_service, self._alloc_error)
+        self.dispatcher = CommitLogDispatcher(config, self.index_service, self._alloc_error, reactor)
         self.consume_queue_table = self.dispatcher.consume_queue_table  # the same dict
         self.arrive_listeners = self.dispatcher.arrive_listeners  # the same list
         self.blocking = BlockingRunner(reactor)

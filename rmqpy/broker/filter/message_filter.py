@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from rmqpy.broker.filter import sql92
 from rmqpy.protocol.bodies.heartbeat import SUB_ALL, SubscriptionData
 from rmqpy.protocol.message import RecordError, decode_record
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 
 def _int32(v: int) -> int:
@@ -26,6 +27,9 @@ class ConsumerFilterData:
 
 
 class ExpressionMessageFilter:
+    #: a failing evaluation is logged on every message it meets (pulls, arrivals): rate-limited
+    log = RateLimitedLogger()
+
     def __init__(self, subscription: SubscriptionData | None, filter_data: ConsumerFilterData | None = None) -> None:
         self.subscription = subscription
         self.filter_data = filter_data
@@ -60,7 +64,13 @@ class ExpressionMessageFilter:
                 properties = decode_record(data, 0, check_crc=False, read_body=False).properties
             except (RecordError, ValueError):
                 return False
-        return self.filter_data.compiled.matches(properties or {})
+        try:
+            return self.filter_data.compiled.matches(properties or {})
+        except Exception:  # noqa: BLE001 - as Java's catch (Throwable): logged, and no match
+            self.log.failure("message filter error, group {group} topic {topic} expression {expression}",
+                             group=self.filter_data.group, topic=self.filter_data.topic,
+                             expression=self.filter_data.expression)
+            return False
 
 
 class ConsumerFilterManager:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from twisted.internet import defer
-from twisted.logger import Logger
+
+from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 
 @dataclass(eq=False)
@@ -32,10 +33,12 @@ class HeldPop:
 
 
 class PopLongPollingService:
-    log = Logger()
+    #: a failing re-run may recur on every arrival: rate-limited
+    log = RateLimitedLogger()
 
     def __init__(self, clock: Any, max_total: int = 100000, max_per_topic: int = 1024) -> None:
         self.clock = clock
+        self.log = self.log.on(clock)
         self.max_total = max_total
         self.max_per_topic = max_per_topic
         self.table: dict[str, list[HeldPop]] = {}
