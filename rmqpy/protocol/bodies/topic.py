@@ -76,20 +76,34 @@ class TopicConfig:
                    attributes=dict(obj.get("attributes") or {}))
 
     def encode_text(self) -> str:
-        """``TopicConfig.encode()``: the space-separated form of compressed registration."""
-        parts = [self.topicName, str(self.readQueueNums), str(self.writeQueueNums), str(self.perm),
-                 self.topicFilterType]
-        if self.attributes:
-            parts.append(fastjson.dumps(self.attributes))
-        return " ".join(parts)
+        """``TopicConfig.encode()``, the space-separated form of compressed registration, as 4.9
+        writes it: name, read and write queue counts, perm, filter type. 5.x appends the attributes
+        as a sixth field (``{}`` when empty), which a 4.9 name server cannot read (its ``decode``
+        wants exactly five fields; the registration then fails on a null topic name); no name
+        server uses them, so rmqpy leaves them out and every version reads the body."""
+        return (f"{self.topicName} {self.readQueueNums} {self.writeQueueNums} {self.perm} "
+                f"{self.topicFilterType}")
 
     @classmethod
     @body_decoder
     def decode_text(cls, text: str) -> "TopicConfig":
+        """``TopicConfig.decode``: five fields and, from a 5.x broker, the attributes' JSON (its
+        absence, or JSON that does not parse, leaves them empty, as in Java)."""
+        return cls._from_text(text)
+
+    @classmethod
+    def _from_text(cls, text: str) -> "TopicConfig":
         parts = text.split(" ", 5)
         if len(parts) < 5:
             raise ValueError(f"bad encoded TopicConfig {text!r}")
-        attrs = fastjson.loads(parts[5]) if len(parts) > 5 and parts[5] else {}
+        attrs: Any = {}
+        if len(parts) > 5 and parts[5].strip():
+            try:
+                attrs = fastjson.loads(parts[5])
+            except ValueError:
+                attrs = {}
+            if not isinstance(attrs, dict):
+                attrs = {}
         return cls(topicName=parts[0], readQueueNums=int(parts[1]), writeQueueNums=int(parts[2]),
                    perm=int(parts[3]), topicFilterType=parts[4], attributes=dict(attrs))
 
@@ -134,16 +148,25 @@ class RegisterBrokerBody:
                 "topicConfigSerializeWrapper": self.topicConfigSerializeWrapper}
 
     def encode(self, compressed: bool = False) -> bytes:
+        """The JSON body, or ``RegisterBrokerBody.encode(true)``: a zlib stream
+        (``DeflaterOutputStream`` with ``Deflater.BEST_COMPRESSION``) of big-endian int32-prefixed
+        chunks: the DataVersion's JSON, the number of topics, each topic's
+        :meth:`TopicConfig.encode_text`, the filter server list's JSON, and the number of
+        static-topic mappings (0: rmqpy has none; 5.x name servers read it from a >= 5.0 broker,
+        4.9 ones stop before it)."""
         if not compressed:
             return fastjson.dumps(self).encode("utf-8")
         out = bytearray()
-        _put(out, fastjson.dumps(self.topicConfigSerializeWrapper.dataVersion).encode())
+        version = self.topicConfigSerializeWrapper.dataVersion
+        # 5.x's DataVersion, stateVersion included (4.9's fastjson skips it)
+        _put(out, fastjson.dumps({"counter": version.counter, "stateVersion": version.stateVersion,
+                                  "timestamp": version.timestamp}).encode())
         table = self.topicConfigSerializeWrapper.topicConfigTable
         out += _I32.pack(len(table))
         for tc in table.values():
             _put(out, tc.encode_text().encode("utf-8"))
         _put(out, fastjson.dumps(self.filterServerList).encode())
-        out += _I32.pack(0)  # no static-topic mappings (read by >= 5.0 name servers)
+        out += _I32.pack(0)
         return zlib.compress(bytes(out), 9)
 
     @classmethod
@@ -174,7 +197,7 @@ class RegisterBrokerBody:
         pos += 4
         table = {}
         for _ in range(count):
-            tc = TopicConfig.decode_text(take().decode("utf-8"))
+            tc = TopicConfig._from_text(take().decode("utf-8"))  # errors: this decode's BodyError
             table[tc.topicName] = tc
         filters = list(fastjson.loads(take()) or [])
         return cls(TopicConfigSerializeWrapper(table, version), filters)
