@@ -71,8 +71,14 @@ class RouteInfoManager:
         register_first = register_first or old_addr is None
 
         if wrapper is not None and broker_id == 0:
-            if register_first or self.is_topic_config_changed(broker_addr, wrapper.dataVersion):
-                for tc in wrapper.topicConfigTable.values():
+            # 5.x's isTopicConfigChanged: all topics when the broker's data version moved, else those
+            # this broker name has no queue data for yet. A registration split in parts (each with the
+            # broker's one version: enableSplitRegistration, or rmqpy's own split of a table too big for
+            # one frame) is then taken whole; 4.9 took the first part only.
+            changed = register_first or self.is_topic_config_changed(broker_addr, wrapper.dataVersion)
+            topic_queue_table = self.topic_queue_table
+            for tc in wrapper.topicConfigTable.values():
+                if changed or broker_name not in topic_queue_table.get(tc.topicName, ()):
                     self._create_or_update_queue_data(broker_name, tc)
 
         previous = self.broker_live_table.get(broker_addr)
