@@ -24,6 +24,7 @@ from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.stats import BrokerStatsManager
 from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.topic import TopicConfigManager
+from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
@@ -124,6 +125,8 @@ class Broker(Protocol):
     def now_ms(self) -> int: ...
 
     def register_broker_all(self) -> defer.Deferred[Any]: ...
+
+    def register_topics(self, topics: list[TopicConfig]) -> defer.Deferred[Any]: ...
 
     @property
     def role(self) -> RoleState: ...

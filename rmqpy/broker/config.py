@@ -100,6 +100,12 @@ class BrokerConfig:
     filterSupportRetry: bool = False
     compressedRegister: bool = False
     forceRegister: bool = True
+    # 5.x: the table registered in parts of splitRegistrationSize topics (rmqpy also splits on its own a
+    # table too big for one frame even compressed: rmqpy/broker/registration.py)
+    enableSplitRegistration: bool = False
+    splitRegistrationSize: int = 800
+    # 5.x: a topic created alone goes by REGISTER_TOPIC_IN_NAMESRV instead of an incremental registration
+    enableSingleTopicRegister: bool = False
     registerNameServerPeriod: int = 1000 * 30
     transactionTimeOut: int = 6 * 1000
     transactionCheckMax: int = 15

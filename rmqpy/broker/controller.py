@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import gc
 import os
-import zlib
-from dataclasses import replace
 from typing import Any, Callable
 
 from twisted.application import service
@@ -65,6 +63,7 @@ from rmqpy.broker.processor.reply import ReplyMessageProcessor
 from rmqpy.broker.processor.send import SendMessageProcessor
 from rmqpy.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
+from rmqpy.broker.registration import NameServerRegistration
 from rmqpy.broker.roles import RoleServices
 from rmqpy.broker.schedule import ScheduleMessageService
 from rmqpy.broker.slave_sync import SlaveSynchronize
@@ -73,17 +72,11 @@ from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.timer import TimerMessageService
 from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.broker.transaction import TransactionalMessageService
-from rmqpy.protocol.bodies.topic import (
-    PERM_READ,
-    PERM_WRITE,
-    DataVersion,
-    RegisterBrokerBody,
-    TopicConfigSerializeWrapper,
-)
-from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
+from rmqpy.protocol.bodies.topic import DataVersion, TopicConfig
+from rmqpy.protocol.codes import MQVersion, RequestCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
-from rmqpy.protocol.headers.namesrv import RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader
+from rmqpy.protocol.headers.namesrv import UnRegisterBrokerRequestHeader
 from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
@@ -188,7 +181,7 @@ class BrokerController:
         self.acl: PlainPermissionManager | None = None
         self.auth: AuthMetadata | None = None  # 5.x users and ACLs (rmqpy/auth/)
         self.auth_pipeline: AuthPipeline | None = None  # their checks, also of gRPC calls (proxy/grpc/auth.py)
-        self._register_pending: Any = None
+        self.registration = NameServerRegistration(self)
         self.replication: Replication  # built with the store by initialize()
         self.started = False
         self.shutting_down = False
@@ -381,8 +374,7 @@ class BrokerController:
             self.reactor.callWhenRunning(gc.freeze)
 
     def unregister_at_stop(self) -> defer.Deferred:
-        if self._register_pending is not None and self._register_pending.active():
-            self._register_pending.cancel()
+        self.registration.cancel()
         d = self.unregister_broker_all() if self.started else defer.succeed(None)
         return d.addBoth(lambda _: self.namesrv_client.close())
 
@@ -537,63 +529,19 @@ class BrokerController:
         return self.transactional_message_service.prepare_message(msg)
 
     # ------------------------------------------------------------------ name servers
-    def topics_changed(self) -> None:
-        """A topic was created on demand: register promptly (coalesced)."""
+    def topics_changed(self, tc: TopicConfig) -> None:
+        """A topic was created on demand: register it promptly (coalesced, alone: see registration.py)."""
         if not self.started or self.shutting_down:
             return
-        if self._register_pending is None or not self._register_pending.active():
-            self._register_pending = self.reactor.callLater(0, self.register_broker_all)
-
-    def _topic_wrapper(self) -> TopicConfigSerializeWrapper:
-        wrapper = self.topic_config_manager.wrapper()
-        perm = self.broker_config.brokerPermission
-        if not (perm & PERM_WRITE) or not (perm & PERM_READ):
-            table = {}
-            for name, tc in wrapper.topicConfigTable.items():
-                table[name] = replace(tc, perm=perm)
-            wrapper = TopicConfigSerializeWrapper(table, wrapper.dataVersion)
-        return replace(wrapper, mappingDataVersion=self.mapping_data_version)
+        self.registration.topic_created(tc)
 
     def register_broker_all(self) -> defer.Deferred:
-        bc = self.broker_config
-        addrs = bc.namesrv_addrs
-        if not addrs:
-            return defer.succeed([])
-        compressed = bc.compressedRegister
-        body = RegisterBrokerBody(self._topic_wrapper(), []).encode(compressed)
-        header = RegisterBrokerRequestHeader(
-            brokerName=bc.brokerName, brokerAddr=self.broker_addr, clusterName=bc.brokerClusterName,
-            haServerAddr=f"{bc.brokerIP2}:{self.store_config.haListenPort}", brokerId=bc.brokerId,
-            compressed=compressed, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF,
-            # 5.3.3 always says whether slaves may act as master (enableSlaveActingMaster, which rmqpy
-            # does not do); heartbeatTimeoutMillis only goes with true
-            enableActingMaster=False)
-        timeout = bc.registerBrokerTimeoutMills / 1000.0
-        results = []
-        for addr in addrs:
-            request = RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body, version=MQVersion.CURRENT)
-            d = self.namesrv_client.invoke(addr, request, timeout)
-            d.addCallback(self._registered, addr)
-            d.addErrback(self._register_failed, addr)
-            results.append(d)
-        return defer.gatherResults(results)
+        """A full registration with every name server (rmqpy/broker/registration.py)."""
+        return self.registration.register_all()
 
-    def _registered(self, response: RemotingCommand, addr: str) -> bool:
-        if response.code != ResponseCode.SUCCESS:
-            self.log.warn("register broker to name server {addr} failed: {code} {remark}", addr=addr,
-                          code=response.code, remark=response.remark)
-            return False
-        self.log.info("register broker[{name}] to name server {addr} OK", name=self.broker_config.brokerName,
-                      addr=addr)
-        answer = response.decode_header(RegisterBrokerResponseHeader)
-        self.slave_synchronize.master_addr = answer.masterAddr
-        self.replication.registered(answer.haServerAddr)
-        return True
-
-    def _register_failed(self, failure: Any, addr: str) -> bool:
-        self.log.warn("register broker to name server {addr} failed: {err}", addr=addr,
-                      err=failure.getErrorMessage())
-        return False
+    def register_topics(self, topics: list[TopicConfig]) -> defer.Deferred:
+        """Java's registerIncrementBrokerData: ``topics`` alone (rmqpy/broker/registration.py)."""
+        return self.registration.register_topics(topics)
 
     def unregister_broker_all(self) -> defer.Deferred:
         bc = self.broker_config

@@ -67,14 +67,15 @@ class TopicConfigManager(ConfigManager):
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, broker_config: BrokerConfig, config_dir: str | None,
-                 on_new_topic: Callable[[], None] | None = None, clock: IReactorTime | None = None) -> None:
+                 on_new_topic: Callable[[TopicConfig], None] | None = None,
+                 clock: IReactorTime | None = None) -> None:
         self.log = self.log.on(clock)
         super().__init__(config_dir)
         self.broker_config = broker_config
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.system_topics: set[str] = set()
-        # called (no arguments) whenever a topic is created on demand: triggers registration
+        # called with the topic whenever one is created on demand: registers it
         self.on_new_topic = on_new_topic
         self._create_system_topics()
 
@@ -157,7 +158,7 @@ class TopicConfigManager(ConfigManager):
         self.data_version.next_version()
         self.save()
         if self.on_new_topic is not None:
-            self.on_new_topic()
+            self.on_new_topic(tc)
         return tc
 
     def create_topic_in_send_message_method(self, topic: str, default_topic: str, remote_address: str,

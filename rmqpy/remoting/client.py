@@ -74,6 +74,12 @@ class RemotingClient:
                                     f"connect to {addr} failed: {f.getErrorMessage()}")))
         return d
 
+    def open_connection(self, addr: str) -> RemotingProtocol | None:
+        """The open connection to ``addr``, if any (a new one after a reconnect: its identity
+        tells whether the peer may have restarted since)."""
+        proto = self._connections.get(addr)
+        return proto if proto is not None and proto.connected_ else None
+
     def _finish(self, addr: str, proto: RemotingProtocol | None = None,
                 failure: Exception | None = None) -> None:
         waiters = self._connecting.pop(addr, [])

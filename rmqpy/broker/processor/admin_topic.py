@@ -37,10 +37,12 @@ class TopicAdmin(AdminBase):
         except AttributeError_ as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         saved = self.broker.topic_config_manager.update_topic_config(tc)
+        saved_tc = self.broker.topic_config_manager.select(h.topic) or tc
         if self.broker.started:
             # answered once the name servers have the topic, as Java registers before it answers: Apache's
-            # proxy creates its system topics and at once asks the name server for their route
-            registered = self.broker.register_broker_all()
+            # proxy creates its system topics and at once asks the name server for their route. The
+            # topic alone, as 5.3.3's registerIncrementBrokerData: the whole table cost 4.4 s at 100,000
+            registered = self.broker.register_topics([saved_tc])
             return defer.gatherResults([saved, registered], consumeErrors=True).addBoth(lambda _: self._ok(request))
         return saved.addBoth(lambda _: self._ok(request))  # once the file has it, as Java answers
 
