@@ -81,7 +81,7 @@ class ConfigManager:
         if self.path is None:
             return
         try:
-            self._write_text(next(self._numbers), fastjson.dumps(self.encode(), pretty=True))
+            self._write_text(next(self._numbers), self.persist_text())
         except OSError as exc:
             log.error("persist {path} failed: {exc}", path=self.path, exc=exc)
 
@@ -104,7 +104,7 @@ class ConfigManager:
 
     def _write_snapshot(self, numbered: tuple[int, Any]) -> None:
         number, snap = numbered
-        self._write_text(number, fastjson.dumps(self.encode_snapshot(snap), pretty=True))
+        self._write_text(number, self.snapshot_text(snap))
 
     def _write_text(self, number: int, text: str) -> None:
         assert self.path is not None
@@ -132,6 +132,14 @@ class ConfigManager:
     def encode_snapshot(self, snap: Any) -> Any:
         """What the file gets for a :meth:`snapshot`, made in the writer's thread (default: itself)."""
         return snap
+
+    def persist_text(self) -> str:
+        """The file's text for :meth:`persist` (the calling thread)."""
+        return fastjson.dumps(self.encode(), pretty=True)
+
+    def snapshot_text(self, snap: Any) -> str:
+        """The file's text for a :meth:`snapshot`, in the writer's thread."""
+        return fastjson.dumps(self.encode_snapshot(snap), pretty=True)
 
 
 Callback = Callable[[], None]

@@ -13,6 +13,7 @@ from rmqpy.broker.validation import (  # noqa: F401
     queue_nums_limit,
     validate_topic,  # (validate_topic re-exported)
 )
+from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.topic import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
@@ -54,6 +55,10 @@ def perm_to_string(perm: int) -> str:
         ("X" if perm & PERM_INHERIT else "-")
 
 
+def _by_name(item: tuple[str, TopicConfig]) -> str:
+    return item[0]
+
+
 def topic_config_string(tc: TopicConfig) -> str:
     """Java ``TopicConfig.toString()`` (appears in remarks)."""
     return (f"TopicConfig [topicName={tc.topicName}, readQueueNums={tc.readQueueNums}, "
@@ -77,6 +82,8 @@ class TopicConfigManager(ConfigManager):
         self.system_topics: set[str] = set()
         # called with the topic whenever one is created on demand: registers it
         self.on_new_topic = on_new_topic
+        #: each topic's line in topics.json, with the TopicConfig it was written from (snapshot_text)
+        self._text_cache: dict[str, tuple[TopicConfig, str]] = {}
         self._create_system_topics()
 
     def _sys(self, name: str, queues: int | None = None, perm: int | None = None) -> None:
@@ -111,9 +118,37 @@ class TopicConfigManager(ConfigManager):
         return TopicConfigSerializeWrapper(dict(self.table), self.data_version)
 
     def snapshot(self) -> Any:
-        """New dicts of every topic (20,000 topics: ~30 ms; their JSON and fsync, 240 ms, in the thread)."""
-        return {"dataVersion": self.data_version.to_json(),
-                "topicConfigTable": {name: tc.to_json() for name, tc in self.table.items()}}
+        """The data version's JSON and the table's (name, topic) pairs. A TopicConfig in the table
+        is replaced when a topic changes, never changed in place, so the writer's thread may read
+        the objects themselves (100,000 topics: a 4 ms copy of references, where new dicts of every
+        topic took 150 ms of the reactor)."""
+        return self.data_version.to_json(), list(self.table.items())
+
+    def encode_snapshot(self, snap: Any) -> Any:
+        version, items = snap
+        return {"dataVersion": version, "topicConfigTable": {name: tc.to_json() for name, tc in items}}
+
+    def persist_text(self) -> str:
+        return self.snapshot_text(self.snapshot())
+
+    def snapshot_text(self, snap: Any) -> str:
+        """What ``fastjson.dumps(..., pretty=True)`` writes for the snapshot, from each topic's
+        cached text: only the topics changed since the last write are written anew, so a file of
+        100,000 topics takes a join and a write (2.5 s of pure-Python JSON before, per change)."""
+        version, items = snap
+        cache = self._text_cache
+        fresh: dict[str, tuple[TopicConfig, str]] = {}
+        parts = []
+        for name, tc in sorted(items, key=_by_name):
+            cached = cache.get(name)
+            if cached is None or cached[0] is not tc:
+                cached = (tc, f"\n\t\t{fastjson.dumps(name)}:{fastjson.dumps_nested(tc, 2, pretty=True)}")
+            fresh[name] = cached
+            parts.append(cached[1])
+        self._text_cache = fresh  # deleted topics leave it
+        table = "{" + ",".join(parts) + "\n\t}" if parts else "{}"
+        return "{\n\t\"dataVersion\":" + fastjson.dumps_nested(version, 1, pretty=True) + \
+            ",\n\t\"topicConfigTable\":" + table + "\n}"
 
     @property
     def max_queue_nums(self) -> int:

@@ -398,6 +398,15 @@ def dumps(obj: Any, *, pretty: bool = False, sort_keys: bool = True, quote_keys:
     return "".join(out)
 
 
+def dumps_nested(obj: Any, depth: int, *, pretty: bool = False, sort_keys: bool = True) -> str:
+    """:func:`dumps` of ``obj`` as it appears ``depth`` levels deep in a larger document (its
+    pretty-printed lines indented for that depth): a writer that caches the text of each member of
+    a large map joins them into what :func:`dumps` of the whole map writes."""
+    out: list[str] = []
+    _write(obj, out, pretty, sort_keys, False, False, depth)
+    return "".join(out)
+
+
 class InsertionOrdered(dict[str, Any]):
     """A map that :func:`dumps` writes in insertion order even when it sorts keys."""
 
