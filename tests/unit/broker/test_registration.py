@@ -222,6 +222,10 @@ def test_topics_json_from_cached_texts_is_what_fastjson_writes(tmp_path) -> None
     tcm.update_topic_config(TopicConfig("Zeta", 5, 5))  # replaced: written anew
     tcm.delete_topic_config("alpha\u00e9\"q")
     assert tcm.snapshot_text(tcm.snapshot()) == expected()
+    same = tcm.select("Zeta")
+    same.perm = 2  # changed in place and handed back: written anew all the same
+    tcm.update_topic_config(same)
+    assert tcm.snapshot_text(tcm.snapshot()) == expected() and '"perm":2' in expected()
     fastjson.loads(expected())
 
 
