@@ -199,6 +199,8 @@ class NameServerRegistration:
         if response.code != ResponseCode.SUCCESS:
             self.log.warn("register broker to name server {addr} failed: {code} {remark}", addr=addr,
                           code=response.code, remark=response.remark)
+            # (5.3.3 refuses a one-topic registration of a broker it does not know: the next one is full)
+            self._full_over.pop(addr, None)
             return False
         if full:
             self._full_over[addr] = self._connection(addr)
@@ -210,6 +212,7 @@ class NameServerRegistration:
         return True
 
     def _failed(self, failure: Any, addr: str) -> bool:
+        self._full_over.pop(addr, None)
         self.log.warn("register broker to name server {addr} failed: {err}", addr=addr,
                       err=failure.getErrorMessage())
         return False

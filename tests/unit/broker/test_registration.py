@@ -173,6 +173,15 @@ def test_a_name_server_reached_over_a_new_connection_gets_the_whole_table(regist
     ns.sent.clear()
     _create(broker, "Next")
     assert [ns.topics(r) for _, r in ns.sent] == [{"Next"}, {"Next"}]
+    # a refused registration (5.3.3: "register broker failed" for a broker it does not know): full next
+    refuse = ns.invoke
+    ns.invoke = lambda addr, request, timeout=3.0: defer.succeed(  # type: ignore[method-assign]
+        request.response(ResponseCode.SYSTEM_ERROR, "register broker failed"))
+    _create(broker, "Refused")
+    ns.invoke = refuse  # type: ignore[method-assign]
+    ns.sent.clear()
+    _create(broker, "AfterRefusal")
+    assert all("TBW102" in ns.topics(r) for _, r in ns.sent) and len(ns.sent) == 2
 
 
 def test_enable_single_topic_register_sends_the_topic_route(registered) -> None:
