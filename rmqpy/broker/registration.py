@@ -134,6 +134,9 @@ class NameServerRegistration:
         self._full_over: dict[str, Any] = {}
         self._pending: dict[str, TopicConfig] = {}
         self._pending_call: Any = None
+        #: the last full registration's bodies and what they were made from (register_all)
+        self._bodies_key: tuple[Any, ...] | None = None
+        self._bodies: list[tuple[bytes, bool]] = []
 
     # ------------------------------------------------------------------ what is sent
     def _registered_config(self, tc: TopicConfig) -> TopicConfig:
@@ -171,14 +174,22 @@ class NameServerRegistration:
         addrs = bc.namesrv_addrs if addrs is None else addrs
         if not addrs:
             return defer.succeed([])
-        bodies = registration_bodies(
-            self.table(), b.topic_config_manager.data_version, b.mapping_data_version, bc.compressedRegister,
-            bc.splitRegistrationSize if bc.enableSplitRegistration else 0)
-        if len(bodies) > 1 or bodies[0][1] != bc.compressedRegister:
-            self.log.info("registering {topics} topics in {parts} part(s), {sizes} bytes, compressed: {compressed}",
-                          topics=len(b.topic_config_manager.table), parts=len(bodies),
-                          sizes=[len(body) for body, _ in bodies], compressed=[c for _, c in bodies])
-        return self._send(addrs, bodies, full=True)
+        tcm = b.topic_config_manager
+        version = tcm.data_version
+        split = bc.splitRegistrationSize if bc.enableSplitRegistration else 0
+        # every change of the table moves its data version: the periodic registration of an unchanged
+        # table reuses its bodies (100,000 topics: 0.45 s of the reactor every 30 s otherwise)
+        key = (version.timestamp, version.counter, version.stateVersion, len(tcm.table), bc.brokerPermission,
+               bc.compressedRegister, split)
+        if key != self._bodies_key:
+            self._bodies = registration_bodies(self.table(), version, b.mapping_data_version, bc.compressedRegister,
+                                               split)
+            self._bodies_key = key
+            if len(self._bodies) > 1 or self._bodies[0][1] != bc.compressedRegister:
+                self.log.info("registering {topics} topics in {parts} part(s), {sizes} bytes, compressed: "
+                              "{compressed}", topics=len(tcm.table), parts=len(self._bodies),
+                              sizes=[len(body) for body, _ in self._bodies], compressed=[c for _, c in self._bodies])
+        return self._send(addrs, self._bodies, full=True)
 
     def _send(self, addrs: list[str], bodies: list[tuple[bytes, bool]], full: bool) -> defer.Deferred:
         b = self.broker

@@ -266,3 +266,19 @@ def test_a_create_at_20000_topics_writes_topics_json_from_cached_texts(registere
 def tmp_path_of(broker: Any) -> Any:
     from pathlib import Path
     return Path(broker.config_dir)
+
+
+def test_an_unchanged_table_reuses_its_registration_bodies(registered) -> None:
+    broker, clock, ns = registered
+    ns.sent.clear()
+    broker.register_broker_all()
+    broker.register_broker_all()
+    first, second = ns.sent[0][1], ns.sent[2][1]
+    assert first.body is second.body  # not encoded again
+    broker.topic_config_manager.update_topic_config(TopicConfig("Changed", 1, 1))
+    broker.register_broker_all()
+    assert "Changed" in ns.topics(ns.sent[-1][1])
+    broker.broker_config.brokerPermission = 4  # read-only: every topic registered with it
+    broker.register_broker_all()
+    table = fastjson.loads(ns.sent[-1][1].body)["topicConfigSerializeWrapper"]["topicConfigTable"]
+    assert {t["perm"] for t in table.values()} == {4}
