@@ -503,13 +503,14 @@ def _trampoline(rule: _Rule) -> Expression:
 class _Parser:
     def __init__(self, text: str) -> None:
         self.tokens = _tokenize(text)
+        self.tokens += self.tokens[-1:] * 2  # peek(2) past the end reads eof
         self.i = 0
 
     def peek(self, ahead: int = 0) -> tuple[str, Any]:
-        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+        return self.tokens[self.i + ahead]
 
     def at(self, kind: str, value: Any = None, ahead: int = 0) -> bool:
-        k, v = self.peek(ahead)
+        k, v = self.tokens[self.i + ahead]
         return k == kind and (value is None or v == value)
 
     def take(self, kind: str, value: Any = None) -> Any:
