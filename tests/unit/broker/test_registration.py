@@ -235,6 +235,11 @@ def test_topics_json_from_cached_texts_is_what_fastjson_writes(tmp_path) -> None
     same.perm = 2  # changed in place and handed back: written anew all the same
     tcm.update_topic_config(same)
     assert tcm.snapshot_text(tcm.snapshot()) == expected() and '"perm":2' in expected()
+    same.perm = 4  # again, and a newer save replaces this one before it is written (LatestWriter)
+    tcm.update_topic_config(same)
+    tcm.snapshot()
+    tcm.update_topic_config(TopicConfig("Other", 1, 1))
+    assert tcm.snapshot_text(tcm.snapshot()) == expected() and '"perm":4' in expected()
     fastjson.loads(expected())
 
 
