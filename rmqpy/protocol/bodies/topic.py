@@ -163,8 +163,11 @@ class RegisterBrokerBody:
                                   "timestamp": version.timestamp}).encode())
         table = self.topicConfigSerializeWrapper.topicConfigTable
         out += _I32.pack(len(table))
+        pack = _I32.pack
         for tc in table.values():
-            _put(out, tc.encode_text().encode("utf-8"))
+            line = f"{tc.topicName} {tc.readQueueNums} {tc.writeQueueNums} {tc.perm} {tc.topicFilterType}".encode()
+            out += pack(len(line))  # what encode_text gives, inlined: 100,000 topics a registration
+            out += line
         _put(out, fastjson.dumps(self.filterServerList).encode())
         out += _I32.pack(0)
         return zlib.compress(bytes(out), 9)
