@@ -1,16 +1,37 @@
-"""Field defaults of Apache RocketMQ's config classes at several git refs, as JSON.
+"""Field defaults of Apache RocketMQ's config classes at several releases, as JSON.
 
-    python3 tools/java_config_defaults.py GIT_DIR [LABEL=REF ...] > rmqpy/tools/java_defaults/initialisers.json
+    python3 tools/java_config_defaults.py GIT_DIR [LABEL=SOURCE ...] > rmqpy/tools/java_defaults/initialisers.json
 
-GIT_DIR is a clone of apache/rocketmq (e.g. the search tool's ``fetch github:apache/rocketmq``);
-the default refs are the tags rocketmq-all-4.9.7 and rocketmq-all-5.3.3. For each config class
-(CLASSES) the instance fields declared directly in its body are read from the ref's source with
-``git show`` and their initialisers reduced to a value: integer/float arithmetic is evaluated
-(``60 * 1000`` -> ``60000``), ``true``/``false``/string literals are unquoted, a field without an
-initialiser gets Java's zero value, and anything else (a call, a constant of another class) is
-kept as its source text between parentheses, marked so by a leading ``=``. Static fields are
-skipped. The result feeds ``rmqpy.tools.config_table``'s "across releases" table and
-tests/unit/test_config_defaults.py; it is data about Java, not Java code.
+Each LABEL=SOURCE names where one release's source is read from:
+
+* a git ref of GIT_DIR, a clone of apache/rocketmq (e.g. the search tool's
+  ``fetch github:apache/rocketmq``): ``5.3.3=rocketmq-all-5.3.3``; the class files are found in the
+  ref's tree and read with ``git show``;
+* released ``-sources.jar`` files, for a release the clone does not have: a comma-separated list of
+  jars (each may be a glob; ``~`` is the home directory), ``5.5.1=a-sources.jar,b-sources.jar``, or
+  a directory holding them (every ``*-sources.jar`` below it; all must be of one version). The class
+  files are read from the jars with ``zipfile``. A class none of the jars holds is recorded under
+  the label's ``unknown_classes``: unlike a git tree, a set of jars does not say the release lacks it.
+
+Without LABEL arguments the labels are DEFAULT_SOURCES: 4.9.7 and 5.3.3 from their tags, 5.5.1 from
+the local Maven repository's sources jars, which Maven fetches from Maven Central with
+
+    for a in common remoting store broker namesrv proxy; do
+        mvn -q dependency:get -Dtransitive=false -Dartifact=org.apache.rocketmq:rocketmq-$a:5.5.1:jar:sources
+    done
+
+(BrokerConfig, BrokerIdentity and NamesrvConfig are in rocketmq-common, NettyServerConfig and
+NettyClientConfig in rocketmq-remoting, MessageStoreConfig in rocketmq-store, ProxyConfig in
+rocketmq-proxy). GIT_DIR may be ``-`` when every label is a jar source. This is run by hand; the
+JSON it writes is committed, and nothing in CI fetches sources.
+
+For each config class (CLASSES) the instance fields declared directly in its body are read and
+their initialisers reduced to a value: integer/float arithmetic is evaluated (``60 * 1000`` ->
+``60000``), ``true``/``false``/string literals are unquoted, a field without an initialiser gets
+Java's zero value, and anything else (a call, a constant of another class) is kept as its source
+text between parentheses, marked so by a leading ``=``. Static fields are skipped. The result feeds
+``rmqpy.tools.config_table``'s "across releases" table and tests/unit/test_config_defaults.py; it is
+data about Java, not Java code.
 
 Why not ``BrokerStartup -p``: it needs each release's jars and prints the running host's values
 (CPU counts, addresses); the initialisers say what each release ships, for any tag, from source.
@@ -18,36 +39,144 @@ Why not ``BrokerStartup -p``: it needs each release's jars and prints the runnin
 from __future__ import annotations
 
 import ast
+import glob
+import hashlib
 import json
 import operator
+import os
 import re
 import subprocess
 import sys
-from typing import Any
+import zipfile
+from typing import Any, Callable, Protocol
 
 #: config class -> its file, found in the ref's tree by name (main sources only)
 CLASSES = ("BrokerConfig", "BrokerIdentity", "MessageStoreConfig", "NettyServerConfig", "NettyClientConfig",
            "NamesrvConfig", "ProxyConfig")
-DEFAULT_REFS = {"4.9.7": "rocketmq-all-4.9.7", "5.3.3": "rocketmq-all-5.3.3"}
+DEFAULT_SOURCES = {
+    "4.9.7": "rocketmq-all-4.9.7",
+    "5.3.3": "rocketmq-all-5.3.3",
+    "5.5.1": "~/.m2/repository/org/apache/rocketmq/rocketmq-*/5.5.1/rocketmq-*-5.5.1-sources.jar",
+}
 
 _MODIFIERS = {"private", "protected", "public", "final", "volatile", "transient"}
 _ZERO = {"int": "0", "long": "0", "short": "0", "byte": "0", "double": "0.0", "float": "0.0", "boolean": "false",
          "Integer": "", "Long": "", "Boolean": "", "String": ""}
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-        ast.Div: operator.truediv, ast.LShift: operator.lshift, ast.USub: operator.neg, ast.UAdd: operator.pos}
+_OPS: dict[type, Callable[..., Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv, ast.LShift: operator.lshift, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
 def git(git_dir: str, *args: str) -> str:
     return subprocess.run(["git", "-C", git_dir, *args], check=True, capture_output=True, text=True).stdout
 
 
-def find_class_files(git_dir: str, ref: str) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for path in git(git_dir, "ls-tree", "-r", "--name-only", ref).splitlines():
-        name = path.rsplit("/", 1)[-1].removesuffix(".java")
-        if name in CLASSES and "/src/main/java/" in path and path.endswith(".java"):
-            found.setdefault(name, path)
-    return found
+def _class_name(path: str) -> str | None:
+    """The config class a source path holds, if it is one of CLASSES (main sources only)."""
+    if not path.endswith(".java") or "/src/test/" in path:
+        return None
+    name = path.rsplit("/", 1)[-1].removesuffix(".java")
+    return name if name in CLASSES else None
+
+
+class Source(Protocol):
+    def describe(self) -> dict[str, Any]: ...
+
+    def class_files(self) -> dict[str, str]: ...
+
+    def read(self, path: str) -> str: ...
+
+
+class GitSource:
+    """One ref of a clone of apache/rocketmq."""
+
+    def __init__(self, git_dir: str, ref: str) -> None:
+        self.git_dir, self.ref = git_dir, ref
+
+    def describe(self) -> dict[str, Any]:
+        return {"ref": self.ref, "commit": git(self.git_dir, "rev-parse", self.ref + "^{commit}").strip()}
+
+    def class_files(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for path in git(self.git_dir, "ls-tree", "-r", "--name-only", self.ref).splitlines():
+            name = _class_name(path)
+            if name is not None and "/src/main/java/" in path:
+                found.setdefault(name, path)
+        return found
+
+    def read(self, path: str) -> str:
+        return git(self.git_dir, "show", f"{self.ref}:{path}")
+
+
+_JAR_VERSION = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^-]*(?:-[A-Za-z]+\w*)?)-sources\.jar$")
+
+
+class JarSource:
+    """Released ``-sources.jar`` files of one version (paths in a jar: ``org/apache/...java``)."""
+
+    def __init__(self, jars: list[str]) -> None:
+        if not jars:
+            raise SystemExit("no -sources.jar files given")
+        versions = set()
+        for jar in jars:
+            m = _JAR_VERSION.match(os.path.basename(jar))
+            if m is None:
+                raise SystemExit(f"{jar}: not a NAME-VERSION-sources.jar")
+            versions.add(m.group("version"))
+        if len(versions) != 1:
+            raise SystemExit(f"sources jars of several versions {sorted(versions)}: give one version's jars")
+        self.jars = sorted(jars, key=os.path.basename)
+        self.version = versions.pop()
+
+    @classmethod
+    def from_spec(cls, spec: str) -> JarSource:
+        """A directory (every ``*-sources.jar`` below it) or a comma-separated list of jars and globs."""
+        path = os.path.expanduser(spec)
+        if os.path.isdir(path):
+            return cls(glob.glob(os.path.join(path, "**", "*-sources.jar"), recursive=True))
+        jars: list[str] = []
+        for part in spec.split(","):
+            part = os.path.expanduser(part.strip())
+            matched = sorted(glob.glob(part)) if glob.has_magic(part) else [part]
+            if not matched or not all(os.path.isfile(j) for j in matched):
+                raise SystemExit(f"{part}: no such sources jar (fetch it with mvn dependency:get, see --help)")
+            jars.extend(matched)
+        return cls(jars)
+
+    def describe(self) -> dict[str, Any]:
+        jars = {}
+        for jar in self.jars:
+            with open(jar, "rb") as f:
+                jars[os.path.basename(jar)] = hashlib.sha1(f.read()).hexdigest()
+        return {"version": self.version, "jars": jars}
+
+    def class_files(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for jar in self.jars:
+            with zipfile.ZipFile(jar) as z:
+                for name in z.namelist():
+                    cls = _class_name("/" + name)
+                    if cls is not None:
+                        found.setdefault(cls, f"{os.path.basename(jar)}!{name}")
+        return found
+
+    def read(self, path: str) -> str:
+        jar_name, _, member = path.partition("!")
+        jar = next(j for j in self.jars if os.path.basename(j) == jar_name)
+        with zipfile.ZipFile(jar) as z:
+            return z.read(member).decode("utf-8")
+
+
+def is_jar_spec(spec: str) -> bool:
+    return ".jar" in spec or os.path.isdir(os.path.expanduser(spec))
+
+
+def source_of(git_dir: str, spec: str) -> Source:
+    if is_jar_spec(spec):
+        return JarSource.from_spec(spec)
+    if git_dir == "-":
+        raise SystemExit(f"{spec}: a git ref needs GIT_DIR")
+    return GitSource(git_dir, spec)
 
 
 def _strip_comments(src: str) -> str:
@@ -205,23 +334,29 @@ def fields_of(src: str) -> dict[str, str]:
     return {k: _normalise(v, constants) for k, v in out.items()}
 
 
-def extract(git_dir: str, refs: dict[str, str]) -> dict[str, Any]:
+def extract(sources: dict[str, Source]) -> dict[str, Any]:
+    """``{"refs": {label: where it was read, "files": {class: path}}, "classes": {class: {label: fields}}}``;
+    a jar label also lists the classes its jars do not hold (``unknown_classes``)."""
     result: dict[str, Any] = {"refs": {}, "classes": {}}
-    for label, ref in refs.items():
-        commit = git(git_dir, "rev-parse", ref + "^{commit}").strip()
-        result["refs"][label] = {"ref": ref, "commit": commit}
-        for cls, path in sorted(find_class_files(git_dir, ref).items()):
-            entry = result["classes"].setdefault(cls, {})
-            entry[label] = fields_of(git(git_dir, "show", f"{ref}:{path}"))
+    for label, source in sources.items():
+        info = source.describe()
+        files = source.class_files()
+        info["files"] = dict(sorted(files.items()))
+        if isinstance(source, JarSource):
+            info["unknown_classes"] = [c for c in CLASSES if c not in files]
+        result["refs"][label] = info
+        for cls, path in sorted(files.items()):
+            result["classes"].setdefault(cls, {})[label] = fields_of(source.read(path))
     return result
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
+    if not argv or argv[0] in ("-h", "--help"):
         sys.stderr.write(__doc__ or "")
         return 2
-    refs = dict(a.split("=", 1) for a in argv[1:]) if len(argv) > 1 else DEFAULT_REFS
-    json.dump(extract(argv[0], refs), sys.stdout, indent=1, sort_keys=True)
+    specs = dict(a.split("=", 1) for a in argv[1:]) if len(argv) > 1 else DEFAULT_SOURCES
+    json.dump(extract({label: source_of(argv[0], spec) for label, spec in specs.items()}),
+              sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
     return 0
 
