@@ -264,6 +264,17 @@ def _durations(text: str) -> str:
                   lambda m: f"(({m.group(2)}) * {_MS[m.group(1)]})", text)
 
 
+#: constants of the JDK and of RocksDB (org.rocksdb.util.SizeUnit) that initialisers use as numbers
+_NUMBERS = {"Byte.MAX_VALUE": 127, "Short.MAX_VALUE": 32767, "Integer.MAX_VALUE": 2**31 - 1, "Long.MAX_VALUE": 2**63 - 1,
+            "SizeUnit.KB": 1024, "SizeUnit.MB": 1024**2, "SizeUnit.GB": 1024**3, "SizeUnit.TB": 1024**4,
+            "SizeUnit.PB": 1024**5}
+
+
+def _numbers(text: str) -> str:
+    return re.sub(r"\b(?:Byte|Short|Integer|Long|SizeUnit)\.[A-Z_]+\b",
+                  lambda m: str(_NUMBERS.get(m.group(0), m.group(0))), text)
+
+
 def reduce_value(type_name: str, init: str | None) -> str:
     if init is None:
         return _ZERO.get(type_name, "")
@@ -274,7 +285,7 @@ def reduce_value(type_name: str, init: str | None) -> str:
         return ""
     if re.fullmatch(r'"(?:[^"\\]|\\.)*"', init):
         return init[1:-1]
-    value = _arith(_durations(init))
+    value = _arith(_numbers(_durations(init)))
     if value is not None:
         return value
     return "=" + init

@@ -99,3 +99,12 @@ def test_git_refs_still_work(tool: ModuleType, tmp_path: Path) -> None:
     assert result["classes"] == {"BrokerConfig": {"5.3.3": EXPECTED}}
     assert result["refs"]["5.3.3"]["ref"] == "rocketmq-all-5.3.3" and len(result["refs"]["5.3.3"]["commit"]) == 40
     assert "unknown_classes" not in result["refs"]["5.3.3"]  # a whole tree: a class not there is not in the release
+
+
+def test_jdk_and_rocksdb_constants_are_numbers(tool: ModuleType) -> None:
+    """As ``BrokerStartup -p`` 5.3.3 prints them; the enum rule once made these ``MAX_VALUE`` and ``GB``."""
+    assert tool.reduce_value("int", "Integer.MAX_VALUE") == "2147483647"
+    assert tool.reduce_value("int", "Byte.MAX_VALUE") == "127"
+    assert tool.reduce_value("long", "SizeUnit.GB") == "1073741824"
+    assert tool.reduce_value("long", "256 * SizeUnit.MB") == "268435456"
+    assert tool.reduce_value("int", "Foo.MAX_VALUE") == "=Foo.MAX_VALUE"
