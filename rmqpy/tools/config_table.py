@@ -27,9 +27,11 @@ JAVA_DEFAULTS = Path(__file__).resolve().parent / "java_defaults"
 JAVA_VERSION = "5.3.3"
 #: tools/java_config_defaults.py's extract of the config classes' field initialisers at each release
 INITIALISERS = JAVA_DEFAULTS / "initialisers.json"
-#: the releases the "across releases" table compares, oldest first; ``develop`` stands in for 5.5.1,
-#: which the stored apache/rocketmq snapshot does not have (its newest commit is 5.3.4-SNAPSHOT)
-RELEASES = ("4.9.7", "5.3.3", "develop")
+#: the releases the "across releases" table compares, oldest first: 4.9.7 and 5.3.3 read from their git
+#: tags, 5.5.1 (newer than the stored apache/rocketmq snapshot) from its released sources jars
+RELEASES = ("4.9.7", "5.3.3", "5.5.1")
+#: why a release's class was not read (initialisers.json lists such classes under ``unknown_classes``)
+UNREAD_WHY = "rocketmq-proxy 5.5.1 is not in the Maven repository the extract was run against"
 #: which Java config classes make up each server's keys (Java's BrokerStartup/NamesrvStartup/ProxyStartup)
 SERVER_CLASSES = {
     "broker": ("BrokerConfig", "BrokerIdentity", "MessageStoreConfig", "NettyServerConfig", "NettyClientConfig"),
@@ -123,6 +125,18 @@ def initialisers() -> dict[str, Any]:
     return data
 
 
+def unread_classes(release: str) -> list[str]:
+    """The config classes a release's sources did not include (its sources jars lacked them): their keys
+    are unknown in that release, not absent. A git ref's tree is whole, so it has none."""
+    unknown: list[str] = initialisers()["refs"][release].get("unknown_classes", [])
+    return unknown
+
+
+def is_read(server: str, release: str) -> bool:
+    """Whether every config class of ``server`` was read for ``release``."""
+    return not set(SERVER_CLASSES[server]) & set(unread_classes(release))
+
+
 def release_defaults(server: str) -> dict[str, dict[str, str]]:
     """``{release: {key: default}}`` of one server's config classes (the first class having a key wins)."""
     classes = initialisers()["classes"]
@@ -148,10 +162,19 @@ def differing_defaults(server: str) -> dict[str, list[str | None]]:
     return out
 
 
-def _release_value(value: str | None) -> str:
+def _release_value(value: str | None, read: bool = True) -> str:
     if value is None:
-        return "(none)"
+        return "(none)" if read else "(not read)"
     return _cell(value[1:] if value.startswith("=") else value) or "(empty)"
+
+
+def _describe_release(label: str, info: dict[str, Any]) -> str:
+    """``4.9.7 = `rocketmq-all-4.9.7` (5eb2e4ca0e)`` for a git ref, the jars for released sources jars."""
+    if "jars" in info:
+        jars = ", ".join(f"`{name}`" for name in sorted(info["jars"]))
+        return f"{label} = the released sources jars {jars} (Maven Central; sha1s in the JSON)"
+    commit = f" {info['commit'][:10]}" if info["ref"] != info["commit"] else ""
+    return f"{label} = `{info['ref']}` (apache/rocketmq git{commit})"
 
 
 def _releases_section(ours_by_server: dict[str, dict[str, str]]) -> str:
@@ -160,13 +183,11 @@ def _releases_section(ours_by_server: dict[str, dict[str, str]]) -> str:
         "## Defaults across Java releases\n",
         "Every key whose field initialiser differs between the releases' config classes "
         f"({', '.join(sorted({c for cs in SERVER_CLASSES.values() for c in cs}))}), extracted by "
-        "`tools/java_config_defaults.py` from a clone of apache/rocketmq into "
-        "`rmqpy/tools/java_defaults/initialisers.json`. The releases: "
-        + ", ".join(f"{label} = `{info['ref']}`" + (f" ({info['commit'][:10]})" if info["ref"] != info["commit"] else "")
-                    for label, info in refs.items())
-        + ". `develop` stands in for 5.5.1, which the stored apache/rocketmq snapshot does not have "
-        "(its newest commit is 5.3.4-SNAPSHOT); `(none)`: no such key in that release. rmqpy reports "
-        f"itself as {JAVA_VERSION} and takes {JAVA_VERSION}'s default; an exception says why "
+        "`tools/java_config_defaults.py` into `rmqpy/tools/java_defaults/initialisers.json`. The releases: "
+        + "; ".join(_describe_release(label, refs[label]) for label in RELEASES)
+        + ". `(none)`: no such key in that release; `(not read)`: the release's class was not read"
+        + "".join(f" ({', '.join(unread_classes(r))} {r}: {UNREAD_WHY})" for r in RELEASES if unread_classes(r))
+        + f". rmqpy reports itself as {JAVA_VERSION} and takes {JAVA_VERSION}'s default; an exception says why "
         "(tests/unit/test_config_defaults.py checks both).\n",
     ]
     for server in SERVER_CLASSES:
@@ -175,12 +196,15 @@ def _releases_section(ours_by_server: dict[str, dict[str, str]]) -> str:
         lines.append("| --- | " + " | ".join("---" for _ in RELEASES) + " | --- | --- |")
         ours = ours_by_server["namesrv" if server == "namesrv" else "broker"]  # rmqpy's gRPC keys are the broker's
         rows = differing_defaults(server)
+        per_release = release_defaults(server)
         if not rows:
-            lines.append("| (none) |" + " |" * (len(RELEASES) + 2))
+            read = [r for r in RELEASES if is_read(server, r) and per_release[r]]
+            lines.append(f"| (no key differs between the releases read: {', '.join(read)}) |" + " |" * (len(RELEASES) + 2))
         for key, values in rows.items():
             mine = _cell(ours[key]) if key in ours else "(no setting)"
             why = EXCEPTIONS.get(key) or NOTES.get(key, "")
-            lines.append(f"| `{key}` | " + " | ".join(_release_value(v) for v in values) + f" | {mine} | {why} |")
+            cells = [_release_value(v, is_read(server, r)) for v, r in zip(values, RELEASES)]
+            lines.append(f"| `{key}` | " + " | ".join(cells) + f" | {mine} | {why} |")
         lines.append("")
     lines.append("### rmqpy defaults that are not Java " + JAVA_VERSION + "'s\n")
     lines.append("| key | rmqpy | why |\n| --- | --- | --- |")

@@ -52,3 +52,24 @@ def test_the_releases_table_has_the_keys_known_to_differ() -> None:
     assert broker["registerBrokerTimeoutMills"][:2] == ["6000", "24000"]
     assert "brokerName" not in broker  # host-dependent in every release, the same there
     assert ct.rmqpy_defaults()["broker"]["transactionCheckInterval"] == "30000"
+
+
+def test_the_releases_table_has_a_5_5_1_column_read_from_its_sources_jars() -> None:
+    assert ct.RELEASES == ("4.9.7", "5.3.3", "5.5.1")
+    refs = ct.initialisers()["refs"]
+    assert set(refs) == set(ct.RELEASES)
+    assert refs["5.5.1"]["version"] == "5.5.1" and "rocketmq-common-5.5.1-sources.jar" in refs["5.5.1"]["jars"]
+    assert all(len(sha1) == 40 for sha1 in refs["5.5.1"]["jars"].values())
+    classes = ct.initialisers()["classes"]
+    for cls in ("BrokerConfig", "BrokerIdentity", "MessageStoreConfig", "NettyServerConfig", "NettyClientConfig",
+                "NamesrvConfig"):
+        assert len(classes[cls]["5.5.1"]) >= len(classes[cls]["5.3.3"]), cls  # read, and nothing lost
+    broker = ct.differing_defaults("broker")
+    assert broker["transactionMetricFlushInterval"] == [None, "3000", "10000"]
+    assert broker["registerBrokerTimeoutMills"] == ["6000", "24000", "24000"]
+    assert ct.release_defaults("broker")["5.5.1"]["maxTopicLength"] == "127"
+    # ProxyConfig 5.5.1 was not read (no rocketmq-proxy 5.5.1 sources jar): unknown, not absent
+    assert ct.unread_classes("5.5.1") == ["ProxyConfig"] and ct.unread_classes("5.3.3") == []
+    assert ct.is_read("broker", "5.5.1") and ct.is_read("namesrv", "5.5.1")
+    assert not ct.is_read("gRPC (ProxyConfig)", "5.5.1")
+    assert "| key | 4.9.7 | 5.3.3 | 5.5.1 | rmqpy | why |" in ct.render()
