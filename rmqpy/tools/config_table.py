@@ -51,10 +51,26 @@ NOTES: dict[str, str] = {
     "listenPort": "class defaults only (5.x BrokerConfig has its own, 6888): BrokerStartup sets 10911 and "
                   "NamesrvStartup 9876 in every release",
     "useTLS": "5.x reads the tls.enable system property (false unless set, or tls.server.mode=enforcing)",
-    "transactionMetricFlushInterval": "5.x transaction metrics; rmqpy keeps none",
+    "transactionMetricFlushInterval": "how often Java writes its half-message counts to config/transactionMetrics; "
+                                      "rmqpy counts them in memory only (rocketmq_half_messages) and writes no such file",
     "autoDeleteUnusedStats": "Java's stats bookkeeping; rmqpy's stats keep no per-key timers to delete",
     "transactionCheckInterval": "4.9.7's 60 s checked a transaction left UNKNOW too late for the Spring "
                                 "starter's test (issue 33)",
+}
+
+#: the release rmqpy will report next (issue 33), whose changes from JAVA_VERSION are listed one by one
+NEXT_VERSION = "5.5.1"
+#: every key whose default changed between JAVA_VERSION and NEXT_VERSION (or that NEXT_VERSION dropped):
+#: the release whose default rmqpy keeps, and why. rmqpy keeps JAVA_VERSION's unless the change is a plain
+#: fix. For a key rmqpy has a setting for, its default is that release's; for one it has none for, the
+#: value GET_BROKER_CONFIG prints to 5.x clients (rmqpy/broker/java_config.py) is.
+#: tests/unit/test_config_defaults.py fails for a change without an entry, an entry without a change,
+#: and a default that is not the named release's.
+FROM_JAVA_TO_NEXT: dict[str, tuple[str, str]] = {
+    "transactionMetricFlushInterval": (
+        "5.3.3", "not a fix rmqpy needs: 5.5.1 writes the file less often because each write now also flushes the "
+                 "backup file before replacing the original (apache/rocketmq #9412); rmqpy writes no such file. "
+                 "mqadmin getBrokerConfig shows 3000, 5.3.3's, while rmqpy reports 5.3.3"),
 }
 
 #: defaults that depend on the host, the user or the environment, as the table prints them
@@ -162,6 +178,83 @@ def differing_defaults(server: str) -> dict[str, list[str | None]]:
     return out
 
 
+def _server_of(key: str, release: str) -> tuple[str, str] | None:
+    """(server, class) of a key in a release: the first server and class having it."""
+    classes = initialisers()["classes"]
+    for server, names in SERVER_CLASSES.items():
+        for cls in names:
+            if key in classes.get(cls, {}).get(release, {}):
+                return server, cls
+    return None
+
+
+def changed_to_next() -> dict[str, tuple[str, str | None, str | None]]:
+    """Keys whose default differs between JAVA_VERSION and NEXT_VERSION, or that NEXT_VERSION dropped,
+    in the servers whose classes both releases read: ``{key: (server, old, new or None)}``."""
+    out: dict[str, tuple[str, str | None, str | None]] = {}
+    for server in SERVER_CLASSES:
+        if not (is_read(server, JAVA_VERSION) and is_read(server, NEXT_VERSION)):
+            continue
+        per = release_defaults(server)
+        old, new = per[JAVA_VERSION], per[NEXT_VERSION]
+        for key in sorted(old, key=str.lower):
+            if old[key] != new.get(key) and key not in out:
+                out[key] = (server, old[key], new.get(key))
+    return out
+
+
+def new_in_next() -> dict[str, tuple[str, str, str]]:
+    """Keys NEXT_VERSION has and JAVA_VERSION has not: ``{key: (server, class, default)}``."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for server in SERVER_CLASSES:
+        per = release_defaults(server)
+        for key in sorted(set(per[NEXT_VERSION]) - set(per[JAVA_VERSION]), key=str.lower):
+            where = _server_of(key, NEXT_VERSION)
+            if key not in out and where is not None:
+                out[key] = (server, where[1], per[NEXT_VERSION][key])
+    return dict(sorted(out.items(), key=lambda kv: kv[0].lower()))
+
+
+def _next_section(ours_by_server: dict[str, dict[str, str]]) -> list[str]:
+    changed, new = changed_to_next(), new_in_next()
+    unread = [s for s in SERVER_CLASSES if not is_read(s, NEXT_VERSION)]
+    dropped = sum(1 for _, _, value in changed.values() if value is None)
+    lines = [
+        f"### From {JAVA_VERSION} to {NEXT_VERSION}\n",
+        f"The keys whose default changed between {JAVA_VERSION} and {NEXT_VERSION} ({len(changed) - dropped}) "
+        f"or that {NEXT_VERSION} dropped ({dropped}), with what rmqpy does. rmqpy reports {JAVA_VERSION} and keeps "
+        f"{JAVA_VERSION}'s default unless {NEXT_VERSION}'s change is a plain fix"
+        + (f"; not compared: {', '.join(unread)} ({NEXT_VERSION}'s class not read)" if unread else "") + ".\n",
+        f"| key | server | {JAVA_VERSION} | {NEXT_VERSION} | rmqpy | keeps | what rmqpy does |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    if not changed:
+        lines.append("| (none) | | | | | | |")
+    for key, (server, old, value) in changed.items():
+        ours = ours_by_server["namesrv" if server == "namesrv" else "broker"]
+        keeps, why = FROM_JAVA_TO_NEXT.get(key, ("", ""))
+        mine = _cell(ours[key]) if key in ours else "(no setting)"
+        lines.append(f"| `{key}` | {server} | {_release_value(old)} | {_release_value(value)} | {mine} | {keeps} | {why} |")
+    known = {**ours_by_server["namesrv"], **ours_by_server["broker"]}
+    unknown = {k: v for k, v in new.items() if k not in known}
+    lines += [
+        "",
+        f"### New in {NEXT_VERSION}, unknown to rmqpy\n",
+        f"The keys {NEXT_VERSION}'s config classes have and {JAVA_VERSION}'s have not, for which rmqpy has no "
+        f"setting ({len(unknown)}"
+        + (f"; {len(new) - len(unknown)} more rmqpy has" if len(new) > len(unknown) else "")
+        + "). rmqpy treats them as any key it does not know: a file's value is reported as an unknown key "
+        "and ignored, a `-D` is an error, and `mqadmin getBrokerConfig` does not list them. A default in Java "
+        "syntax is the initialiser as written (it names another class).\n",
+        f"| key | server | class | {NEXT_VERSION} default |",
+        "| --- | --- | --- | --- |",
+    ]
+    for key, (server, cls, value) in unknown.items():
+        lines.append(f"| `{key}` | {server} | {cls} | {_release_value(value)} |")
+    lines.append("")
+    return lines
+
+
 def _release_value(value: str | None, read: bool = True) -> str:
     if value is None:
         return "(none)" if read else "(not read)"
@@ -206,6 +299,7 @@ def _releases_section(ours_by_server: dict[str, dict[str, str]]) -> str:
             cells = [_release_value(v, is_read(server, r)) for v, r in zip(values, RELEASES)]
             lines.append(f"| `{key}` | " + " | ".join(cells) + f" | {mine} | {why} |")
         lines.append("")
+    lines += _next_section(ours_by_server)
     lines.append("### rmqpy defaults that are not Java " + JAVA_VERSION + "'s\n")
     lines.append("| key | rmqpy | why |\n| --- | --- | --- |")
     everything = {**ours_by_server["namesrv"], **ours_by_server["broker"]}
