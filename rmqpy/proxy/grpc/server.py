@@ -35,8 +35,9 @@ from twisted.internet import threads
 
 from rmqpy.proxy.grpc.activities import MessagingActivities
 from rmqpy.proxy.grpc.auth import GrpcAuth
-from rmqpy.proxy.grpc.front import LOOPBACK, GrpcFront
+from rmqpy.proxy.grpc.front import DEFAULT_MAX_PENDING, LOOPBACK, GrpcFront
 from rmqpy.proxy.grpc.servicer import MessagingServicer
+from rmqpy.remoting.connection_limits import ConnectionCap
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 
 
@@ -58,7 +59,7 @@ class _GrpcioLines(logging.Filter):
         return False
 
 
-def grpc_server(max_calls: int, max_inbound: int) -> grpc.Server:
+def grpc_server(max_calls: int, max_inbound: int, idle_ms: int = 120_000) -> grpc.Server:
     """A grpcio server that admits ``max_calls`` calls at once and has a pool thread for each.
 
     grpcio's synchronous server runs a call on a pool thread for the call's whole length. With fewer
@@ -66,13 +67,21 @@ def grpc_server(max_calls: int, max_inbound: int) -> grpc.Server:
     runs) took every thread, and every later call, unary ones included, waited in the pool's queue
     for good: 64 connected clients stopped an endpoint of 64 threads and 1024 calls. Here a call over
     the limit is refused with RESOURCE_EXHAUSTED instead. The pool starts threads only as calls need
-    them."""
+    them.
+
+    ``idle_ms`` (``grpcClientIdleTimeMills``) is the proxy's ``maxConnectionIdle``: a connection without
+    a call in progress for that long gets a GOAWAY and is closed (grpc-java's ``MaxConnectionIdleManager``
+    counts from the last call's end; grpc core's ``grpc.max_connection_idle_ms`` is the same rule).
+    <= 0: never."""
     pool = concurrent.futures.ThreadPoolExecutor(max_calls, thread_name_prefix="grpc")
-    return grpc.server(pool, maximum_concurrent_rpcs=max_calls, options=[
+    options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", max_inbound),
         ("grpc.max_send_message_length", -1),
         ("grpc.so_reuseport", 0),
-    ])
+    ]
+    if idle_ms > 0:
+        options.append(("grpc.max_connection_idle_ms", idle_ms))
+    return grpc.server(pool, maximum_concurrent_rpcs=max_calls, options=options)
 
 
 class GrpcServerService(service.Service):
@@ -82,11 +91,15 @@ class GrpcServerService(service.Service):
 
     def __init__(self, activities: MessagingActivities, reactor: Any, host: str, port: int,
                  max_calls: int = 1024, max_inbound: int = 130 * 1024 * 1024, tls: Any = None,
-                 auth: GrpcAuth | None = None) -> None:
+                 auth: GrpcAuth | None = None, idle_ms: int = 120_000, cap: ConnectionCap | None = None,
+                 max_pending: int = DEFAULT_MAX_PENDING) -> None:
         self.activities, self.reactor, self.host, self.port = activities, reactor, host, port
         self.tls = tls  # rmqpy.proxy.grpc.tls.GrpcTls, or None for plain text
         self.auth = auth  # rmqpy.proxy.grpc.auth.GrpcAuth when the broker authenticates or authorizes
         self.max_calls, self.max_inbound = max_calls, max_inbound
+        # the port's bounds: grpcClientIdleTimeMills, the connection caps and the front's pending bytes
+        # (the last two only where the front holds the port: permissive TLS, the default)
+        self.idle_ms, self.cap, self.max_pending = idle_ms, cap, max_pending
         self.server: Any = None
         self.front: GrpcFront | None = None
         self.listening: Any = None  # the front's port
@@ -94,7 +107,7 @@ class GrpcServerService(service.Service):
 
     def startService(self) -> None:  # noqa: N802 (Twisted's name)
         super().startService()
-        server = grpc_server(self.max_calls, self.max_inbound)
+        server = grpc_server(self.max_calls, self.max_inbound, self.idle_ms)
         self.servicer = MessagingServicer(self.activities, self.reactor, self.auth)
         self._grpcio_lines = _GrpcioLines(self.reactor)
         for name in ("grpc._common", "grpc._server"):
@@ -106,7 +119,8 @@ class GrpcServerService(service.Service):
             # TLS and plain text on one port: grpcio serves each on loopback, the front picks per connection
             plain = server.add_insecure_port(f"{LOOPBACK}:0")
             secure = server.add_secure_port(f"{LOOPBACK}:0", self.tls.credentials())
-            self.front = GrpcFront(self.reactor, plain, secure, self.tls.settings.handshake_timeout)
+            self.front = GrpcFront(self.reactor, plain, secure, self.tls.settings.handshake_timeout,
+                                   idle_timeout=self.idle_ms / 1000.0, cap=self.cap, max_pending=self.max_pending)
             self.servicer.peers = self.front.peers
             self.listening = self.reactor.listenTCP(self.port, self.front, interface=self.host)
             self.bound_port = self.listening.getHost().port
