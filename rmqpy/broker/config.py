@@ -167,6 +167,19 @@ class BrokerConfig:
     grpcServerPort: int = 8081
     grpcThreadPoolNums: int = 1024
     grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
+    # the gRPC port's bounds (docs/operations.md, "Limits"): a connection without a call (grpcio) or
+    # without a byte either way (the front) for grpcClientIdleTimeMills is closed, as the proxy's
+    # maxConnectionIdle; the caps (rmqpy's) count connections of the port and of one source address,
+    # 0 = from the open-file limit (what openFileReserve leaves, 3 descriptors a connection) and a
+    # quarter of that per address, < 0 = none; grpcFrontMaxPendingBytes: bytes held per connection
+    # before grpcio's loopback connection exists
+    grpcClientIdleTimeMills: int = 120 * 1000
+    grpcMaxConnections: int = 0
+    grpcMaxConnectionsPerAddress: int = 0
+    grpcFrontMaxPendingBytes: int = 256 * 1024
+    # descriptors kept for the store's own files when a port's connection cap is computed from the
+    # open-file limit (which the broker raises to the hard limit at start); 0 = a quarter, at least 1,024
+    openFileReserve: int = 0
     # a PushConsumer's receive (auto_renew): the proxy's invisible time and renewal of its receipt
     # handles (proxy/grpc/receipts.py), ProxyConfig's keys and defaults
     enableProxyAutoRenew: bool = True
@@ -285,6 +298,9 @@ def validate(settings: BrokerSettings) -> None:
         raise PropertiesError(f"grpcServerPort: {b.grpcServerPort} is not -1 (off) or a port")
     if not 1 <= b.grpcThreadPoolNums <= 1024:
         raise PropertiesError(f"grpcThreadPoolNums: {b.grpcThreadPoolNums} is not in 1..1024")
+    for key in ("openFileReserve", "grpcFrontMaxPendingBytes"):
+        if getattr(b, key) < 0:
+            raise PropertiesError(f"{key}: {getattr(b, key)} is negative")
     for key, low in (("defaultInvisibleTimeMills", 1000), ("renewSchedulePeriodMillis", 100),
                      ("renewAheadTimeMillis", 0), ("renewMaxTimeMillis", 0), ("maxRenewRetryTimes", 0),
                      ("invisibleTimeMillisWhenClear", 0)):

@@ -12,6 +12,7 @@ flushes the config files and the store, one after the other.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from twisted.application import service, strports
 
@@ -57,6 +58,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
                              (bc.metricsPromExporterPort,))
         from twisted.internet import reactor as default_reactor
         reactor = default_reactor
+        _raise_open_file_limit()  # the process's own: tests that pass a reactor leave theirs alone
     from rmqpy.broker.controller import BrokerController
     from rmqpy.broker.lifecycle import build_broker_service
     from rmqpy.remoting import tls_hook
@@ -112,10 +114,42 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
             MessagingActivities(controller, controller.dispatcher, bc.grpcServerPort), reactor,
             settings.netty.bindAddress, bc.grpcServerPort, max_calls=bc.grpcThreadPoolNums,
             max_inbound=bc.grpcMaxInboundMessageSize, tls=grpc_tls_,
-            auth=GrpcAuth(controller.auth_pipeline) if controller.auth_pipeline else None))
+            auth=GrpcAuth(controller.auth_pipeline) if controller.auth_pipeline else None,
+            idle_ms=bc.grpcClientIdleTimeMills, cap=_grpc_cap(bc, reactor), max_pending=bc.grpcFrontMaxPendingBytes))
     if controller.metrics_manager is not None:  # metricsExporterType=PROM
         from rmqpy.common.metrics import metrics_service
         host, mport = controller.metrics_manager.address()
         where = "" if bc.metricsPromExporterHost else " (brokerIP1, as Java; metricsPromExporterHost sets another address)"
         listeners.append(metrics_service(controller.metrics_manager.registry, host, mport, f"broker metrics{where}"))
     return build_broker_service(controller, Options.tap_name, listeners)
+
+
+def _raise_open_file_limit() -> None:
+    """Soft RLIMIT_NOFILE to the hard limit before the store opens its files (issue 31: a flood of
+    sockets under the default 1,024/4,096 left no descriptor for the next commit-log file)."""
+    from twisted.logger import Logger
+
+    from rmqpy.common import fdlimit
+    got = fdlimit.raise_open_file_limit()
+    log = Logger(namespace="rmqpy.broker.startup")
+    if got.error:
+        log.warn("open files: the soft limit stays {soft} (hard {hard}): {e}", soft=got.soft, hard=got.hard,
+                 e=got.error)
+    else:
+        log.info("open files: soft limit {before} -> {soft} (hard {hard}; -1: unlimited)", before=got.before,
+                 soft=got.soft, hard=got.hard)
+
+
+def _grpc_cap(bc: Any, reactor: Any) -> Any:
+    """The gRPC port's ConnectionCap: relayed through the front, a connection holds 3 descriptors."""
+    from twisted.logger import Logger
+
+    from rmqpy.common import fdlimit
+    from rmqpy.remoting.connection_limits import ConnectionCap
+    total, per_address, how = fdlimit.port_caps(bc.grpcMaxConnections, bc.grpcMaxConnectionsPerAddress,
+                                                bc.openFileReserve, 3)
+    Logger(namespace="rmqpy.broker.startup").info(
+        "gRPC port: at most {n} connections, {m} per address where the front holds the port "
+        "(tls.server.mode=permissive; 0: no cap; {how})", n=total, m=per_address, how=how)
+    return ConnectionCap("gRPC port", reactor, total, per_address, ("grpcMaxConnections",
+                                                                     "grpcMaxConnectionsPerAddress"))
