@@ -178,7 +178,8 @@ class BrokerConfig:
     grpcMaxConnectionsPerAddress: int = 0
     grpcFrontMaxPendingBytes: int = 256 * 1024
     # descriptors kept for the store's own files when a port's connection cap is computed from the
-    # open-file limit (which the broker raises to the hard limit at start); 0 = a quarter, at least 1,024
+    # open-file limit (which the broker raises to the hard limit at start); 0 = a quarter, at least
+    # 1,024 (or half the limit when that is less)
     openFileReserve: int = 0
     # a PushConsumer's receive (auto_renew): the proxy's invisible time and renewal of its receipt
     # handles (proxy/grpc/receipts.py), ProxyConfig's keys and defaults

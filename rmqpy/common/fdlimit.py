@@ -66,8 +66,9 @@ def open_files() -> int:
 
 
 def default_reserve(limit: int) -> int:
-    """openFileReserve=0: a quarter of the limit, at least :data:`MIN_RESERVE`."""
-    return max(MIN_RESERVE, limit // 4)
+    """openFileReserve=0: a quarter of the limit, at least :data:`MIN_RESERVE` or half the limit when
+    that is less (under a limit of 1,024 a reserve of 1,024 would leave the ports nothing)."""
+    return max(min(MIN_RESERVE, limit // 2), limit // 4)
 
 
 def connection_budget(limit: int, held: int, reserve: int, fds_per_connection: int) -> int:

@@ -32,6 +32,7 @@ def test_the_caps_leave_the_reserve_to_the_store() -> None:
     assert fdlimit.port_caps(0, 0, 0, 3, limit=4096, held=200)[:2] == (957, 239)
     assert fdlimit.port_caps(0, 0, 2000, 3, limit=4096, held=200)[:2] == (632, 158)
     assert fdlimit.port_caps(0, 0, 0, 3, limit=1_048_576, held=200)[:2] == (262_077, 65_519)
+    assert fdlimit.port_caps(0, 0, 0, 3, limit=1024, held=13)[:2] == (166, 41)  # half of a small limit kept
     assert fdlimit.port_caps(0, 0, 0, 3, limit=1024, held=900)[:2] == (1, 1)  # never 0 (that is "no cap")
     assert fdlimit.port_caps(500, 0, 0, 3)[:2] == (500, 125)
     assert fdlimit.port_caps(500, 600, 0, 3)[:2] == (500, 600)
