@@ -342,65 +342,48 @@ def _bool(expr: Expression) -> Expression:
     raise SQLParseError(f"Expression will not result in a boolean value: {expr!r}")
 
 
-class _And(Expression):
+class _Chain(Expression):
+    """A chain of one associative operator in Java's three-valued logic: the first operand that is
+    ``decisive`` ends it with that value, else null if any was null, else ``not decisive``."""
+    is_boolean = True
+    decisive: bool
+
+    def __init__(self, operands: list[Expression]) -> None:
+        self.operands = operands
+        self.depth = _depth(*operands)
+
+    def eval(self, props: Mapping[str, str]) -> Any:
+        unknown = False
+        for op in self.operands:
+            v = op.eval(props)
+            if v is self.decisive:
+                return self.decisive
+            if v is None:
+                unknown = True
+        return None if unknown else not self.decisive
+
+    def steps(self, props: Mapping[str, str]) -> _Steps:
+        unknown = False
+        for op in self.operands:
+            v = yield op
+            if v is self.decisive:
+                return self.decisive
+            if v is None:
+                unknown = True
+        return None if unknown else not self.decisive
+
+
+class _And(_Chain):
     """A chain of ``AND``: Java's left-deep ``LogicExpression.createAND`` nodes as one node, which
     gives the same value, evaluating the same operands in the same order: the first FALSE ends it
     (FALSE), else null if any was null, else TRUE."""
-    is_boolean = True
-
-    def __init__(self, operands: list[Expression]) -> None:
-        self.operands = operands
-        self.depth = _depth(*operands)
-
-    def eval(self, props: Mapping[str, str]) -> Any:
-        unknown = False
-        for op in self.operands:
-            v = op.eval(props)
-            if v is False:
-                return False
-            if v is None:
-                unknown = True
-        return None if unknown else True
-
-    def steps(self, props: Mapping[str, str]) -> _Steps:
-        unknown = False
-        for op in self.operands:
-            v = yield op
-            if v is False:
-                return False
-            if v is None:
-                unknown = True
-        return None if unknown else True
+    decisive = False
 
 
-class _Or(Expression):
+class _Or(_Chain):
     """A chain of ``OR`` (``createOR``): the first TRUE ends it (TRUE), else null if any was
     null, else FALSE."""
-    is_boolean = True
-
-    def __init__(self, operands: list[Expression]) -> None:
-        self.operands = operands
-        self.depth = _depth(*operands)
-
-    def eval(self, props: Mapping[str, str]) -> Any:
-        unknown = False
-        for op in self.operands:
-            v = op.eval(props)
-            if v is True:
-                return True
-            if v is None:
-                unknown = True
-        return None if unknown else False
-
-    def steps(self, props: Mapping[str, str]) -> _Steps:
-        unknown = False
-        for op in self.operands:
-            v = yield op
-            if v is True:
-                return True
-            if v is None:
-                unknown = True
-        return None if unknown else False
+    decisive = True
 
 
 def _chain(cls: type[_And] | type[_Or], operands: list[Expression]) -> Expression:
