@@ -133,27 +133,38 @@ def _depth(*children: Expression) -> int:
     return 1 + max(c.depth for c in children)
 
 
-def _evaluate_deep(root: Expression, props: Mapping[str, str]) -> Any:
-    """``root.eval(props)`` with one stack frame whatever the depth: the :meth:`Expression.steps`
-    generators of the nodes deeper than :data:`SHALLOW_DEPTH` on a list, the shallower subtrees
-    they ask for evaluated by recursion. An exception of a node ends the evaluation, as a Java
-    exception unwinds every ``evaluate`` (no node catches one)."""
-    stack = [root.steps(props)]
+def _run_on_stack(first: Generator[Any, Any, Any],
+                  step: Callable[[Any], tuple[Generator[Any, Any, Any] | None, Any]]) -> Any:
+    """Run the generator ``first`` and those it asks for on an explicit stack: each value a
+    generator yields goes to ``step``, which answers either a generator to run next (its result is
+    sent back to the one that asked) or, with None, the value to send back at once. Nesting of
+    the input never nests Python calls."""
+    stack = [first]
     value: Any = None
     while True:
         try:
-            child = stack[-1].send(value)
+            asked = stack[-1].send(value)
         except StopIteration as done:
             stack.pop()
             if not stack:
                 return done.value
             value = done.value
             continue
+        sub, value = step(asked)
+        if sub is not None:
+            stack.append(sub)
+
+
+def _evaluate_deep(root: Expression, props: Mapping[str, str]) -> Any:
+    """``root.eval(props)`` with one stack frame whatever the depth: the :meth:`Expression.steps`
+    generators of the nodes deeper than :data:`SHALLOW_DEPTH` on a list, the shallower subtrees
+    they ask for evaluated by recursion. An exception of a node ends the evaluation, as a Java
+    exception unwinds every ``evaluate`` (no node catches one)."""
+    def step(child: Expression) -> tuple[Generator[Any, Any, Any] | None, Any]:
         if child.depth <= SHALLOW_DEPTH:
-            value = child.eval(props)
-        else:
-            stack.append(child.steps(props))
-            value = None
+            return None, child.eval(props)
+        return child.steps(props), None
+    return _run_on_stack(root.steps(props), step)
 
 
 class _Const(Expression):
@@ -466,21 +477,10 @@ _Rule = Generator[Any, Any, Expression]
 
 
 def _trampoline(rule: _Rule) -> Expression:
-    """Run ``rule`` and the sub-rules it yields on an explicit stack, so that the nesting of
-    the expression (parentheses, NOT, signs) never nests Python calls."""
-    stack = [rule]
-    value: Any = None
-    while True:
-        try:
-            sub = stack[-1].send(value)
-        except StopIteration as done:
-            stack.pop()
-            if not stack:
-                return done.value
-            value = done.value
-            continue
-        stack.append(sub)
-        value = None
+    """Run ``rule`` and the sub-rules it yields on an explicit stack (:func:`_run_on_stack`), so
+    that the nesting of the expression (parentheses, NOT, signs) never nests Python calls."""
+    result: Expression = _run_on_stack(rule, lambda sub: (sub, None))
+    return result
 
 
 class _Parser:
