@@ -111,3 +111,34 @@ def test_a_round_trip_keeps_what_a_name_server_uses() -> None:
     back = RegisterBrokerBody.decode(body, True, MQVersion.V5_3_3).topicConfigSerializeWrapper.topicConfigTable
     assert {n: (t.readQueueNums, t.writeQueueNums, t.perm) for n, t in back.items()} == \
            {n: (t.readQueueNums, t.writeQueueNums, t.perm) for n, t in table.items()}
+
+
+def _bomb(inflated: int) -> bytes:
+    """The start of a zlib stream of ``inflated`` zero bytes (no end: an inflater past its bound
+    never reads one). After a full flush each MiB of zeros compresses to the same block, so the
+    block is made once and repeated."""
+    z = zlib.compressobj(9)
+    mib = b"\0" * (1 << 20)
+    first = z.compress(mib) + z.flush(zlib.Z_FULL_FLUSH)
+    block = z.compress(mib) + z.flush(zlib.Z_FULL_FLUSH)
+    return first + block * ((inflated >> 20) - 1)
+
+
+def test_a_compressed_body_is_refused_past_the_inflate_bound_and_when_it_lies_about_its_counts() -> None:
+    """A registration is something any connection can send: a small body that inflates past
+    MAX_INFLATED_BODY, or whose counts and lengths name more than it holds, is a BodyError (one
+    answer, nothing kept), never a huge buffer or a loop over a count it does not have."""
+    import pytest
+
+    from rmqpy.protocol.bodies.safe import MAX_INFLATED_BODY, BodyError
+
+    bomb = _bomb(MAX_INFLATED_BODY + (1 << 20))
+    assert len(bomb) < MAX_INFLATED_BODY // 500
+    with pytest.raises(BodyError, match="inflates past"):
+        RegisterBrokerBody.decode(bomb, True)
+    version = _chunk(json.dumps({"counter": 1, "stateVersion": 0, "timestamp": 1}))
+    for lie in (version + _int(2_000_000_000),                        # topics it does not hold
+                version + _int(1) + _int(1 << 30) + b"T 4 4 6 SINGLE_TAG",  # a length past the end
+                version + _int(1) + _int(-5)):                         # a negative length
+        with pytest.raises(BodyError):
+            RegisterBrokerBody.decode(zlib.compress(lie), True)
