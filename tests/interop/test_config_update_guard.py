@@ -22,6 +22,7 @@ from rmqpy.protocol.command import RemotingCommand
 from rmqpy.remoting.tls_testcerts import issue, make_ca
 from rmqpy.tools.blocking_client import BlockingClient
 from tests.interop import jvm, servers
+from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -143,3 +144,35 @@ def test_mqadmin_update_broker_config_is_refused(tmp_path: Path, java_built, ver
                                             "-k", "fileReservedTime", "-v", "9"], cluster.ns_addr)
         assert "success" in (out + err).lower(), out + err
         assert "fileReservedTime=9\n" in conf.read_text()
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK")
+def test_mqadmin_switches_a_running_slave_to_master(tmp_path: Path, java_built) -> None:
+    """Issue 27: ``mqadmin updateBrokerConfig -k brokerRole -v ASYNC_MASTER`` on a running rmqpy slave
+    makes it the master without a restart: mqadmin reads the new role and id back, the broker
+    registers again as brokerId 0, and a stock Java 5.3.3 producer (which finds no master before) sends
+    to it. Java 4.9.7/5.3.3 only set the field (docs/compatibility.md); rmqpy runs the role switch."""
+    version, topic = "5.3.3", "TRoleSwitch"
+    with servers.Cluster(tmp_path, HOST, {"brokerRole": "SLAVE", "brokerId": 1}) as cluster:
+
+        def config() -> dict[str, str]:  # mqadmin getBrokerConfig's "key = value" lines
+            rc, out, err = jvm.mqadmin(version, ["getBrokerConfig", "-b", cluster.broker_addr], cluster.ns_addr)
+            pairs = (line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith("="))
+            return {k.strip(): v.strip() for k, v in pairs}
+        before = config()
+        assert (before.get("brokerRole"), before.get("brokerId")) == ("SLAVE", "1"), before
+        master_entry = f'0:"{cluster.broker_addr}"'.encode()  # brokerAddrs of the cluster info, as fastjson writes it
+
+        def registered_as_master() -> bool:
+            code, _, _, body = jvm.remoting_request(cluster.ns_addr, RequestCode.GET_BROKER_CLUSTER_INFO)
+            return code == 0 and master_entry in (body or b"")
+        assert not registered_as_master()  # a slave: brokerId 1
+        rc, out, err = jvm.mqadmin(version, ["updateBrokerConfig", "-b", cluster.broker_addr,
+                                            "-k", "brokerRole", "-v", "ASYNC_MASTER"], cluster.ns_addr)
+        assert "success" in (out + err).lower(), out + err
+        after = config()
+        assert (after.get("brokerRole"), after.get("brokerId")) == ("ASYNC_MASTER", "0"), after
+        wait_until(registered_as_master, 15, 0.2, what="the broker registered again as brokerId 0",
+                   diag=cluster.broker.log_tail)
+        ev = jvm.harness(version, ["produce", "-n", cluster.ns_addr, "-t", topic, "-c", "3"], timeout=60)
+        assert [e["status"] for e in ev.of("sent")] == ["SEND_OK"] * 3, ev.errors
