@@ -43,22 +43,49 @@ def enabled() -> bool:
     return os.environ.get("RMQPY_INTEROP_CDS", "on") != "off"
 
 
-def key(java: str, classpath: str) -> str:
-    return hashlib.sha256("\0".join([java, classpath, *_DUMP_RELEVANT]).encode()).hexdigest()[:20]
+def key(java: str, classpath: str, main: str = "") -> str:
+    return hashlib.sha256("\0".join([java, classpath, *_DUMP_RELEVANT, *([main] if main else [])]).encode()
+                          ).hexdigest()[:20]
 
 
 def options(java: str, classpath: str) -> list[str]:
     """The archive options for one JVM of ``classpath``: use the archive, or write it, or none."""
+    opts, part = _options(java, classpath, key(java, classpath))
+    return [QUIET, f"-XX:ArchiveClassesAtExit={part}"] if part else opts
+
+
+def server_options(java: str, classpath: str, main: str) -> tuple[list[str], Path | None]:
+    """The archive options for a server JVM, and the part to dump it into once it is up (or None).
+
+    The suite stops most servers with SIGKILL, and a killed JVM writes nothing at exit; so the
+    first server of a key records what it needs for a dump and :func:`dump_running` asks it for the
+    archive once it has booted (``jcmd VM.cds dynamic_dump``). Name server and broker share their
+    jars but not their classes: the main class is part of the key."""
+    opts, part = _options(java, classpath, key(java, classpath, main))
+    return ([QUIET, "-XX:+RecordDynamicDumpInfo"], part) if part else (opts, None)
+
+
+def dump_running(java: str, pid: int, part: Path) -> subprocess.Popen | None:
+    """Start ``jcmd`` writing the archive of the running JVM ``pid`` into ``part``, in the background
+    (the JVM holds the part open while it writes; a JVM killed meanwhile leaves a part that
+    :func:`_adopt_a_part` finds broken and removes)."""
+    jcmd = Path(java).resolve().parent / "jcmd"
+    if not jcmd.exists():
+        return None
+    return subprocess.Popen([str(jcmd), str(pid), "VM.cds", "dynamic_dump", str(part)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _options(java: str, classpath: str, k: str) -> tuple[list[str], Path | None]:
+    """([options to use the archive], None), or ([], a part to write), or ([], None)."""
     if not enabled():
-        return []
-    k = key(java, classpath)
+        return [], None
     archive = DIR / f"{k}.jsa"
     if not archive.exists():
         _adopt_a_part(java, classpath, k, archive)
     if archive.exists():
-        return [QUIET, f"-XX:SharedArchiveFile={archive}"]
-    part = _claim_a_part(k)
-    return [QUIET, f"-XX:ArchiveClassesAtExit={part}"] if part else []
+        return [QUIET, f"-XX:SharedArchiveFile={archive}"], None
+    return [], _claim_a_part(k)
 
 
 def _parts(k: str) -> list[Path]:

@@ -285,12 +285,14 @@ def java_cmd(
     heap_mb: int | None = None,
     jvm_args: Sequence[str] = (),
     home: Path | None = None,
+    archive_options: Sequence[str] | None = None,
 ) -> list[str]:
     """The ``java`` command line for ``main_class`` on ``version``'s class path.
 
     ``kind`` defaults from the main class (broker/namesrv -> server jars,
     tools -> mqadmin jars, io.rmqpy -> harness). ``home`` (ROCKETMQ_HOME and
     user.home, default: a per-process temp dir) receives every log file.
+    ``archive_options``: the class-archive options (default: tests/interop/cds.py's for the class path).
     """
     kind = kind or _kind_for(main_class)
     server = kind == "server"
@@ -309,7 +311,8 @@ def java_cmd(
     props["rmq.logback.configurationFile"] = _LOGBACK_5X.get(main_class, _LOGBACK_5X[kind])
     props.update(sysprops or {})
     java, cp = java_executable(), classpath(version, kind)
-    cmd = [java, *jvm_options(heap_mb, server=server), *cds.options(java, cp), *jvm_args]
+    archive = cds.options(java, cp) if archive_options is None else list(archive_options)
+    cmd = [java, *jvm_options(heap_mb, server=server), *archive, *jvm_args]
     cmd += [f"-D{k}={v}" for k, v in props.items()]
     cmd += ["-cp", cp, main_class, *map(str, args)]
     return cmd
@@ -459,6 +462,7 @@ class JavaProcess:
         self.addr = f"127.0.0.1:{port}"
         self.config = config
         self.props = dict(props)
+        self.archive_dumper: subprocess.Popen | None = None  # jcmd writing its class archive (cds.py)
 
     def __repr__(self) -> str:
         return f"<JavaProcess {self.name} {self.server_version} pid={self.pid} {self.addr}>"
@@ -528,8 +532,10 @@ def _start_server(name: str, version: str, main: str, home: Path, config: Path, 
                   ready_text: str, timeout: float) -> JavaProcess:
     ensure_built()
     log = home / f"{name}.out"
+    java = java_executable()
+    archive_options, archive_part = cds.server_options(java, classpath(version, "server"), main)
     cmd = java_cmd(version, main, ["-c", str(config)], sysprops, kind="server", heap_mb=heap_mb,
-                   jvm_args=jvm_args, home=home)
+                   jvm_args=jvm_args, home=home, archive_options=archive_options)
     (home / f"{name}.cmd").write_text(" ".join(cmd) + "\n")
     with open(log, "ab") as logf:
         proc = subprocess.Popen(cmd, cwd=str(home), env=_env(home), stdin=subprocess.DEVNULL,
@@ -554,6 +560,8 @@ def _start_server(name: str, version: str, main: str, home: Path, config: Path, 
     except BaseException:
         handle.kill9()
         raise
+    if archive_part is not None:  # booted: its classes are loaded; archive them for the next ones
+        handle.archive_dumper = cds.dump_running(java, proc.pid, archive_part)
     return handle
 
 
@@ -699,8 +707,10 @@ def start_java_proxy(
     conf = {"rocketMQClusterName": "DefaultCluster", "namesrvAddr": namesrv_addr, "proxyMode": "cluster",
             "grpcServerPort": grpc_port, "remotingListenPort": remoting_port, **(props or {})}
     config.write_text(json.dumps(conf))
+    java = java_executable()
+    archive_options, archive_part = cds.server_options(java, classpath(version, "proxy"), PROXY_MAIN)
     cmd = java_cmd(version, PROXY_MAIN, ["-pc", str(config), "-pm", "cluster"], kind="proxy", heap_mb=heap_mb,
-                   home=home)
+                   home=home, archive_options=archive_options)
     log = home / "proxy.out"
     (home / "proxy.cmd").write_text(" ".join(cmd) + "\n")
     with open(log, "ab") as logf:
@@ -719,6 +729,8 @@ def start_java_proxy(
     except BaseException:
         handle.kill9()
         raise
+    if archive_part is not None:
+        handle.archive_dumper = cds.dump_running(java, proc.pid, archive_part)
     return handle
 
 
