@@ -43,6 +43,10 @@ def test_two_brokers_of_one_host_register_and_take_sends(java_built, client_host
         for i in range(N):
             assert f"broker-{i}" in out, out
         assert out.count("DefaultCluster") >= N, out
+        # issue 33: a 4.9 mqadmin shows each rmqpy broker at the release it reports, 5.3.3 (#Version)
+        rows = [line.split() for line in out.splitlines() if line.startswith("DefaultCluster")]
+        assert sorted(r[1] for r in rows) == [f"broker-{i}" for i in range(N)], out
+        assert {r[4] for r in rows} == {"V5_3_3"}, out
         ev = clients.harness(client_host, "4.9.8", ["produce", "-n", ns_addr, "-t", "TopicMultiCore",
                                                     "-c", str(COUNT)], timeout=180)
         sent = ev.of("sent")
