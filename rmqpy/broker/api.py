@@ -28,8 +28,28 @@ from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
-from rmqpy.store.ha.replication import Replication
 from rmqpy.store.role import BrokerRole, RoleState
+
+
+class ReplicationSide(Protocol):
+    """The store's replication as the broker drives it: classic HA (``rmqpy.store.ha.replication
+    .Replication``) or, in controller mode, the HA side the replicas manager talks to
+    (``rmqpy.broker.replicas.ha``)."""
+
+    #: the HA port's factory; None: the broker opens no HA port
+    service: Any
+
+    def apply_role(self, role: BrokerRole) -> None: ...
+
+    def start(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def registered(self, ha_server_addr: str | None) -> None: ...
+
+    def slave_fall_behind_much(self) -> int: ...
+
+    def runtime_info(self) -> dict[str, str]: ...
 
 
 class SendMessageHook(Protocol):
@@ -112,7 +132,7 @@ class Broker(Protocol):
     fast_failure: BrokerFastFailure
     pull_hold_service: PullRequestHoldService
     message_store: MessageStore
-    replication: Replication
+    replication: ReplicationSide
     transactional_message_service: Any
     schedule_message_service: Any
     timer_message_service: Any
@@ -133,7 +153,7 @@ class Broker(Protocol):
 
     def hold_role(self, state: RoleState) -> None: ...
 
-    def switch_role(self, role: BrokerRole, broker_id: int | None = None) -> None: ...
+    def switch_role(self, role: BrokerRole, broker_id: int | None = None, register: bool = True) -> None: ...
 
     def prepare_transaction_message(self, msg: Any) -> defer.Deferred[Any]: ...
 

@@ -203,6 +203,20 @@ class BrokerConfig:
     metricGrpcExporterTimeOutInMills: int = 3 * 1000
     metricGrpcExporterIntervalInMills: int = 60 * 1000
     metricLoggingExporterIntervalInMills: int = 10 * 1000
+    # 5.x controller mode (RIP-44, rmqpy/broker/replicas/): the broker takes its id and role from the
+    # controller leader among controllerAddr (";"-separated; one host:port resolved to all its
+    # addresses with fetchControllerAddrByDnsLookup), heartbeats to every controller and re-reads
+    # its replica set; Java's keys and defaults
+    enableControllerMode: bool = False
+    controllerAddr: str = ""
+    fetchControllerAddrByDnsLookup: bool = False
+    syncBrokerMetadataPeriod: int = 5 * 1000
+    checkSyncStateSetPeriod: int = 5 * 1000
+    syncControllerMetadataPeriod: int = 10 * 1000
+    controllerHeartBeatTimeoutMills: int = 10 * 1000
+    brokerHeartbeatInterval: int = 1000
+    sendHeartbeatTimeoutMillis: int = 1000
+    brokerElectionPriority: int = 2147483647
     # rmqpy log files (rmqpy/common/logfiles.py): Java's per-component files under logDir (none when
     # empty: only twistd's log, as before), rolled at logMaxFileSize or daily, logMaxIndex kept
     logDir: str = ""
@@ -283,7 +297,10 @@ def validate(settings: BrokerSettings) -> None:
         role = role_of(settings.store)
     except ValueError:  # MessageStoreConfig.validate names it
         role = None
-    if role is not None and role.is_master:
+    if b.enableControllerMode:  # Java BrokerStartup: the controller gives the id and the role
+        if not b.controllerAddr.strip():
+            raise PropertiesError("enableControllerMode=true needs controllerAddr (host:port;host:port...)")
+    elif role is not None and role.is_master:
         b.brokerId = MASTER_ID
     elif role is not None and b.brokerId <= 0:
         raise PropertiesError("Slave's brokerId must be > 0")

@@ -29,6 +29,7 @@ from rmqpy.acl.validator import PlainAccessValidator
 from rmqpy.auth.config import auth_in_use
 from rmqpy.auth.metadata import AuthMetadata
 from rmqpy.auth.pipeline import AuthPipeline
+from rmqpy.broker.api import ReplicationSide
 from rmqpy.broker.clients import ConsumerManager, ProducerManager
 from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.configfile import ConfigManager
@@ -59,11 +60,16 @@ from rmqpy.broker.processor.pop import (
 )
 from rmqpy.broker.processor.pull import PullMessageProcessor
 from rmqpy.broker.processor.query import QueryMessageProcessor
+from rmqpy.broker.processor.replicas import ReplicasProcessor
 from rmqpy.broker.processor.reply import ReplyMessageProcessor
 from rmqpy.broker.processor.send import SendMessageProcessor
 from rmqpy.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.registration import NameServerRegistration
+from rmqpy.broker.replicas.client import ControllerClient
+from rmqpy.broker.replicas.ha import MasterOnlyHA
+from rmqpy.broker.replicas.identity import identity_files, identity_path
+from rmqpy.broker.replicas.manager import ReplicasManager
 from rmqpy.broker.roles import RoleServices
 from rmqpy.broker.schedule import ScheduleMessageService
 from rmqpy.broker.slave_sync import SlaveSynchronize
@@ -182,9 +188,13 @@ class BrokerController:
         self.auth: AuthMetadata | None = None  # 5.x users and ACLs (rmqpy/auth/)
         self.auth_pipeline: AuthPipeline | None = None  # their checks, also of gRPC calls (proxy/grpc/auth.py)
         self.registration = NameServerRegistration(self)
-        self.replication: Replication  # built with the store by initialize()
+        self.replication: ReplicationSide  # built with the store by initialize()
+        # enableControllerMode=true: the broker's side of controller mode (rmqpy/broker/replicas/),
+        # built by initialize(); its role comes from the controller, fenced until then
+        self.replicas_manager: ReplicasManager | None = None
         self.started = False
         self.shutting_down = False
+        self.isolated = False  # Java isIsolated: controller mode before the controller named the role
 
     # ------------------------------------------------------------------ setup
     def register_processor(self) -> None:
@@ -261,6 +271,9 @@ class BrokerController:
             self.broker_config.brokerName, self.broker_addr, self.broker_config.brokerClusterName))
         self.processors[type(acl_admin).__name__] = acl_admin
         self.dispatcher.register(AclAdminProcessor.codes, acl_admin)
+        replicas = ReplicasProcessor(lambda: self.replicas_manager, self.reactor)
+        self.processors[type(replicas).__name__] = replicas
+        self.dispatcher.register(ReplicasProcessor.codes, replicas)
         auth_admin = AuthAdminProcessor(lambda: self.auth)
         self.processors[type(auth_admin).__name__] = auth_admin
         self.dispatcher.register(AuthAdminProcessor.codes, auth_admin)
@@ -284,8 +297,26 @@ class BrokerController:
         self.message_store.add_arrive_listener(self._message_arrived)
         self.pop_service.ensure_revive_topic()
         self.fast_failure.watch(self.message_store.stats)
-        self.replication = Replication(self.message_store, self.store_config, self.reactor)
+        if self.broker_config.enableControllerMode:
+            self._init_controller_mode()
+        else:
+            self.replication = Replication(self.message_store, self.store_config, self.reactor)
         self.initial_acl()
+
+    def _init_controller_mode(self) -> None:
+        """Java ``recoverAndInitService``: the replicas manager, and the broker fenced until the
+        controller names its role (no role services, no name-server registration, no puts)."""
+        ha = MasterOnlyHA(self.message_store.get_max_phy_offset)
+        self.replication = ha
+        client = ControllerClient(lambda addr, request, timeout: self.namesrv_client.invoke(addr, request, timeout),
+                                  self.namesrv_client.invoke_oneway, self.now_ms)
+        identity, temp = identity_files(identity_path(self.store_config.storePathRootDir))
+
+        def reachable(addr: str) -> defer.Deferred[bool]:
+            return self.namesrv_client.connection(addr).addCallbacks(lambda _: True, lambda _: False)
+
+        self.replicas_manager = ReplicasManager(self, client, ha, self.reactor, identity, temp, reachable)
+        self.set_fenced(True)
 
     def initial_acl(self) -> None:
         """Java ``initialAcl()`` and ``initialRequestPipeline()``: plain ACL (aclEnable) checks each
@@ -362,7 +393,8 @@ class BrokerController:
             self.acl.stop()
 
     def register_at_start(self) -> None:
-        self.register_broker_all()
+        if not self.isolated:  # controller mode: the replicas manager registers once it has a role
+            self.register_broker_all()
         bc = self.broker_config
         if IReactorCore.providedBy(self.reactor):  # logged once the reactor (and its signal handlers) runs
             self.reactor.callWhenRunning(self.log.info, "The broker[{name}, {addr}] boot success. serializeType=JSON and name "
@@ -388,7 +420,7 @@ class BrokerController:
         set_role(self.store_config, state.role)
         self.broker_config.brokerId = state.broker_id
 
-    def switch_role(self, role: BrokerRole, broker_id: int | None = None) -> None:
+    def switch_role(self, role: BrokerRole, broker_id: int | None = None, register: bool = True) -> None:
         """Java ``changeToMaster`` / ``changeToSlave`` on a running broker: the old role's services
         stop, the new one's start, then the name servers learn it. A master's id is 0; a slave keeps
         its id, 1 when it had the master's (Java changeToSlave)."""
@@ -400,9 +432,28 @@ class BrokerController:
             return
         self.log.info("Begin to change role to {role}, brokerId={id}", role=role.value, id=broker_id)
         self.role_services.switch(state)
-        if self.started and not self.shutting_down:
+        if register and self.started and not self.shutting_down:
             self.register_broker_all()
         self.log.info("Finish to change role to {role}", role=role.value)
+
+    # ------------------------------------------------------------------ controller mode (rmqpy/broker/replicas/)
+    def set_fenced(self, fenced: bool) -> None:
+        """Java ``ReplicasManager.setFenced``: the broker isolated (no registration with the name
+        servers) and its store refusing puts."""
+        self.isolated = fenced
+        self.message_store.fenced = fenced
+
+    def apply_controller_role(self, role: BrokerRole, broker_id: int, master_address: str | None) -> None:
+        """The role the controller gave, through the role switch; the replicas manager registers
+        with the name servers after it has moved the data version."""
+        self.switch_role(role, broker_id, register=False)
+        self.slave_synchronize.master_addr = master_address
+
+    def next_data_version(self, state_version: int) -> None:
+        """Java ``DataVersion.nextVersion(stateVersion)`` of the topic table: the master epoch."""
+        version = self.topic_config_manager.data_version
+        version.stateVersion = state_version
+        version.next_version(self.now_ms())
 
     def shutdown(self) -> defer.Deferred:
         """Stop the service tree; the Deferred fires once the files are written and the store closed."""
@@ -531,13 +582,17 @@ class BrokerController:
     # ------------------------------------------------------------------ name servers
     def topics_changed(self, tc: TopicConfig) -> None:
         """A topic was created on demand: register it promptly (coalesced, alone: see registration.py)."""
-        if not self.started or self.shutting_down:
+        if not self.started or self.shutting_down or self.isolated:
             return
         self.registration.topic_created(tc)
 
     def register_broker_all(self) -> defer.Deferred:
         """A full registration with every name server (rmqpy/broker/registration.py)."""
         return self.registration.register_all()
+
+    def register_periodically(self) -> defer.Deferred | None:
+        """Every registerNameServerPeriod, unless isolated (Java: "Skip register for broker is isolated")."""
+        return None if self.isolated else self.register_broker_all()
 
     def register_topics(self, topics: list[TopicConfig]) -> defer.Deferred:
         """Java's registerIncrementBrokerData: ``topics`` alone (rmqpy/broker/registration.py)."""

@@ -35,6 +35,7 @@ class TreeHost(Protocol):
     pop_service: Any
     metrics_manager: Any
     role_services: RoleServices
+    replicas_manager: Any  # a service.Service, or None
 
     def service(self) -> service.MultiService: ...
     def start_store(self) -> None: ...
@@ -45,6 +46,7 @@ class TreeHost(Protocol):
     def register_at_start(self) -> None: ...
     def unregister_at_stop(self) -> defer.Deferred[Any]: ...
     def register_broker_all(self) -> defer.Deferred[Any]: ...
+    def register_periodically(self) -> Any: ...
     def persist_offsets(self) -> None: ...
     def persist_order_info(self) -> None: ...
     def scan_not_active_channels(self) -> None: ...
@@ -83,9 +85,12 @@ def broker_core(b: TreeHost) -> BrokerCore:
         b.role_services,
         Step("pop-polling", None, b.pop_service.polling.stop),
     ]
+    if b.replicas_manager is not None:  # controller mode: the role comes from the controller
+        children.insert(children.index(b.role_services) + 1, b.replicas_manager)
     if b.metrics_manager is not None:
         children.append(Step("metrics", b.metrics_manager.start, b.metrics_manager.stop))
-    b.role_services.choose(role_of(b.store_config))
+    if b.replicas_manager is None:  # in controller mode no role runs until the controller names one
+        b.role_services.choose(role_of(b.store_config))
     for child in children:
         child.setServiceParent(core)
     return core
@@ -97,7 +102,7 @@ def name_server_registration(b: TreeHost) -> SequentialMultiService:
     registration.setName("name-server-registration")
     Step("register", b.register_at_start, b.unregister_at_stop).setServiceParent(registration)
     PeriodicJob("register-broker", b.reactor, 10.0, b.broker_config.registerNameServerPeriod / 1000.0,
-                b.register_broker_all).setServiceParent(registration)
+                b.register_periodically).setServiceParent(registration)
     return registration
 
 

@@ -99,8 +99,9 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         factory = controller.server_factory()
         listeners.append(strports.service(f"tcp:{p}:interface={host}", wrap(factory) if wrap else factory))
     # classic HA (Java listens on haListenPort = listenPort + 1, plain TCP, every role)
-    listeners.append(strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
-                                      controller.replication.service))
+    if controller.replication.service is not None:  # controller mode: no HA port until AutoSwitch HA exists
+        listeners.append(strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
+                                          controller.replication.service))
     if bc.grpcServerPort >= 0:  # RocketMQ 5 clients' gRPC endpoint (rmqpy/proxy/grpc/)
         from rmqpy.proxy.grpc.activities import MessagingActivities
         from rmqpy.proxy.grpc.auth import GrpcAuth

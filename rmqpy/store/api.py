@@ -40,6 +40,9 @@ class MessageStore(Protocol):
     stats: StoreStats
     #: SYNC_MASTER: what a put that waits for a slave waits on (rmqpy.store.ha); None otherwise
     replica_wait: Callable[[int], Any] | None
+    #: controller mode: puts refused until the controller names this broker's role (Java
+    #: ``RunningFlags.makeFenced``); False otherwise
+    fenced: bool
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> bool: ...

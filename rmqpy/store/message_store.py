@@ -141,6 +141,7 @@ class MessageStore(DiskSpaceGuard):
         self.last_exit_ok = True
         self.shutdown_flag = True
         self.disk_full = False  # puts refused: _ratio_full or _alloc_failed
+        self.fenced = False  # puts refused: controller mode before the controller named the role
         self._ratio_full = False  # used ratio over 0.90 (Java runningFlags DISK_FULL)
         self._alloc_failed = False  # a mapped file could not get its blocks (ENOSPC)
         self._space_needed = 0  # free bytes that make _alloc_failed go away
@@ -341,7 +342,7 @@ class MessageStore(DiskSpaceGuard):
     def _check_store_status(self) -> PutMessageStatus:
         if self.shutdown_flag:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if is_slave(self.config) or self.config.readOnly:
+        if is_slave(self.config) or self.config.readOnly or self.fenced:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.disk_full:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
@@ -385,7 +386,7 @@ class MessageStore(DiskSpaceGuard):
         :class:`PutMessageResult` itself, or (SYNC_FLUSH and the message asks to wait) a
         Deferred that fires once the record is on disk."""
         cfg = self.config
-        if self.shutdown_flag or is_slave(cfg) or cfg.readOnly or (self.disk_full and self.still_full()):
+        if self.shutdown_flag or is_slave(cfg) or cfg.readOnly or self.fenced or (self.disk_full and self.still_full()):
             return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         t0 = _perf_counter()
         topic = msg.topic

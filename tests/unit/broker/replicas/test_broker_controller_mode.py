@@ -1,0 +1,56 @@
+"""A broker with enableControllerMode=true on a task.Clock: fenced until the controller names its
+role, then SYNC_MASTER with brokerId 0 through the role switch, serving sends and registering."""
+from __future__ import annotations
+
+from twisted.internet import task
+
+from rmqpy.broker.config import BrokerSettings
+from rmqpy.broker.controller import BrokerController
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.store.role import BrokerRole, RoleState
+from tests.unit.broker.helpers import FakeChannel, call, send_request
+from tests.unit.broker.replicas.fake_controller import FakeController
+from tests.unit.broker.test_role_switch import MASTER_SERVICES
+
+C1 = "10.0.0.1:9878"
+NS = "10.0.0.9:9876"
+
+
+def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
+    clock = task.Clock()
+    clock.advance(1_700_000_000)
+    settings = BrokerSettings()
+    b, s = settings.broker, settings.store
+    b.brokerIP1 = b.brokerIP2 = "127.0.0.1"
+    b.brokerName, b.namesrvAddr = "broker-a", NS
+    b.enableControllerMode, b.controllerAddr = True, C1
+    settings.netty.listenPort = 10911
+    s.storePathRootDir = str(tmp_path / "store")
+    s.mappedFileSizeCommitLog, s.mappedFileSizeConsumeQueue, s.messageIndexEnable = 1024 * 1024, 20 * 1000, False
+    controller = FakeController(leader=C1, peers=[C1], down=(C1,))
+    broker = BrokerController(settings, clock)
+    broker.namesrv_client = controller  # type: ignore[assignment]  # name server and controller in one fake
+    broker.initialize()
+    broker.start()
+    try:
+        clock.advance(11)
+        # no controller yet: no role's services, puts refused, nothing registered with the name server
+        assert broker.role_services.names() == [] and broker.isolated
+        assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert controller.of(RequestCode.REGISTER_BROKER) == []
+        controller.down.clear()
+        clock.pump([1.0] * 10)
+        assert broker.role == RoleState(BrokerRole.SYNC_MASTER, 0) and not broker.isolated
+        assert broker.role_services.names() == MASTER_SERVICES
+        assert broker.store_config.brokerRole == "SYNC_MASTER"
+        assert broker.message_store.replica_wait is None  # no classic slave to wait for
+        assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS
+        registered = controller.of(RequestCode.REGISTER_BROKER)
+        assert registered and {r.ext_fields["brokerId"] for r in registered} == {"0"}
+        assert broker.topic_config_manager.data_version.stateVersion == 1
+        assert (tmp_path / "store" / "brokerIdentity").read_text() == "DefaultCluster#broker-a#1"
+        epochs = call(broker, FakeChannel(), RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE))
+        assert epochs.code == ResponseCode.SUCCESS and b'"epoch":1' in epochs.body
+    finally:
+        broker.shutdown()
