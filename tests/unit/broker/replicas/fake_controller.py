@@ -34,6 +34,7 @@ class FakeController:
         self.sync_state_set: frozenset[int] = frozenset()
         self.sync_state_set_epoch = 0
         self.override: dict[int, RemotingCommand] = {}  # an answer to send instead, by request code
+        self.name_server: dict[str, dict[int, str]] = {}  # broker name -> brokerId -> address, as registered
 
     # -- what the broker's RemotingClient offers
     def connection(self, addr: str) -> defer.Deferred[Any]:
@@ -65,8 +66,13 @@ class FakeController:
     # -- Apache's controller, for one broker set
     def _answer(self, addr: str, r: RemotingCommand) -> RemotingCommand:
         ext = r.ext_fields or {}
-        if r.code in (RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER):  # a name server's part
-            return r.response(header=RegisterBrokerResponseHeader())
+        if r.code == RequestCode.REGISTER_BROKER:  # a name server's part: a slave learns its master's address
+            broker_id = int(ext["brokerId"])
+            self.name_server.setdefault(ext["brokerName"], {})[broker_id] = ext["brokerAddr"]
+            master = self.name_server[ext["brokerName"]].get(0) if broker_id != 0 else None
+            return r.response(header=RegisterBrokerResponseHeader(masterAddr=master))
+        if r.code == RequestCode.UNREGISTER_BROKER:
+            return r.response()
         if r.code == RequestCode.CONTROLLER_GET_METADATA_INFO:
             return r.response(header=GetMetaDataResponseHeader("group", "n0", self.leader, addr == self.leader,
                                                                ";".join(self.peers)))

@@ -1,19 +1,30 @@
 """A broker with enableControllerMode=true on a task.Clock: fenced until the controller names its
-role, then SYNC_MASTER with brokerId 0 through the role switch, serving sends and registering."""
+role, then SYNC_MASTER with brokerId 0 through the role switch, serving sends and registering; the
+controller's notifications switch it to slave and back."""
 from __future__ import annotations
 
 from twisted.internet import task
 
 from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.controller import BrokerController
+from rmqpy.protocol.bodies.controller import SyncStateSet
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.controller import NotifyBrokerRoleChangedRequestHeader
 from rmqpy.store.role import BrokerRole, RoleState
 from tests.unit.broker.helpers import FakeChannel, call, send_request
 from tests.unit.broker.replicas.fake_controller import FakeController
 from tests.unit.broker.test_role_switch import MASTER_SERVICES
 
 C1 = "10.0.0.1:9878"
+
+
+def notify(master_id: int, master_addr: str, epoch: int) -> RemotingCommand:
+    """The controller's NOTIFY_BROKER_ROLE_CHANGED (oneway) after an election of epoch ``epoch``."""
+    header = NotifyBrokerRoleChangedRequestHeader(master_addr, epoch, epoch, master_id)
+    return RemotingCommand.request(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, header,
+                                   SyncStateSet(frozenset({master_id}), epoch).encode(), oneway=True)
+
 NS = "10.0.0.9:9876"
 
 
@@ -52,5 +63,18 @@ def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
         assert (tmp_path / "store" / "brokerIdentity").read_text() == "DefaultCluster#broker-a#1"
         epochs = call(broker, FakeChannel(), RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE))
         assert epochs.code == ResponseCode.SUCCESS and b'"epoch":1' in epochs.body
+
+        # the controller elected another replica (epoch 2): a slave under its controller id, then master again
+        controller.name_server["broker-a"][0] = "127.0.0.1:20911"  # the new master registered as brokerId 0
+        call(broker, FakeChannel(), notify(2, "127.0.0.1:20911", 2))
+        assert broker.role == RoleState(BrokerRole.SLAVE, 1) and broker.role_services.names() == ["slave-sync"]
+        assert broker.slave_synchronize.master_addr == "127.0.0.1:20911"
+        assert call(broker, FakeChannel(), send_request("T")).code != ResponseCode.SUCCESS
+        assert controller.of(RequestCode.REGISTER_BROKER)[-1].ext_fields["brokerId"] == "1"
+        call(broker, FakeChannel(), notify(1, broker.broker_addr, 3))
+        assert broker.role == RoleState(BrokerRole.SYNC_MASTER, 0) and broker.role_services.names() == MASTER_SERVICES
+        assert broker.slave_synchronize.master_addr is None
+        assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS
+        assert broker.topic_config_manager.data_version.stateVersion == 3
     finally:
         broker.shutdown()
