@@ -249,8 +249,9 @@ class ReplicasManager(service.MultiService):
                 return True
             if attempt < METADATA_TRIES - 1:
                 await self._sleep(1.0)
-        self.log.error("Failed to init controller metadata, maybe the controllers in {addrs} is not available",
-                       addrs=self.controller_addresses)
+        self.log.error("Failed to init controller metadata, maybe the controllers in {addrs} is not available "
+                       "(reachable: {reached}; none named a leader)", addrs=self.controller_addresses,
+                       reached=sorted(self.available))
         return False
 
     async def update_controller_metadata(self) -> bool:

@@ -77,4 +77,6 @@ def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
         assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS
         assert broker.topic_config_manager.data_version.stateVersion == 3
     finally:
-        broker.shutdown()
+        stopped = broker.shutdown()
+        clock.pump([1.0] * 3)
+    assert stopped.called, "the broker's service tree, replicas manager included, stops"
