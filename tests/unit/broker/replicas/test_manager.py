@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from twisted.internet import defer, task
-from twisted.logger import LogLevel, globalLogPublisher
+from twisted.logger import LogLevel
 
 from rmqpy.broker.config import BrokerConfig
 from rmqpy.broker.processor.replicas import ReplicasProcessor
@@ -74,14 +74,6 @@ def build(tmp_path, controller: FakeController, host: Host | None = None):
     identity, temp = identity_files(str(tmp_path / "brokerIdentity"))
     manager = ReplicasManager(host, client, ha, clock, identity, temp, controller.connection)
     return manager, host, clock, ha, offsets
-
-
-@pytest.fixture
-def logged():
-    events: list[dict] = []
-    globalLogPublisher.addObserver(events.append)
-    yield events
-    globalLogPublisher.removeObserver(events.append)
 
 
 def _lines(events: list[dict], level: LogLevel | None = None) -> list[str]:
