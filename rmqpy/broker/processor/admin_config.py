@@ -11,6 +11,9 @@ from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.admin import GetBrokerConfigResponseHeader
 from rmqpy.remoting.channel import Channel
 
+#: what the controller sets on a broker in controller mode, never an admin
+CONTROLLER_OWNED_KEYS = frozenset({"brokerRole", "brokerId"})
+
 
 class ConfigAdmin(AdminBase):
     config_version: DataVersion  # the broker config's version, made by AdminBrokerProcessor.__init__
@@ -41,6 +44,12 @@ class ConfigAdmin(AdminBase):
             if refused is not None:   # issue 11: NO_PERMISSION as Java's black list check, one log line
                 self.log.warn("updateBrokerConfig from {a} refused: {r}",
                               a=channel.remote_address, r=refused)
+                return request.response(ResponseCode.NO_PERMISSION, refused)
+            owned = sorted(CONTROLLER_OWNED_KEYS & props.keys()) if broker_config.enableControllerMode else []
+            if owned:  # Java would set the field behind its ReplicasManager's back; the controller decides
+                refused = (f"{', '.join(owned)} cannot be updated in controller mode (enableControllerMode=true): "
+                           f"the controller decides the role and the id")
+                self.log.warn("updateBrokerConfig from {a} refused: {r}", a=channel.remote_address, r=refused)
                 return request.response(ResponseCode.NO_PERMISSION, refused)
             from rmqpy.broker.config import check_update
             try:

@@ -84,3 +84,17 @@ def test_an_oversized_or_malformed_body_is_refused_unread(broker, tmp_path) -> N
     assert update(broker, b"fileReservedTime=7\nmsgTraceTopicName=\\u00G1\n").code == ResponseCode.SYSTEM_ERROR
     assert update(broker, b"fileReservedTime=7\nmsgTraceTopicName=\xff\n").code == ResponseCode.SYSTEM_ERROR
     assert broker.store_config.fileReservedTime != 7
+
+
+@pytest.mark.parametrize("body", [b"brokerRole=SLAVE\n", b"brokerId=3\n"])
+def test_controller_mode_refuses_the_role_and_id_the_controller_owns(broker, tmp_path, body: bytes) -> None:
+    """In controller mode an admin's brokerRole/brokerId would fight the controller's election (Java
+    sets the field behind its ReplicasManager): refused, the role and the file unchanged."""
+    broker.settings.broker.enableControllerMode = True
+    role = broker.role
+    resp = update(broker, body + b"fileReservedTime=7\n")
+    assert resp.code == ResponseCode.NO_PERMISSION and "controller mode" in resp.remark, resp.remark
+    assert broker.role == role and broker.store_config.fileReservedTime != 7
+    assert (tmp_path / "broker.conf").read_text() == CONF
+    broker.settings.broker.enableControllerMode = False  # outside it, the switch is allowed
+    assert update(broker, b"fileReservedTime=7\n").code == ResponseCode.SUCCESS
