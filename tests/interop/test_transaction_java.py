@@ -50,9 +50,9 @@ TX_CHECK = {"transactionCheckInterval": 1000, "transactionTimeOut": 3000}
 class Env(_Harness, servers.Cluster):
     """rmqpy's name server and broker."""
 
-    def __init__(self, version: str, host, tmp: Path) -> None:
+    def __init__(self, version: str, host, tmp: Path, tx_check: dict[str, int] = TX_CHECK) -> None:
         self.version, self.host = version, host
-        super().__init__(tmp, host.host_ip, {"brokerName": "broker-py", **TX_CHECK})
+        super().__init__(tmp, host.host_ip, {"brokerName": "broker-py", **tx_check})
         self.tag = version.replace(".", "")
         self.runs: dict[str, object] = {}
 
@@ -129,6 +129,27 @@ def test_unknown_is_settled_by_check_back(env: Env) -> None:
     assert time.monotonic() - t0 >= 3
     got = env.consume(topic, f"tx_u_c_{env.tag}", 1, linger_ms=3000)
     assert [m["body"] for m in got] == ["unknown-0"]
+
+
+#: Java 5.3.3's defaults (BrokerConfig): a half message is checked once it is transactionTimeOut old, at a
+#: check every transactionCheckInterval; 4.9.7 checked every 60 s
+DEFAULT_TIMEOUT_S, DEFAULT_INTERVAL_S = 6, 30
+
+
+def test_unknown_is_checked_back_within_5_3_3s_default_interval(java_built, client_host, tmp_path) -> None:
+    """Issue 33: with the broker's defaults (no TX_CHECK), a transaction left UNKNOW by the 5.3.3 producer is
+    checked back within the interval of the release rmqpy reports: a check runs at most 30 s after the half
+    message became 6 s old, so the producer hears within 36 s of its send (3 s more for the JVMs). With
+    4.9.7's 60 s the check comes after the producer gave up, as the Spring starter's test saw."""
+    with Env("5.3.3", client_host, tmp_path, tx_check={}) as e:
+        out = e.harness("transaction", "--topic", "TxDefaults", "--group", "tx_defaults", "--local", "unknown",
+                        "--check", "commit", "--wait-checks", "1",
+                        "--linger-ms", str((DEFAULT_INTERVAL_S + DEFAULT_TIMEOUT_S + 3) * 1000), timeout=90,
+                        check=False)
+        assert out.of("sent") and out.of("sent")[0]["localState"] == "UNKNOW", out
+        assert len(out.of("checked")) >= 1 and out.done and out.done.get("ok"), \
+            f"no check-back within {DEFAULT_INTERVAL_S + DEFAULT_TIMEOUT_S + 3} s: {out[-4:]}"
+        assert out.of("checked")[0]["transactionId"] == out.of("sent")[0]["msgId"]
 
 
 def test_broker_restart_between_half_message_and_check_back(env: Env) -> None:
