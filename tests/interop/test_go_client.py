@@ -185,9 +185,12 @@ def test_go_consume_retry_later_redelivers(client_host, cluster):
     topic, pgroup, cgroup = _names("retry")
     # a first run of the group makes the broker create %RETRY%group (on the heartbeat); the Go
     # client reads routes before its first heartbeat and refreshes them only every 30 s, so
-    # without this the redeliveries would wait for that refresh
-    sent = _go_produce(client_host, ns, topic, pgroup, 1, body="warm")
-    ev = _go_consume(client_host, ns, topic, cgroup, 1, timeout=20)
+    # without this the redeliveries would wait for that refresh. The warm-up reads a topic of its
+    # own: the Go client's Shutdown persists offsets without waiting for a consume that has just
+    # returned, so a second run of the group on the same topic got warm-0 again (CI, under load)
+    warm = f"{topic}_warm"
+    _go_produce(client_host, ns, warm, pgroup, 1, body="warm")
+    ev = _go_consume(client_host, ns, warm, cgroup, 1, timeout=20)
     assert ev.done and not ev.done["timedOut"], _explain(cluster, ev)
     sent = _go_produce(client_host, ns, topic, pgroup, 3)
     ev = _go_consume(client_host, ns, topic, cgroup, 3, timeout=40,
