@@ -202,6 +202,28 @@ class CommitLog:
         mf.wrote_position = pos
         mf.flushed_position = min(mf.flushed_position, pos)  # the next record there must be flushed anew
 
+    def is_offset_aligned(self, offset: int) -> bool:
+        """Java ``isOffsetAligned``: no data at ``offset``, or a whole record (or a file's blank
+        end) starts there."""
+        mf = self.queue.find_mapped_file_by_offset(offset)
+        if mf is None or mf.mm is None:
+            return True
+        pos, wrote = offset - mf.file_from_offset, mf.readable_position()
+        if pos >= wrote:
+            return True
+        return check_record(memoryview(mf.mm)[:wrote], pos, check_crc=self.check_crc,
+                            delay_tags_code=self.delay_tags_code).success
+
+    def truncate_to(self, offset: int, detach: list[MappedFile], zeros: list[tuple[MappedFile, int, int]]) -> None:
+        """Cut the log at ``offset`` (a replica's truncation, Java ``CommitLog.truncateDirtyFiles``):
+        later files go to ``detach`` and the cut file's bytes after ``offset`` to ``zeros``, for
+        the caller to destroy and clear off the reactor, before anything is appended again."""
+        mf = self.queue.find_mapped_file_by_offset(offset)
+        old_wrote = mf.wrote_position if mf is not None else 0
+        self.queue.truncate_dirty_files(offset, detach)
+        if mf is not None and mf in self.queue.files and not self.readonly and old_wrote > mf.wrote_position:
+            zeros.append((mf, mf.wrote_position, old_wrote))
+
     # ------------------------------------------------------------------ flush
     def flush_blocking(self) -> None:
         """fsync every file with unflushed bytes (blocking: run it in a thread)."""

@@ -226,8 +226,11 @@ class ConsumeQueue:
         return self.get_unit(m - 1) if m > 0 else None
 
     # ------------------------------------------------------------------ maintenance
-    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
-        """Drop units whose commitlog record ends past ``phy_offset``."""
+    def truncate_dirty_logic_files(self, phy_offset: int, detach: list[MappedFile] | None = None,
+                                   zeros: list[tuple[MappedFile, int, int]] | None = None) -> None:
+        """Drop units whose commitlog record ends past ``phy_offset``. With ``detach`` and
+        ``zeros``, files after the cut and the byte ranges to clear are handed to the caller
+        (to destroy and zero off the reactor) instead of done here."""
         max_off = self.get_max_offset_in_queue()
         lo = self.get_min_offset_in_queue()
         cut = max_off
@@ -248,10 +251,14 @@ class ConsumeQueue:
         if cut < max_off:
             pos = cut * CQ_STORE_UNIT_SIZE
             last = self.queue.find_mapped_file_by_offset(pos)
-            self.queue.truncate_dirty_files(pos)
+            self.queue.truncate_dirty_files(pos, detach)
             if last is not None and not self.readonly and last in self.queue.files:
-                last.zero(last.wrote_position, last.file_size if max_off * CQ_STORE_UNIT_SIZE >= last.end_offset
-                          else max_off * CQ_STORE_UNIT_SIZE - last.file_from_offset)
+                end = (last.file_size if max_off * CQ_STORE_UNIT_SIZE >= last.end_offset
+                       else max_off * CQ_STORE_UNIT_SIZE - last.file_from_offset)
+                if zeros is not None:
+                    zeros.append((last, last.wrote_position, end))
+                else:
+                    last.zero(last.wrote_position, end)
             if pos < self.min_logic_offset:
                 self.min_logic_offset = pos
         # recompute max physic offset

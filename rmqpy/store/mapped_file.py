@@ -353,8 +353,10 @@ class MappedFileQueue:
                 return f
         return self.files[0] if return_first_on_not_found else None
 
-    def truncate_dirty_files(self, offset: int) -> None:
-        """Set the write point to ``offset``; delete files entirely after it."""
+    def truncate_dirty_files(self, offset: int, detach: list[MappedFile] | None = None) -> None:
+        """Set the write point to ``offset``; delete files entirely after it (with ``detach``,
+        they are only taken out of the queue and added to it, for the caller to destroy off
+        the reactor)."""
         keep = []
         for f in self.files:
             if f.end_offset > offset:
@@ -363,6 +365,8 @@ class MappedFileQueue:
                     f.wrote_position = pos
                     f.flushed_position = min(f.flushed_position, pos)
                     keep.append(f)
+                elif detach is not None:
+                    detach.append(f)
                 else:
                     if self.readonly:
                         f.close()

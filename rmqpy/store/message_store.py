@@ -156,6 +156,7 @@ class MessageStore(DiskSpaceGuard):
         #: PUT_OK / FLUSH_SLAVE_TIMEOUT (set by rmqpy.store.ha.HAService.attach)
         self.replica_wait: Callable[[int], Any] | None = None
         self._reput_from = 0  # a slave: where the next replicated record to dispatch starts
+        self._replica_end = -1  # a slave: the commit log's end after the last replicated append
 
     # ------------------------------------------------------------------ clock
     def now(self) -> int:
@@ -853,7 +854,63 @@ class MessageStore(DiskSpaceGuard):
             return False
         self._reput_from = self.dispatcher.reput_replicated(self.commit_log, self.topic_queue_table,
                                                             self._reput_from)
+        self._replica_end = self.commit_log.get_max_offset()
         return True
+
+    # ------------------------------------------------------------------ controller mode: a replica's truncation
+    def incomplete_tail_offset(self) -> int:
+        """Where the replicated bytes at the commit log's end stop being whole records (a record
+        the master had not finished sending), when nothing was written after them; -1 when the
+        log ends with a whole record (what Java's ``AutoSwitchHAService.truncateInvalidMsg`` walks
+        from ``reputFromOffset`` to find)."""
+        end = self.commit_log.get_max_offset()
+        if self._replica_end == end and self._reput_from < end:
+            return self._reput_from
+        return -1
+
+    def truncate_files(self, offset: int) -> defer.Deferred[bool]:
+        """Cut the store at commit log offset ``offset`` (Java ``DefaultMessageStore.truncateFiles``):
+        True at once when it holds nothing past it; False when no whole record starts there;
+        else the consume queues lose the units of records past it, the commit log is cut, the
+        index's last file is told records from there on are new (as recovery does; Java leaves
+        its index as it is), the queues' next offsets are recomputed and the confirm offset
+        lowered. Positions change at once on the reactor; the files after the cut are deleted
+        and the cut files' tails cleared and fsynced off the reactor. Nothing may be appended
+        until the Deferred fires (True)."""
+        if offset >= self.get_max_phy_offset():
+            return defer.succeed(True)
+        if self.config.readOnly or not self.commit_log.is_offset_aligned(offset):
+            log.error("truncating the store to %d refused: no whole record starts there", offset)
+            return defer.succeed(False)
+        old_max = self.get_max_phy_offset()
+        detach: list[Any] = []
+        zeros: list[tuple[Any, int, int]] = []
+        for qs in self.consume_queue_table.values():
+            for cq in qs.values():
+                cq.truncate_dirty_logic_files(offset, detach, zeros)
+        self.commit_log.truncate_to(offset, detach, zeros)
+        if self.index_service.files:
+            last = self.index_service.files[-1]
+            if last.end_phy_offset > offset:
+                last.end_phy_offset = offset
+                last._write_header()
+        self._recover_topic_queue_table()
+        self._reput_from = min(self._reput_from, offset)
+        self._replica_end = -1
+        if self.checkpoint is not None and self.checkpoint.confirm_phy_offset > offset:
+            self.checkpoint.confirm_phy_offset = offset
+        log.warning("truncated the store from %d to %d: %d files deleted", old_max, offset, len(detach))
+
+        def clear() -> None:
+            for f in detach:
+                f.destroy()
+            for f, start, end in zeros:
+                f.zero(start, end)
+            for f in {id(z[0]): z[0] for z in zeros}.values():
+                if f.fd is not None:
+                    os.fsync(f.fd)
+
+        return self.blocking.run(clear).addCallback(lambda _: True)
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
         res = QueryMessageResult()
