@@ -262,3 +262,57 @@ def test_replica_without_a_common_epoch_is_refused(tmp_path):
     assert not st.connected or st.disconnecting
     assert sa.epoch_entries() == [EpochEntry(1, 0)]
 
+
+
+def test_master_and_replica_over_tcp_loopback(tmp_path):
+    """The same over real sockets on 127.0.0.1, one reactor: the replica connects with its own
+    TCP client, copies, and follows new puts (the master's arrive listener wakes its connection)."""
+    from twisted.internet import task
+
+    from rmqpy.store.message_store import MessageStore
+    from tests.fresh_reactor import run_in_fresh_reactor
+
+    from ...conftest import small_config
+
+    def store(r, name: str) -> MessageStore:
+        s = MessageStore(small_config(tmp_path / name), ("127.0.0.1", 10911), r)
+        assert s.load()
+        s.start()
+        return s
+
+    async def scenario(r):
+        m, rep = store(r, "m"), store(r, "r")
+        settings = [AutoSwitchSettings.from_store_config(s.config) for s in (m, rep)]
+        ms = AutoSwitchHAService(r, m, settings[0], m.blocking.run)
+        rs = AutoSwitchHAService(r, rep, settings[1], rep.blocking.run)
+        await ms.change_to_master(1)
+        port = r.listenTCP(0, ms, interface="127.0.0.1")
+        for i in range(300):
+            m.put_message(msg(qid=i % 3, body=bytes([i % 251]) * 150, keys=f"k{i}"))
+        rs.change_to_slave("127.0.0.1:10911", f"127.0.0.1:{port.getHost().port}", 1, 2)
+        for _ in range(200):
+            if rep.get_max_phy_offset() == m.get_max_phy_offset():
+                break
+            await task.deferLater(r, 0.01, lambda: None)
+        first = (rep.get_max_phy_offset(), m.get_max_phy_offset())
+        for i in range(300, 320):
+            m.put_message(msg(qid=0, body=b"later", keys=f"k{i}"))
+        for _ in range(200):
+            if rep.get_max_phy_offset() == m.get_max_phy_offset():
+                break
+            await task.deferLater(r, 0.01, lambda: None)
+        second = (rep.get_max_phy_offset(), m.get_max_phy_offset(), [c.state for c in ms.connections])
+        rs.shutdown()
+        ms.shutdown()
+        await port.stopListening()
+        await rs.epochs.when_written()
+        m.shutdown()
+        rep.shutdown()
+        return first, second
+
+    (got, want), (got2, want2, states) = run_in_fresh_reactor(scenario, timeout=10)
+    assert got == want > 0
+    assert got2 == want2 > want
+    assert [s.name for s in states] == ["TRANSFER"]
+    assert _files(tmp_path / "m") == _files(tmp_path / "r")
+    assert read_epoch_file(str(tmp_path / "r" / "epochFileCheckpoint")) == [EpochEntry(1, 0)]
