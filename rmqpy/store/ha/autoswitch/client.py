@@ -209,7 +209,8 @@ class AutoSwitchHAClient:
 
     def _tcp_connect(self, address: str, proto: protocol.Protocol) -> Any:
         host, _, port = address.rpartition(":")
-        return connectProtocol(HostnameEndpoint(self.clock, host, int(port), timeout=3), proto)
+        return connectProtocol(  # type: ignore[no-untyped-call]  # Twisted: unannotated
+            HostnameEndpoint(self.clock, host, int(port), timeout=3), proto)
 
     # ------------------------------------------------------------------ truncation
     def truncate_to_master(self, master_entries: list[EpochEntry], master_end: int) -> defer.Deferred[bool]:

@@ -17,13 +17,19 @@ disconnects, or that has not caught up for ``haMaxTimeSlaveNotCatchup``
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from twisted.internet import defer, protocol
 
 from rmqpy.remoting.ratelimit import limiter_for
 from rmqpy.store.epoch import EpochEntry, EpochFile
-from rmqpy.store.ha.autoswitch.api import AutoSwitchSettings, ReplicaInfo, ReplicaStore, SyncStateSetListener
+from rmqpy.store.ha.autoswitch.api import (
+    AutoSwitchHA,
+    AutoSwitchSettings,
+    ReplicaInfo,
+    ReplicaStore,
+    SyncStateSetListener,
+)
 from rmqpy.store.ha.autoswitch.client import AutoSwitchHAClient
 from rmqpy.store.ha.autoswitch.connection import AutoSwitchHAConnection
 
@@ -302,3 +308,11 @@ class AutoSwitchHAService(protocol.ServerFactory):
         """The commit log's files before ``offset`` were deleted (Java calls it from the clean
         service with the new min offset - 1)."""
         self.epochs.truncate_prefix_by_offset(offset)
+
+
+if TYPE_CHECKING:
+    from rmqpy.store.message_store import MessageStore
+
+    def _conforms(store: MessageStore, service: AutoSwitchHAService) -> tuple[ReplicaStore, AutoSwitchHA]:
+        """mypy checks here that the default store is a ReplicaStore and this service an AutoSwitchHA."""
+        return store, service
