@@ -190,14 +190,15 @@ class CommitLogDispatcher:
             log.info("re-dispatched %d records from commit log offset %d", n, start)
 
     def reput_replicated(self, commit_log: CommitLog, topic_queue_table: dict[tuple[str, int], int],
-                         start: int) -> int:
-        """A slave: dispatch the records the master's bytes completed, from ``start``; where the
-        next one starts (a record the next block completes is left for then)."""
+                         start: int, limit: int | None = None) -> int:
+        """A slave: dispatch the records the master's bytes completed, from ``start``, none that
+        ends after ``limit`` (a controller-mode replica's confirm offset); where the next one
+        starts (a record the next block completes, or the confirm offset passes, is left for then)."""
         end = commit_log.get_max_offset()
         start = max(start, commit_log.get_min_offset())
         stop = end
         for off, d in commit_log.iter_records(start, end, check_crc=False):
-            if not d.success:  # a record the next block completes
+            if not d.success or (limit is not None and off + d.size > limit):  # left for later
                 stop = off
                 break
             self.dispatch(d)

@@ -157,6 +157,9 @@ class MessageStore(DiskSpaceGuard):
         self.replica_wait: Callable[[int], Any] | None = None
         self._reput_from = 0  # a slave: where the next replicated record to dispatch starts
         self._replica_end = -1  # a slave: the commit log's end after the last replicated append
+        #: a controller-mode replica: replicated records are dispatched only up to this offset
+        #: (Java's confirmOffset with readUnCommitted=false); None: all at once (classic HA)
+        self._dispatch_limit: int | None = None
 
     # ------------------------------------------------------------------ clock
     def now(self) -> int:
@@ -852,10 +855,24 @@ class MessageStore(DiskSpaceGuard):
             return False
         if not self.commit_log.append_data(start, data):
             return False
-        self._reput_from = self.dispatcher.reput_replicated(self.commit_log, self.topic_queue_table,
-                                                            self._reput_from)
+        self._dispatch_replicated()
         self._replica_end = self.commit_log.get_max_offset()
         return True
+
+    def _dispatch_replicated(self) -> None:
+        self._reput_from = self.dispatcher.reput_replicated(self.commit_log, self.topic_queue_table,
+                                                            self._reput_from, self._dispatch_limit)
+
+    def set_replica_confirm_offset(self, offset: int | None) -> None:
+        """A controller-mode replica: the master's confirm offset; replicated records ending after
+        it wait in the commit log, undispatched (Java's reput stops at ``getConfirmOffset()``).
+        None lifts the limit and dispatches what waited (this store becomes a master). Also kept
+        as the checkpoint's ``confirmPhyOffset``."""
+        self._dispatch_limit = offset
+        if offset is not None and self.checkpoint is not None:
+            self.checkpoint.confirm_phy_offset = offset
+        if not self.shutdown_flag and not self.config.readOnly:
+            self._dispatch_replicated()
 
     # ------------------------------------------------------------------ controller mode: a replica's truncation
     def incomplete_tail_offset(self) -> int:
@@ -864,8 +881,11 @@ class MessageStore(DiskSpaceGuard):
         log ends with a whole record (what Java's ``AutoSwitchHAService.truncateInvalidMsg`` walks
         from ``reputFromOffset`` to find)."""
         end = self.commit_log.get_max_offset()
-        if self._replica_end == end and self._reput_from < end:
-            return self._reput_from
+        if self._replica_end != end or self._reput_from >= end:
+            return -1
+        for off, d in self.commit_log.iter_records(self._reput_from, end, check_crc=False):
+            if not d.success:  # whole records before it may only wait for the confirm offset
+                return off
         return -1
 
     def truncate_files(self, offset: int) -> defer.Deferred[bool]:
@@ -882,6 +902,13 @@ class MessageStore(DiskSpaceGuard):
         if self.config.readOnly or not self.commit_log.is_offset_aligned(offset):
             log.error("truncating the store to %d refused: no whole record starts there", offset)
             return defer.succeed(False)
+        return self.truncate_dirty_files(offset)
+
+    def truncate_dirty_files(self, offset: int) -> defer.Deferred[bool]:
+        """:meth:`truncate_files` without the check that a record starts at ``offset`` (Java
+        ``truncateDirtyFiles``: the cut of a half-replicated record)."""
+        if offset >= self.get_max_phy_offset() or self.config.readOnly:
+            return defer.succeed(True)
         old_max = self.get_max_phy_offset()
         detach: list[Any] = []
         zeros: list[tuple[Any, int, int]] = []
@@ -897,6 +924,8 @@ class MessageStore(DiskSpaceGuard):
         self._recover_topic_queue_table()
         self._reput_from = min(self._reput_from, offset)
         self._replica_end = -1
+        if self._dispatch_limit is not None and self._dispatch_limit > offset:
+            self._dispatch_limit = offset
         if self.checkpoint is not None and self.checkpoint.confirm_phy_offset > offset:
             self.checkpoint.confirm_phy_offset = offset
         log.warning("truncated the store from %d to %d: %d files deleted", old_max, offset, len(detach))

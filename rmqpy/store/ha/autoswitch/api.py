@@ -40,8 +40,16 @@ class ReplicaStore(Protocol):
         there); nothing is appended until it fires."""
         ...
 
+    def truncate_dirty_files(self, offset: int) -> defer.Deferred[bool]:
+        """:meth:`truncate_files` where no whole record starts at ``offset`` (a half-sent one)."""
+        ...
+
     def incomplete_tail_offset(self) -> int:
         """Where a record the master had not finished sending starts at the log's end; -1: none."""
+        ...
+
+    def set_replica_confirm_offset(self, offset: int | None) -> None:
+        """A replica: dispatch replicated records only up to ``offset``; None: no limit."""
         ...
 
     def add_arrive_listener(self, callback: Callable[..., None]) -> None:

@@ -255,7 +255,7 @@ class AutoSwitchHAClient:
             if ok:
                 self.epochs.truncate_suffix_by_offset(tail)
             return ok
-        return self.store.truncate_files(tail).addCallback(done)
+        return self.store.truncate_dirty_files(tail).addCallback(done)
 
     # ------------------------------------------------------------------ connection
     def update_master_address(self, address: str) -> None:

@@ -113,13 +113,14 @@ class AutoSwitchHAService(protocol.ServerFactory):
             self.client.stop()
             self.client = None
         tail = self.store.incomplete_tail_offset()
-        cut: defer.Deferred[bool] = self.store.truncate_files(tail) if tail >= 0 else defer.succeed(True)
+        cut: defer.Deferred[bool] = self.store.truncate_dirty_files(tail) if tail >= 0 else defer.succeed(True)
 
         def become(ok: bool) -> EpochEntry | None:
             if not ok:
                 log.error("AutoSwitch HA: cutting a half-replicated record at %d failed", tail)
                 return None
             self.is_master, self.is_slave = True, False
+            self.store.set_replica_confirm_offset(None)  # what waited for a confirm offset is dispatched
             self.set_confirm_offset(self.compute_confirm_offset())
             if tail >= 0:
                 self.epochs.truncate_suffix_by_offset(tail)
@@ -160,6 +161,7 @@ class AutoSwitchHAService(protocol.ServerFactory):
         if self.client is not None:
             self.client.stop()
         self.is_master, self.is_slave = False, True
+        self.set_confirm_offset(self.store.get_max_phy_offset())  # what it holds is dispatched
         self.client = AutoSwitchHAClient(self.clock, self.store, self.epochs, self.settings, broker_id,
                                          self.set_confirm_offset, self._connect)
         self.client.update_master_address(master_address)
@@ -288,6 +290,8 @@ class AutoSwitchHAService(protocol.ServerFactory):
 
     def set_confirm_offset(self, offset: int) -> None:
         self._confirm_offset = offset
+        if self.is_slave:
+            self.store.set_replica_confirm_offset(offset)
 
     def confirm_offset(self) -> int:
         if not self.is_slave:

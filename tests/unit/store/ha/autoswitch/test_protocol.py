@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from twisted.internet import defer
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
@@ -157,6 +158,15 @@ def test_replica_frames_field_by_field(tmp_path):
     assert r.store.get_max_phy_offset() == end
     assert svc.confirm_offset() == end // 2
     assert svc.epoch_entries() == [EpochEntry(5, 0)]
+    # only the records that end by the confirm offset are in the consume queues (Java's reput
+    # stops at confirmOffset); a heartbeat with a higher confirm offset releases the rest
+    confirmed = sum(1 for off, d in m.store.commit_log.iter_records(0) if off + d.size <= end // 2)
+    assert 0 < confirmed < 20
+    assert sum(r.store.get_max_offset_in_queue("T", q) for q in range(3)) == confirmed
+    t.clear()
+    proto.dataReceived(struct.pack(">iiqiqq", TRANSFER, 0, end, 5, 0, end))
+    assert sum(r.store.get_max_offset_in_queue("T", q) for q in range(3)) == 20
+    assert t.value() == b""  # nothing new to report
     # a frame that does not start at the replica's end closes the connection
     proto.dataReceived(struct.pack(">iiqiqq", TRANSFER, 0, end + 8, 5, 0, end))
     assert t.disconnecting
@@ -316,3 +326,44 @@ def test_master_and_replica_over_tcp_loopback(tmp_path):
     assert [s.name for s in states] == ["TRANSFER"]
     assert _files(tmp_path / "m") == _files(tmp_path / "r")
     assert read_epoch_file(str(tmp_path / "r" / "epochFileCheckpoint")) == [EpochEntry(1, 0)]
+
+
+@pytest.mark.parametrize("then", ["master", "reconnect"])
+def test_replica_cuts_a_half_record(tmp_path, then):
+    """Java's truncateInvalidMsg cuts a record the old master had not finished sending: when the
+    replica becomes master (changeToMaster; the whole records waiting for a confirm offset are
+    then dispatched and the new epoch starts at the cut), and before the replica connects again
+    (READY state)."""
+    m, r = _pair(tmp_path)
+    _put(m, 6)
+    offsets = [off for off, _ in m.store.commit_log.iter_records(0)]
+    svc = _service(r)
+    protos: list[AutoSwitchHAClientProtocol] = []
+
+    def connect(address, proto):
+        protos.append(proto)
+        proto.makeConnection(StringTransport())
+        return defer.succeed(proto)
+
+    svc._connect = connect
+    svc.change_to_slave("m:10911", "127.0.0.1:10912", 5, 9)
+    proto = protos[0]
+    proto.dataReceived(struct.pack(">iiqi", HANDSHAKE, 12, offsets[4], 5) + struct.pack(">iq", 5, 0))
+    data = m.store.get_commit_log_data(0, offsets[4] + 10)  # four records and the head of a fifth
+    proto.dataReceived(struct.pack(">iiqiqq", TRANSFER, len(data), 0, 5, 0, offsets[1]) + data)
+    assert r.store.get_max_phy_offset() == offsets[4] + 10
+    assert sum(r.store.get_max_offset_in_queue("T", q) for q in range(3)) == 1  # confirmed: one record
+    assert r.store.incomplete_tail_offset() == offsets[4]
+    if then == "reconnect":
+        proto.transport.loseConnection()
+        proto.connectionLost(None)
+        r.clock.advance(5)
+        assert len(protos) == 2 and r.store.get_max_phy_offset() == offsets[4]
+        assert protos[1].transport.value() == struct.pack(">ihhq", HANDSHAKE, 0, 0, 9)
+        assert sum(r.store.get_max_offset_in_queue("T", q) for q in range(3)) == 1
+        return
+    entry = svc.change_to_master(6).result
+    assert entry == EpochEntry(6, offsets[4])
+    assert r.store.get_max_phy_offset() == offsets[4]
+    assert sum(r.store.get_max_offset_in_queue("T", q) for q in range(3)) == 4
+    assert svc.epoch_entries() == [EpochEntry(5, 0, offsets[4]), EpochEntry(6, offsets[4])]
