@@ -3,6 +3,7 @@ writing and reading it, the consistent point and the truncations."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -89,12 +90,14 @@ def _probe_classes() -> Path:
     src = HERE / "EpochFileProbe.java"
     out = INTEROP_TARGET / f"epoch-probe-{hashlib.sha256(src.read_bytes()).hexdigest()[:12]}"
     if not (out / "EpochFileProbe.class").exists():
-        tmp = out.with_name(out.name + ".tmp")
+        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")  # two test workers may compile at once
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         subprocess.run(["javac", "-d", str(tmp), "-cp", f"{SERVER_LIB}/*", str(src)], check=True, timeout=60)
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.rename(out)
+        try:
+            tmp.rename(out)
+        except OSError:  # the other one was first
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
