@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
             reactor.callLater(a.linger, finish, True)
 
     loop = task.LoopingCall(check)
-    reactor.callWhenRunning(lambda: service.change_to_slave("", a.master_ha, 0, a.broker_id))
+    reactor.callWhenRunning(lambda: service.change_to_slave("", 0, a.broker_id, master_ha_address=a.master_ha))
     reactor.callWhenRunning(loop.start, 0.1)
     reactor.callLater(a.timeout, lambda: (loop.running and (loop.stop(), finish(False))))
     reactor.run()

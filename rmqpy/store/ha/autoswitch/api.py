@@ -118,31 +118,41 @@ SyncStateSetListener = Callable[[frozenset[int]], None]
 
 class AutoSwitchHA(Protocol):
     """What the broker's controller client drives (Java ``AutoSwitchHAService`` as
-    ``ReplicasManager`` uses it). The in-sync set holds broker ids, the master's own included."""
+    ``ReplicasManager`` uses it). The in-sync set holds broker ids, the master's own included.
+    It is a superset of ``rmqpy.broker.replicas.ha.ReplicaHA``, the replicas manager's own view."""
 
-    #: this broker's id, as the controller assigned it (Java ``setLocalBrokerId``)
+    #: this broker's id, as the controller assigned it
     local_broker_id: int | None
 
-    def change_to_master(self, epoch: int) -> defer.Deferred[EpochEntry | None]:
+    def set_local_broker_id(self, broker_id: int) -> None:
+        """Java ``setLocalBrokerId``."""
+        ...
+
+    #: the outcome of the last :meth:`change_to_master`: fires with the new epoch's entry once it
+    #: is appended, None when refused
+    role_change: defer.Deferred[EpochEntry | None]
+
+    def change_to_master(self, epoch: int) -> None:
         """Become the master of ``epoch``: replicas' connections and this broker's own client
         are dropped, a record left half-replicated at the log's end is cut, and the epoch is
-        appended starting at the store's max offset. Fires with that entry, or None (refused)
-        when ``epoch`` is below the last epoch this store has (Java ``changeToMaster``)."""
+        appended starting at the store's max offset (Java ``changeToMaster``). Refused (logged,
+        nothing changes; Java returns false, which its ReplicasManager ignores) when ``epoch`` is
+        below the last epoch this store has, as are the other changes below."""
         ...
 
-    def change_to_master_when_last_role_is_master(self, epoch: int) -> EpochEntry | None:
+    def change_to_master_when_last_role_is_master(self, epoch: int) -> None:
         """Already master, a new epoch (a re-election of this broker): the epoch is appended at the
-        max offset, replicas stay connected. None when ``epoch`` is below the last one."""
+        max offset, replicas stay connected."""
         ...
 
-    def change_to_slave(self, master_address: str, master_ha_address: str | None, epoch: int,
-                        broker_id: int) -> bool:
+    def change_to_slave(self, master_address: str, epoch: int, broker_id: int,
+                        master_ha_address: str | None = None) -> None:
         """Become a replica (broker id ``broker_id``) of the master at ``master_address`` in
-        ``epoch``; its HA port is ``master_ha_address`` (None: set later with
-        :meth:`update_ha_master_address`). False when ``epoch`` is below the last epoch here."""
+        ``epoch``; its HA port is ``master_ha_address`` or, as in Java, set later with
+        :meth:`update_ha_master_address` (from a name server registration's ``haServerAddr``)."""
         ...
 
-    def change_to_slave_when_master_not_change(self, master_address: str, epoch: int) -> bool:
+    def change_to_slave_when_master_not_change(self, master_address: str, epoch: int) -> None:
         """Still a replica of the same master in a new ``epoch`` (Java's method of that name)."""
         ...
 
@@ -169,7 +179,7 @@ class AutoSwitchHA(Protocol):
         replica in the set disconnected (it should shrink); the broker reports it to the controller."""
         ...
 
-    def maybe_shrink_sync_state_set(self) -> frozenset[int]:
+    def maybe_shrink_sync_state_set(self) -> set[int]:
         """The in-sync set without the replicas not caught up for ``haMaxTimeSlaveNotCatchup``
         or not connected (the broker calls it every ``checkSyncStateSetPeriod`` and reports a
         change; Java ``maybeShrinkSyncStateSet``)."""

@@ -59,6 +59,8 @@ class AutoSwitchHAService(protocol.ServerFactory):
         self._caught_up: dict[int, float] = {}
         self._listeners: list[SyncStateSetListener] = []
         self._confirm_offset = -1
+        #: the outcome of the last change_to_master: the new epoch's entry, None when refused
+        self.role_change: defer.Deferred[EpochEntry | None] = defer.succeed(None)
         #: called with (broker id, offset) on every replica report (a SYNC put's waiters)
         self.ack_listeners: list[Callable[[int, int], None]] = []
 
@@ -103,7 +105,12 @@ class AutoSwitchHAService(protocol.ServerFactory):
         self.store.remove_arrive_listener(self.wakeup_all)
 
     # ------------------------------------------------------------------ roles
-    def change_to_master(self, epoch: int) -> defer.Deferred[EpochEntry | None]:
+    def change_to_master(self, epoch: int) -> None:
+        """See :class:`AutoSwitchHA`; :attr:`role_change` fires with the new epoch's entry (None:
+        refused or failed) once a half-replicated record is cut and the epoch appended."""
+        self.role_change = self._become_master(epoch)
+
+    def _become_master(self, epoch: int) -> defer.Deferred[EpochEntry | None]:
         last = self.epochs.last_epoch()
         if epoch < last:
             log.warning("AutoSwitch HA: new master epoch %d < last epoch %d: not changing to master", epoch, last)
@@ -140,22 +147,21 @@ class AutoSwitchHAService(protocol.ServerFactory):
         self.epochs.append(entry)
         return entry
 
-    def change_to_master_when_last_role_is_master(self, epoch: int) -> EpochEntry | None:
+    def change_to_master_when_last_role_is_master(self, epoch: int) -> None:
         last = self.epochs.last_epoch()
         if epoch < last:
             log.warning("AutoSwitch HA: new master epoch %d < last epoch %d: not changing to master", epoch, last)
-            return None
+            return
         entry = self._append_epoch(epoch)
         log.info("AutoSwitch HA: still master, epoch %d from offset %d", epoch, entry.start_offset)
         self.wakeup_all()
-        return entry
 
-    def change_to_slave(self, master_address: str, master_ha_address: str | None, epoch: int,
-                        broker_id: int) -> bool:
+    def change_to_slave(self, master_address: str, epoch: int, broker_id: int,
+                        master_ha_address: str | None = None) -> None:
         last = self.epochs.last_epoch()
         if epoch < last:
             log.warning("AutoSwitch HA: new master epoch %d < last epoch %d: not changing to replica", epoch, last)
-            return False
+            return
         self.destroy_connections()
         self.store.remove_arrive_listener(self.wakeup_all)
         if self.client is not None:
@@ -169,15 +175,16 @@ class AutoSwitchHAService(protocol.ServerFactory):
         if master_ha_address:
             self.client.update_ha_master_address(master_ha_address)
         log.info("AutoSwitch HA: replica (broker id %d) of master %s in epoch %d", broker_id, master_address, epoch)
-        return True
 
-    def change_to_slave_when_master_not_change(self, master_address: str, epoch: int) -> bool:
+    def change_to_slave_when_master_not_change(self, master_address: str, epoch: int) -> None:
         last = self.epochs.last_epoch()
         if epoch < last:
             log.warning("AutoSwitch HA: new master epoch %d < last epoch %d", epoch, last)
-            return False
+            return
         log.info("AutoSwitch HA: still a replica of %s, epoch %d", master_address, epoch)
-        return True
+
+    def set_local_broker_id(self, broker_id: int) -> None:
+        self.local_broker_id = broker_id
 
     def update_ha_master_address(self, address: str) -> None:
         if self.client is not None:
@@ -232,7 +239,7 @@ class AutoSwitchHAService(protocol.ServerFactory):
             self._mark_synchronizing(current)
             self._notify(current)
 
-    def maybe_shrink_sync_state_set(self) -> frozenset[int]:
+    def maybe_shrink_sync_state_set(self) -> set[int]:
         new = set(self._sync_state_set)
         changed = False
         limit = self.settings.haMaxTimeSlaveNotCatchup / 1000.0
@@ -247,7 +254,7 @@ class AutoSwitchHAService(protocol.ServerFactory):
                 changed = True
         if changed:
             self._mark_synchronizing(new)
-        return frozenset(new)
+        return new
 
     def in_sync_replicas_nums(self) -> int:
         if self.is_synchronizing_sync_state_set:

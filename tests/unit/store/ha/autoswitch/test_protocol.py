@@ -94,10 +94,12 @@ def test_master_frames_field_by_field(tmp_path):
     m = StoreHarness(tmp_path / "m")
     m.open()
     svc = _service(m, haTransferBatchSize=4096)
-    assert svc.change_to_master(3).result == EpochEntry(3, 0)
+    svc.change_to_master(3)
+    assert svc.role_change.result == EpochEntry(3, 0)
     _put(m, 50)
     switch = m.store.get_max_phy_offset()
-    assert svc.change_to_master_when_last_role_is_master(4) == EpochEntry(4, switch)
+    svc.change_to_master_when_last_role_is_master(4)
+    assert svc.epochs.last() == EpochEntry(4, switch)
     _put(m, 30, start=50)
     conn = svc.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
     t = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 2))
@@ -139,7 +141,7 @@ def test_replica_frames_field_by_field(tmp_path):
         return defer.succeed(proto)
 
     svc._connect = connect
-    assert svc.change_to_slave("m:10911", "127.0.0.1:10912", 5, 9)
+    svc.change_to_slave("m:10911", 5, 9, master_ha_address="127.0.0.1:10912")
     proto = sent[0]
     t = proto.transport
     assert t.value() == struct.pack(">ihhq", HANDSHAKE, 1, 1, 9)
@@ -187,7 +189,7 @@ def test_new_replica_copies_the_master_over_epochs(tmp_path):
     ms.set_sync_state_set({1})
     heard: list[frozenset[int]] = []
     ms.add_sync_state_set_listener(heard.append)
-    assert rs.change_to_slave("m:10911", "127.0.0.1:10912", 2, 2)
+    rs.change_to_slave("m:10911", 2, 2, master_ha_address="127.0.0.1:10912")
     wire.pump()
     end = m.store.get_max_phy_offset()
     assert len(m.store.commit_log.queue.files) == 3
@@ -225,19 +227,21 @@ def test_diverged_replica_is_truncated_to_the_consistent_point(tmp_path):
     sa.change_to_master(1)
     _put(a, 200)
     wire = Wire(sa, sb, a.clock)
-    sb.change_to_slave("a:10911", "127.0.0.1:10912", 1, 2)
+    sb.change_to_slave("a:10911", 1, 2, master_ha_address="127.0.0.1:10912")
     wire.pump()
     shared = a.store.get_max_phy_offset()
     assert b.store.get_max_phy_offset() == shared
     sb.shutdown()
     wire.pump()
-    assert sa.change_to_master_when_last_role_is_master(2) == EpochEntry(2, shared)
+    sa.change_to_master_when_last_role_is_master(2)
+    assert sa.epochs.last() == EpochEntry(2, shared)
     _put(a, 150, start=200, qid=1)  # only A has these
     a_end = a.store.get_max_phy_offset()
-    assert sb.change_to_master(3).result == EpochEntry(3, shared)
+    sb.change_to_master(3)
+    assert sb.role_change.result == EpochEntry(3, shared)
     _put(b, 100, start=1000, qid=2)  # only B has these
     wire2 = Wire(sb, sa, a.clock)
-    assert sa.change_to_slave("b:10911", "127.0.0.1:10913", 3, 1)
+    sa.change_to_slave("b:10911", 3, 1, master_ha_address="127.0.0.1:10913")
     wire2.pump()
     client = sa.client
     assert client is not None and client.last_truncate_offset == shared < a_end
@@ -265,7 +269,7 @@ def test_replica_without_a_common_epoch_is_refused(tmp_path):
     sb.change_to_master(2)
     _put(b, 10)
     wire = Wire(sb, sa, a.clock)
-    sa.change_to_slave("b:10911", "127.0.0.1:10913", 2, 1)
+    sa.change_to_slave("b:10911", 2, 1, master_ha_address="127.0.0.1:10913")
     wire.pump(rounds=3)
     assert a.store.get_max_phy_offset() == a_end
     conn, mt, proto, st = wire.links[0]
@@ -295,11 +299,12 @@ def test_master_and_replica_over_tcp_loopback(tmp_path):
         settings = [AutoSwitchSettings.from_store_config(s.config) for s in (m, rep)]
         ms = AutoSwitchHAService(r, m, settings[0], m.blocking.run)
         rs = AutoSwitchHAService(r, rep, settings[1], rep.blocking.run)
-        await ms.change_to_master(1)
+        ms.change_to_master(1)
+        await ms.role_change
         port = r.listenTCP(0, ms, interface="127.0.0.1")
         for i in range(300):
             m.put_message(msg(qid=i % 3, body=bytes([i % 251]) * 150, keys=f"k{i}"))
-        rs.change_to_slave("127.0.0.1:10911", f"127.0.0.1:{port.getHost().port}", 1, 2)
+        rs.change_to_slave("127.0.0.1:10911", 1, 2, master_ha_address=f"127.0.0.1:{port.getHost().port}")
         for _ in range(200):
             if rep.get_max_phy_offset() == m.get_max_phy_offset():
                 break
@@ -346,7 +351,7 @@ def test_replica_cuts_a_half_record(tmp_path, then):
         return defer.succeed(proto)
 
     svc._connect = connect
-    svc.change_to_slave("m:10911", "127.0.0.1:10912", 5, 9)
+    svc.change_to_slave("m:10911", 5, 9, master_ha_address="127.0.0.1:10912")
     proto = protos[0]
     proto.dataReceived(struct.pack(">iiqi", HANDSHAKE, 12, offsets[4], 5) + struct.pack(">iq", 5, 0))
     data = m.store.get_commit_log_data(0, offsets[4] + 10)  # four records and the head of a fifth
@@ -362,8 +367,24 @@ def test_replica_cuts_a_half_record(tmp_path, then):
         assert protos[1].transport.value() == struct.pack(">ihhq", HANDSHAKE, 0, 0, 9)
         assert sum(r.store.get_max_offset_in_queue("T", q) for q in range(3)) == 1
         return
-    entry = svc.change_to_master(6).result
+    svc.change_to_master(6)
+    entry = svc.role_change.result
     assert entry == EpochEntry(6, offsets[4])
     assert r.store.get_max_phy_offset() == offsets[4]
     assert sum(r.store.get_max_offset_in_queue("T", q) for q in range(3)) == 4
     assert svc.epoch_entries() == [EpochEntry(5, 0, offsets[4]), EpochEntry(6, offsets[4])]
+
+
+def test_an_epoch_below_the_last_is_refused(tmp_path):
+    """Java returns false from changeToMaster/changeToSlave for an epoch below its last; nothing changes."""
+    h = StoreHarness(tmp_path / "s")
+    h.open()
+    svc = _service(h)
+    svc.change_to_master(4)
+    assert svc.role_change.result == EpochEntry(4, 0) and svc.is_master
+    svc.change_to_slave("m:10911", 3, 2, master_ha_address="127.0.0.1:10912")
+    assert svc.is_master and svc.client is None
+    svc.change_to_master(2)
+    assert svc.role_change.result is None
+    svc.change_to_master_when_last_role_is_master(3)
+    assert svc.epoch_entries() == [EpochEntry(4, 0)]
