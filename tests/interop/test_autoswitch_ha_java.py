@@ -1,4 +1,7 @@
-"""Issue 28, slice 2: an rmqpy AutoSwitch HA replica of a Java 5.3.3 master in controller mode.
+"""Issue 28, slice 2: AutoSwitch HA between rmqpy and Java 5.3.3, both ways.
+
+test_rmqpy_replica_copies_a_java_controller_mode_master: an rmqpy replica of a Java 5.3.3 master
+in controller mode.
 
 Apache's controller runs embedded in the Java 5.3.3 name server (``enableControllerInNamesrv``,
 one DLedger peer); the Java 5.3.3 broker (``enableControllerMode``) registers with it, gets
@@ -10,10 +13,18 @@ copy. The replica is not registered with the controller; the Java master serves 
 (its HA port checks no registration; it only fails to add it to the in-sync set). Its commit
 log must be byte-identical to Java's up to the master's max offset, and its epoch file hold the
 master's epoch from offset 0.
+
+test_java_replica_copies_an_rmqpy_master_over_two_epochs: the other way, with Apache's own
+replica classes but no Java broker: ``tests/interop/java/probe/AutoSwitchReplicaProbe.java``
+builds a 5.3.3 ``DefaultMessageStore`` in controller mode (hence ``AutoSwitchHAService`` and
+``AutoSwitchHAClient``) and makes it a replica of an rmqpy store (``tests/interop/autoswitch_master.py``)
+that was master of epoch 1 and then of epoch 2: Java's commit log, consume queues and epoch file
+must equal rmqpy's, byte for byte.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +33,7 @@ import pytest
 
 from rmqpy.protocol.codes import RequestCode
 from rmqpy.store.epoch import read_epoch_file
+from tests import java_probe
 from tests.interop import clients, jvm, servers
 from tests.interop.test_ha_java import _commit_log
 from tests.interop.waiting import wait_until
@@ -105,3 +117,48 @@ def test_rmqpy_replica_copies_a_java_controller_mode_master(java_built, client_h
         if broker is not None:
             broker.kill9()
         ns.kill9()
+
+
+PROBE = Path(__file__).resolve().parent / "java" / "probe" / "AutoSwitchReplicaProbe.java"
+
+
+def _consume_queues(store: Path) -> dict[str, bytes]:
+    root = store / "consumequeue"
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+def test_java_replica_copies_an_rmqpy_master_over_two_epochs(java_built, tmp_path):
+    classes = java_probe.compile_probe(PROBE)
+    repo = str(Path(__file__).resolve().parents[2])
+    master = subprocess.Popen(
+        [sys.executable, "-m", "tests.interop.autoswitch_master", "--store", str(tmp_path / "m"), "--count", "2000",
+         "--timeout", "45", *(f"{k}={v}" for k, v in SIZES.items())],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=repo)
+    try:
+        assert master.stdout is not None
+        first = json.loads(master.stdout.readline() or "{}")
+        assert "haPort" in first, master.stderr.read() if master.stderr else ""
+        end, epochs = first["maxOffset"], first["epochs"]
+        assert len(epochs) == 2 and epochs[0] == [1, 0] and 0 < epochs[1][1] < end
+        home = tmp_path / "java"
+        home.mkdir()
+        java = subprocess.run(
+            [jvm.java_executable(), *jvm.jvm_options(256), f"-Duser.home={home}", f"-Djava.io.tmpdir={home}",
+             "-Drmq.logback.configurationFile=rmq.broker.logback.xml", "-cp", java_probe.classpath(classes),
+             "AutoSwitchReplicaProbe", str(tmp_path / "r"), f"127.0.0.1:{first['haPort']}", "2", str(end), "30000",
+             str(servers.free_port()), str(SIZES["mappedFileSizeCommitLog"])],
+            capture_output=True, text=True, timeout=90, cwd=str(home), env={**os.environ, "ROCKETMQ_HOME": str(home)})
+        out, err = master.communicate(timeout=30)
+    finally:
+        if master.poll() is None:
+            master.kill()
+    lines = [line.split() for line in java.stdout.splitlines() if line.startswith(("result ", "epoch "))]
+    assert java.returncode == 0 and lines, (java.stdout[-2000:], java.stderr[-2000:], err[-3000:])
+    assert lines[0] == ["result", str(end), str(end)]  # its max and confirm offsets: the master's end
+    assert [[int(x) for x in line[1:]] for line in lines[1:]] == epochs
+    assert master.returncode == 0, err[-3000:]
+    acked = json.loads(out.strip().splitlines()[-1])
+    assert acked == {"acked": [[2, end]], "syncStateSet": [1, 2]}  # Java's reports; the replica caught up
+    assert _commit_log(tmp_path / "r", end) == _commit_log(tmp_path / "m", end)
+    assert _consume_queues(tmp_path / "r") == _consume_queues(tmp_path / "m")
+    assert (tmp_path / "r" / "epochFileCheckpoint").read_bytes() == (tmp_path / "m" / "epochFileCheckpoint").read_bytes()

@@ -2,9 +2,6 @@
 writing and reading it, the consistent point and the truncations."""
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,10 +20,9 @@ from rmqpy.store.epoch import (
     encode_epoch_file,
     read_epoch_file,
 )
+from tests import java_probe
 
 HERE = Path(__file__).resolve().parent
-INTEROP_TARGET = HERE.parents[3] / "interop" / "java" / "target"
-SERVER_LIB = INTEROP_TARGET / "lib-5.3.3-server"
 
 
 def inline(fn, *args):
@@ -84,21 +80,10 @@ def test_decode_checks_count_and_crc():
 
 
 def _probe_classes() -> Path:
-    """EpochFileProbe.java compiled against the 5.3.3 server jars, once per source version."""
-    if not SERVER_LIB.is_dir() or shutil.which("javac") is None:
+    """EpochFileProbe.java compiled against the 5.3.3 server jars."""
+    if not java_probe.available():
         pytest.skip("no JDK or no tests/interop/java/target/lib-5.3.3-server (tests/interop/java/build.sh)")
-    src = HERE / "EpochFileProbe.java"
-    out = INTEROP_TARGET / f"epoch-probe-{hashlib.sha256(src.read_bytes()).hexdigest()[:12]}"
-    if not (out / "EpochFileProbe.class").exists():
-        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")  # two test workers may compile at once
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        subprocess.run(["javac", "-d", str(tmp), "-cp", f"{SERVER_LIB}/*", str(src)], check=True, timeout=60)
-        try:
-            tmp.rename(out)
-        except OSError:  # the other one was first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return java_probe.compile_probe(HERE / "EpochFileProbe.java")
 
 
 def test_java_writes_and_reads_the_same_file(tmp_path):
@@ -112,7 +97,7 @@ def test_java_writes_and_reads_the_same_file(tmp_path):
         assert mine.append(e)
     run = subprocess.run(
         ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", f"-Duser.home={tmp_path}",
-         "-cp", f"{classes}:{SERVER_LIB}/*", "EpochFileProbe", str(java_file), str(ours),
+         "-cp", java_probe.classpath(classes), "EpochFileProbe", str(java_file), str(ours),
          *(f"{e.epoch}-{e.start_offset}" for e in entries), "3-5"],
         capture_output=True, text=True, timeout=60, check=True)
     lines = [line for line in run.stdout.splitlines() if line.startswith(("entry ", "refused ", "unreadable"))]
