@@ -14,17 +14,19 @@ copy. The replica is not registered with the controller; the Java master serves 
 log must be byte-identical to Java's up to the master's max offset, and its epoch file hold the
 master's epoch from offset 0.
 
-test_java_replica_copies_an_rmqpy_master_over_two_epochs: the other way, with Apache's own
+test_java_replica_is_truncated_by_and_copies_an_rmqpy_master: the other way, with Apache's own
 replica classes but no Java broker: ``tests/interop/java/probe/AutoSwitchReplicaProbe.java``
 builds a 5.3.3 ``DefaultMessageStore`` in controller mode (hence ``AutoSwitchHAService`` and
-``AutoSwitchHAClient``) and makes it a replica of an rmqpy store (``tests/interop/autoswitch_master.py``)
-that was master of epoch 1 and then of epoch 2: Java's commit log, consume queues and epoch file
-must equal rmqpy's, byte for byte.
+``AutoSwitchHAClient``) on a diverged store and makes it a replica of an rmqpy store
+(``tests/interop/autoswitch_master.py``) of two later epochs: Java cuts its log where the rmqpy
+master's epoch list says and copies the rest; its commit log, consume queues and epoch file must
+then equal rmqpy's, byte for byte.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -127,25 +129,63 @@ def _consume_queues(store: Path) -> dict[str, bytes]:
     return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
 
 
-def test_java_replica_copies_an_rmqpy_master_over_two_epochs(java_built, tmp_path):
+def _rmqpy_store(root: Path, epoch: int | None, first: int, count: int) -> int:
+    """An rmqpy store at ``root`` (on a task.Clock, in this process), master of ``epoch`` (None: as it
+    is), with ``count`` more messages from number ``first``; closed; its max offset."""
+    from twisted.internet.task import Clock
+
+    from rmqpy.store.config import MessageStoreConfig
+    from rmqpy.store.ha.autoswitch.api import AutoSwitchSettings
+    from rmqpy.store.ha.autoswitch.service import AutoSwitchHAService
+    from rmqpy.store.message_store import MessageStore
+    from tests.interop.autoswitch_master import message
+
+    clock = Clock()
+    clock.advance(1_700_000_000)
+    store = MessageStore(MessageStoreConfig.from_properties({"storePathRootDir": str(root),
+                                                             **{k: str(v) for k, v in SIZES.items()}}),
+                         ("127.0.0.1", 10911), clock)
+    store.load()
+    store.start()
+    if epoch is not None:
+        service = AutoSwitchHAService(clock, store, AutoSwitchSettings.from_store_config(store.config),
+                                      store.blocking.run)
+        service.change_to_master(epoch)
+    for i in range(first, first + count):
+        store.put_message(message(i))
+    end = store.get_max_phy_offset()
+    store.shutdown()
+    return end
+
+
+def test_java_replica_is_truncated_by_and_copies_an_rmqpy_master(java_built, tmp_path):
+    """A was master of epoch 1 with M as its replica (M: a copy of A at offset S); A wrote 300
+    more records M never got. M, elected for epochs 2 and 3, wrote 1,000 records. A, now Apache's
+    Java replica (its store written by rmqpy, opened by Java's DefaultMessageStore), gets M's epochs
+    [1-0, 2-S, 3-T] in the handshake, cuts its log at S and copies epochs 2 and 3."""
     classes = java_probe.compile_probe(PROBE)
+    a, m = tmp_path / "a", tmp_path / "m"
+    shared = _rmqpy_store(a, 1, 0, 1000)
+    shutil.copytree(a, m)
+    diverged = _rmqpy_store(a, None, 5000, 300)
+    assert diverged > shared
     repo = str(Path(__file__).resolve().parents[2])
     master = subprocess.Popen(
-        [sys.executable, "-m", "tests.interop.autoswitch_master", "--store", str(tmp_path / "m"), "--count", "2000",
-         "--timeout", "45", *(f"{k}={v}" for k, v in SIZES.items())],
+        [sys.executable, "-m", "tests.interop.autoswitch_master", "--store", str(m), "--epochs", "2,3",
+         "--first", "1000", "--count", "1000", "--timeout", "45", *(f"{k}={v}" for k, v in SIZES.items())],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=repo)
     try:
         assert master.stdout is not None
         first = json.loads(master.stdout.readline() or "{}")
         assert "haPort" in first, master.stderr.read() if master.stderr else ""
         end, epochs = first["maxOffset"], first["epochs"]
-        assert len(epochs) == 2 and epochs[0] == [1, 0] and 0 < epochs[1][1] < end
+        assert epochs[:2] == [[1, 0], [2, shared]] and len(epochs) == 3 and shared < epochs[2][1] < end
         home = tmp_path / "java"
         home.mkdir()
         java = subprocess.run(
             [jvm.java_executable(), *jvm.jvm_options(256), f"-Duser.home={home}", f"-Djava.io.tmpdir={home}",
              "-Drmq.logback.configurationFile=rmq.broker.logback.xml", "-cp", java_probe.classpath(classes),
-             "AutoSwitchReplicaProbe", str(tmp_path / "r"), f"127.0.0.1:{first['haPort']}", "2", str(end), "30000",
+             "AutoSwitchReplicaProbe", str(a), f"127.0.0.1:{first['haPort']}", "2", str(end), "30000",
              str(servers.free_port()), str(SIZES["mappedFileSizeCommitLog"])],
             capture_output=True, text=True, timeout=90, cwd=str(home), env={**os.environ, "ROCKETMQ_HOME": str(home)})
         out, err = master.communicate(timeout=30)
@@ -159,6 +199,6 @@ def test_java_replica_copies_an_rmqpy_master_over_two_epochs(java_built, tmp_pat
     assert master.returncode == 0, err[-3000:]
     acked = json.loads(out.strip().splitlines()[-1])
     assert acked == {"acked": [[2, end]], "syncStateSet": [1, 2]}  # Java's reports; the replica caught up
-    assert _commit_log(tmp_path / "r", end) == _commit_log(tmp_path / "m", end)
-    assert _consume_queues(tmp_path / "r") == _consume_queues(tmp_path / "m")
-    assert (tmp_path / "r" / "epochFileCheckpoint").read_bytes() == (tmp_path / "m" / "epochFileCheckpoint").read_bytes()
+    assert _commit_log(a, end) == _commit_log(m, end)  # A's 300 records gone, M's epochs 2 and 3 in their place
+    assert _consume_queues(a) == _consume_queues(m)
+    assert (a / "epochFileCheckpoint").read_bytes() == (m / "epochFileCheckpoint").read_bytes()
