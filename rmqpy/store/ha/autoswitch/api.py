@@ -82,8 +82,8 @@ class AutoSwitchSettings:
 
     @classmethod
     def from_store_config(cls, config: Any, props: Mapping[str, str] | None = None) -> "AutoSwitchSettings":
-        """From the store's config (paths, HA timings, file size) and the broker's properties
-        for the controller-mode keys the store config does not carry."""
+        """From the store's config (paths, HA timings, file size, ``allAckInSyncStateSet``) and
+        the broker's properties for the controller-mode keys the store config does not carry."""
         props = props or {}
         epoch_path = props.get("storePathEpochFile") or os.path.join(config.storePathRootDir, EPOCH_FILE_NAME)
         return cls(
@@ -94,7 +94,8 @@ class AutoSwitchSettings:
             mappedFileSizeCommitLog=config.mappedFileSizeCommitLog,
             syncFromLastFile=_bool(props.get("syncFromLastFile", "false")),
             asyncLearner=_bool(props.get("asyncLearner", "false")),
-            allAckInSyncStateSet=_bool(props.get("allAckInSyncStateSet", "false")),
+            allAckInSyncStateSet=(_bool(props["allAckInSyncStateSet"]) if "allAckInSyncStateSet" in props
+                                  else bool(config.allAckInSyncStateSet)),
             haMaxTimeSlaveNotCatchup=int(props.get("haMaxTimeSlaveNotCatchup", "15000")),
         )
 

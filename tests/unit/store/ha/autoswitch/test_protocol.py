@@ -388,3 +388,45 @@ def test_an_epoch_below_the_last_is_refused(tmp_path):
     assert svc.role_change.result is None
     svc.change_to_master_when_last_role_is_master(3)
     assert svc.epoch_entries() == [EpochEntry(4, 0)]
+
+
+def test_settings_from_the_store_config_and_properties(tmp_path):
+    from rmqpy.store.config import MessageStoreConfig
+
+    config = MessageStoreConfig.from_properties({"storePathRootDir": str(tmp_path), "allAckInSyncStateSet": "true",
+                                                 "haSendHeartbeatInterval": "1000"})
+    s = AutoSwitchSettings.from_store_config(config, {"syncFromLastFile": "true", "haMaxTimeSlaveNotCatchup": "9000"})
+    assert (s.storePathEpochFile, s.allAckInSyncStateSet, s.haSendHeartbeatInterval, s.syncFromLastFile,
+            s.asyncLearner, s.haMaxTimeSlaveNotCatchup) == (
+        str(tmp_path / "epochFileCheckpoint"), True, 1000, True, False, 9000)
+    assert AutoSwitchSettings.from_store_config(config, {"storePathEpochFile": "/x/e"}).storePathEpochFile == "/x/e"
+
+
+def test_all_ack_confirm_offset_is_the_least_in_sync_ack(tmp_path):
+    """allAckInSyncStateSet: a master's confirm offset is the least offset its in-sync replicas
+    acknowledged (Java computeConfirmOffset), and stays put while one of them is not connected."""
+    m, r = _pair(tmp_path)
+    ms = _service(m, allAckInSyncStateSet=True)
+    ms.set_local_broker_id(1)
+    ms.change_to_master(1)
+    _put(m, 30)
+    rs = _service(r)
+    wire = Wire(ms, rs, m.clock)
+    ms.set_sync_state_set({1})
+    assert ms.confirm_offset() == m.store.get_max_phy_offset()  # alone in the set: its max offset
+    rs.change_to_slave("m:10911", 1, 2, master_ha_address="127.0.0.1:10912")
+    wire.pump()
+    ms.set_sync_state_set({1, 2})
+    acked = m.store.get_max_phy_offset()
+    assert ms.confirm_offset() == acked
+    conn, mt, proto, st = wire.links[0]
+    proto.transport.clear()
+    proto._closed = True  # the replica stops reading: the master's puts are not acknowledged
+    _put(m, 5, start=30)
+    assert m.store.get_max_phy_offset() > acked
+    ms.set_sync_state_set({1, 2})
+    assert ms.confirm_offset() == acked
+    mt.loseConnection()
+    wire.pump()
+    ms.set_sync_state_set({1, 2})  # the controller has not shrunk it yet: replica 2 not connected
+    assert ms.confirm_offset() == acked
