@@ -430,3 +430,43 @@ def test_all_ack_confirm_offset_is_the_least_in_sync_ack(tmp_path):
     wire.pump()
     ms.set_sync_state_set({1, 2})  # the controller has not shrunk it yet: replica 2 not connected
     assert ms.confirm_offset() == acked
+
+
+def test_heartbeats_housekeeping_and_shrink(tmp_path):
+    """Idle, the master sends a heartbeat frame (body size 0, its epoch and confirm offset) every
+    haSendHeartbeatInterval and the replica reports its offset as often; a replica that has not
+    caught up for haMaxTimeSlaveNotCatchup leaves the in-sync set; a master silent for
+    haHousekeepingInterval is dropped by the replica."""
+    m, r = _pair(tmp_path)
+    ms = _service(m)
+    ms.set_local_broker_id(1)
+    ms.change_to_master(1)
+    _put(m, 10)
+    rs = _service(r)
+    wire = Wire(ms, rs, m.clock)
+    rs.change_to_slave("m:10911", 1, 2, master_ha_address="127.0.0.1:10912")
+    wire.pump()
+    end = m.store.get_max_phy_offset()
+    ms.set_sync_state_set({1, 2})
+    conn, mt, proto, st = wire.links[0]
+    m.clock.advance(5.2)
+    beat, reports = mt.value(), st.value()
+    assert beat == struct.pack(">iiqiqq", TRANSFER, 0, end, 1, 0, end)
+    assert reports == struct.pack(">iq", TRANSFER, end)
+    wire.pump()
+    assert ms.maybe_shrink_sync_state_set() == {1, 2}
+    # the replica stops reading, the socket's buffer is full (the transport pauses the master's
+    # producer), the master appends: it is no longer caught up (while the master has nothing
+    # left to send a replica counts as caught up, as in Java)
+    conn.pauseProducing()
+    _put(m, 3, start=10)
+    for _ in range(17):
+        m.clock.advance(1.0)
+    assert ms.maybe_shrink_sync_state_set() == {1}
+    assert ms.is_synchronizing_sync_state_set and ms.sync_state_set() == frozenset({1, 2})
+    # a master that says nothing for 20 s is dropped by its replica
+    conn._closed = True  # the master stops writing
+    st.clear()
+    for _ in range(21):
+        m.clock.advance(1.0)
+    assert st.disconnecting
