@@ -14,15 +14,14 @@ import logging
 from typing import Any, Callable
 
 from twisted.internet import protocol
-from twisted.internet.endpoints import HostnameEndpoint, connectProtocol
 
 from rmqpy.remoting.ratelimit import limiter_for
 from rmqpy.store.ha.connection import HATimings
+from rmqpy.store.ha.redial import Redialer
 from rmqpy.store.ha.wire import HEADER, MAX_BLOCK, REPORT
 
 log = logging.getLogger(__name__)
 
-RECONNECT_S = 5.0
 
 
 class HAClientProtocol(protocol.Protocol):
@@ -108,85 +107,29 @@ class HAClientProtocol(protocol.Protocol):
                 self.report(end)
 
 
-class HAClient:
+class HAClient(Redialer[HAClientProtocol]):
+    log_name = "HA"
+    stop_reason = "slave shutting down"
+
     def __init__(self, clock: Any, max_offset: Callable[[], int], append: Callable[[int, bytes], bool],
                  timings: HATimings, master_address: str = "",
                  connect: Callable[[str, protocol.Protocol], Any] | None = None) -> None:
-        self.clock = clock
+        super().__init__(clock, connect)
         self.max_offset = max_offset
         self.append = append
         self.timings = timings
-        self.master_address = master_address
-        self.connection: HAClientProtocol | None = None
-        self._connecting = False
-        self._timer: Any = None
-        self._stopped = True
-        self._connect = connect or self._tcp_connect
+        self.dial_address = master_address
 
-    def _tcp_connect(self, address: str, proto: protocol.Protocol) -> Any:
-        host, _, port = address.rpartition(":")
-        return connectProtocol(HostnameEndpoint(self.clock, host, int(port), timeout=3), proto)
+    @property
+    def master_address(self) -> str:
+        return self.dial_address
 
     def update_master_address(self, address: str | None) -> None:
         """Java ``updateMasterAddress``: a changed address drops the old connection."""
-        if not address or address == self.master_address:
-            return
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            return
-        log.info("HA: master HA address %s (was %s)", address, self.master_address or "none")
-        self.master_address = address
-        if self.connection is not None:
-            self.connection.close("master address changed")
-        self._try_connect()
+        self.redial_to(address)
 
-    def start(self) -> None:
-        self._stopped = False
-        self._try_connect()
+    def new_protocol(self) -> HAClientProtocol:
+        return HAClientProtocol(self)
 
-    def stop(self) -> None:
-        self._stopped = True
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-        if self.connection is not None:
-            self.connection.close("slave shutting down")
-
-    def is_connected(self) -> bool:
-        return self.connection is not None
-
-    def _try_connect(self) -> None:
-        if self._stopped or self.connection is not None or self._connecting:
-            return
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-        if not self.master_address:
-            self._timer = self.clock.callLater(RECONNECT_S, self._try_connect)
-            return
-        self._connecting = True
-        proto = HAClientProtocol(self)
-        address = self.master_address
-        d = self._connect(address, proto)
-
-        def connected(_: Any) -> None:
-            self._connecting = False
-            self.connection = proto
-            log.info("HA: connected to master %s, reported offset %d", address, proto.reported)
-
-        def failed(f: Any) -> None:
-            self._connecting = False
-            if limiter_for(self.clock).allow("ha-client-connect"):
-                log.warning("HA: cannot connect to master %s: %s", address, f.getErrorMessage())
-            self._schedule()
-
-        d.addCallbacks(connected, failed)
-
-    def _schedule(self) -> None:
-        if not self._stopped and (self._timer is None or not self._timer.active()):
-            self._timer = self.clock.callLater(RECONNECT_S, self._try_connect)
-
-    def lost(self, proto: HAClientProtocol) -> None:
-        if self.connection is proto:
-            self.connection = None
-        self._schedule()
+    def connected_line(self, address: str, proto: HAClientProtocol) -> str:
+        return f"HA: connected to master {address}, reported offset {proto.reported}"

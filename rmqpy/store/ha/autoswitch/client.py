@@ -24,7 +24,6 @@ import logging
 from typing import Any, Callable
 
 from twisted.internet import defer, protocol
-from twisted.internet.endpoints import HostnameEndpoint, connectProtocol
 
 from rmqpy.remoting.ratelimit import limiter_for
 from rmqpy.store.epoch import EpochCache, EpochEntry
@@ -38,10 +37,10 @@ from rmqpy.store.ha.autoswitch.wire import (
     SLAVE_REPORT,
     State,
 )
+from rmqpy.store.ha.redial import Redialer
 
 log = logging.getLogger(__name__)
 
-RECONNECT_S = 5.0
 
 
 class AutoSwitchHAClientProtocol(protocol.Protocol):
@@ -186,31 +185,27 @@ class AutoSwitchHAClientProtocol(protocol.Protocol):
         self.close("the truncation failed")
 
 
-class AutoSwitchHAClient:
+class AutoSwitchHAClient(Redialer[AutoSwitchHAClientProtocol]):
     """The replica's connection manager: (re)connects to ``master_ha_address`` while started."""
+
+    log_name = "AutoSwitch HA"
+    stop_reason = "replica shutting down"
 
     def __init__(self, clock: Any, store: ReplicaStore, epochs: EpochCache, settings: AutoSwitchSettings,
                  broker_id: int, set_confirm_offset: Callable[[int], None],
                  connect: Callable[[str, protocol.Protocol], Any] | None = None) -> None:
-        self.clock = clock
+        super().__init__(clock, connect)
         self.store = store
         self.epochs = epochs
         self.settings = settings
         self.broker_id = broker_id
         self.set_confirm_offset = set_confirm_offset
-        self.master_ha_address = ""
         self.master_address = ""
-        self.connection: AutoSwitchHAClientProtocol | None = None
         self.last_truncate_offset = -1  # where the last handshake cut the log (-1: not cut)
-        self._connecting = False
-        self._stopped = True
-        self._timer: Any = None
-        self._connect = connect or self._tcp_connect
 
-    def _tcp_connect(self, address: str, proto: protocol.Protocol) -> Any:
-        host, _, port = address.rpartition(":")
-        return connectProtocol(  # type: ignore[no-untyped-call]  # Twisted: unannotated
-            HostnameEndpoint(self.clock, host, int(port), timeout=3), proto)
+    @property
+    def master_ha_address(self) -> str:
+        return self.dial_address
 
     # ------------------------------------------------------------------ truncation
     def truncate_to_master(self, master_entries: list[EpochEntry], master_end: int) -> defer.Deferred[bool]:
@@ -262,81 +257,17 @@ class AutoSwitchHAClient:
         self.master_address = address or ""
 
     def update_ha_master_address(self, address: str | None) -> None:
-        if not address or address == self.master_ha_address:
-            return
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            log.warning("AutoSwitch HA: %r is no host:port", address)
-            return
-        log.info("AutoSwitch HA: master HA address %s (was %s)", address, self.master_ha_address or "none")
-        self.master_ha_address = address
-        if self.connection is not None:
-            self.connection.close("master address changed")
-        self._try_connect()
-
-    def start(self) -> None:
-        self._stopped = False
-        self._try_connect()
-
-    def stop(self) -> None:
-        self._stopped = True
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-        if self.connection is not None:
-            self.connection.close("replica shutting down")
-
-    def is_connected(self) -> bool:
-        return self.connection is not None
+        self.redial_to(address)
 
     def state(self) -> State:
         return self.connection.state if self.connection is not None else State.READY
 
-    def _try_connect(self) -> None:
-        if self._stopped or self.connection is not None or self._connecting:
-            return
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-        if not self.master_ha_address:
-            self._schedule()
-            return
-        self._connecting = True
-        address = self.master_ha_address
+    def new_protocol(self) -> AutoSwitchHAClientProtocol:
+        return AutoSwitchHAClientProtocol(self)
 
-        def connect(ok: bool) -> Any:
-            if not ok or self._stopped or address != self.master_ha_address:
-                self._connecting = False
-                self._schedule()
-                return None
-            proto = AutoSwitchHAClientProtocol(self)
-            d = self._connect(address, proto)
+    def before_dial(self) -> defer.Deferred[bool]:
+        """A half-replicated record is cut before each connection (Java ``truncateInvalidMsg``)."""
+        return self._truncate_invalid()
 
-            def connected(_: Any) -> None:
-                self._connecting = False
-                self.connection = proto
-                log.info("AutoSwitch HA: connected to master %s as broker id %d", address, self.broker_id)
-
-            def failed(f: Any) -> None:
-                self._connecting = False
-                if limiter_for(self.clock).allow("autoswitch-client-connect"):
-                    log.warning("AutoSwitch HA: cannot connect to master %s: %s", address, f.getErrorMessage())
-                self._schedule()
-
-            return d.addCallbacks(connected, failed)
-
-        def broken(f: Any) -> None:
-            self._connecting = False
-            log.error("AutoSwitch HA: cutting a half-replicated record failed: %s", f.getErrorMessage())
-            self._schedule()
-
-        self._truncate_invalid().addCallback(connect).addErrback(broken)
-
-    def _schedule(self) -> None:
-        if not self._stopped and (self._timer is None or not self._timer.active()):
-            self._timer = self.clock.callLater(RECONNECT_S, self._try_connect)
-
-    def lost(self, proto: AutoSwitchHAClientProtocol) -> None:
-        if self.connection is proto:
-            self.connection = None
-        self._schedule()
+    def connected_line(self, address: str, proto: AutoSwitchHAClientProtocol) -> str:
+        return f"AutoSwitch HA: connected to master {address} as broker id {self.broker_id}"
