@@ -58,22 +58,27 @@ def server_options(java: str, classpath: str, main: str) -> tuple[list[str], Pat
     """The archive options for a server JVM, and the part to dump it into once it is up (or None).
 
     The suite stops most servers with SIGKILL, and a killed JVM writes nothing at exit; so the
-    first server of a key records what it needs for a dump and :func:`dump_running` asks it for the
-    archive once it has booted (``jcmd VM.cds dynamic_dump``). Name server and broker share their
-    jars but not their classes: the main class is part of the key."""
+    first server of a key records what it needs for a dump, and :func:`dump_running` asks it for
+    the archive just before it is stopped or killed (``jcmd VM.cds dynamic_dump``; the JVM pauses
+    for it, which must not fall inside a scenario). Name server and broker share their jars but
+    not their classes: the main class is part of the key."""
     opts, part = _options(java, classpath, key(java, classpath, main))
     return ([QUIET, "-XX:+RecordDynamicDumpInfo"], part) if part else (opts, None)
 
 
-def dump_running(java: str, pid: int, part: Path) -> subprocess.Popen | None:
-    """Start ``jcmd`` writing the archive of the running JVM ``pid`` into ``part``, in the background
-    (the JVM holds the part open while it writes; a JVM killed meanwhile leaves a part that
-    :func:`_adopt_a_part` finds broken and removes)."""
+def dump_running(java: str, pid: int, part: Path, timeout: float = 60.0) -> bool:
+    """Have the running JVM ``pid`` write its archive into ``part`` (``jcmd VM.cds dynamic_dump``);
+    True when jcmd says it did. A JVM that dies meanwhile leaves a part that :func:`_adopt_a_part`
+    finds broken and removes."""
     jcmd = Path(java).resolve().parent / "jcmd"
     if not jcmd.exists():
-        return None
-    return subprocess.Popen([str(jcmd), str(pid), "VM.cds", "dynamic_dump", str(part)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        return False
+    try:
+        done = subprocess.run([str(jcmd), str(pid), "VM.cds", "dynamic_dump", str(part)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
 
 
 def _options(java: str, classpath: str, k: str) -> tuple[list[str], Path | None]:

@@ -462,7 +462,8 @@ class JavaProcess:
         self.addr = f"127.0.0.1:{port}"
         self.config = config
         self.props = dict(props)
-        self.archive_dumper: subprocess.Popen | None = None  # jcmd writing its class archive (cds.py)
+        #: where this JVM's class archive goes when it ends (tests/interop/cds.py), if it writes one
+        self.archive_part: Path | None = None
 
     def __repr__(self) -> str:
         return f"<JavaProcess {self.name} {self.server_version} pid={self.pid} {self.addr}>"
@@ -480,6 +481,7 @@ class JavaProcess:
         A clean broker shutdown takes ~7 s on 4.9 and ~18 s on 5.3.3 (its
         PopReviveService and netty event threads each wait out a poll); pass
         a small ``timeout`` when a clean store does not matter."""
+        self._dump_archive()
         if self.proc.poll() is None:
             try:
                 self.proc.send_signal(signal.SIGTERM)
@@ -491,6 +493,7 @@ class JavaProcess:
         return self.proc.poll()
 
     def kill9(self) -> int | None:
+        self._dump_archive()
         if self.proc.poll() is None:
             try:
                 self.proc.kill()
@@ -498,6 +501,13 @@ class JavaProcess:
                 pass
             self.proc.wait(10)
         return self.proc.poll()
+
+    def _dump_archive(self) -> None:
+        """Write this JVM's class archive before it ends (once, at its first stop or kill): at the
+        end, so that the pause of the dump (1-2 s at a safepoint) falls outside any scenario."""
+        part, self.archive_part = self.archive_part, None
+        if part is not None and self.proc.poll() is None:
+            cds.dump_running(java_executable(), self.proc.pid, part)
 
     def log_text(self) -> str:
         try:
@@ -560,8 +570,7 @@ def _start_server(name: str, version: str, main: str, home: Path, config: Path, 
     except BaseException:
         handle.kill9()
         raise
-    if archive_part is not None:  # booted: its classes are loaded; archive them for the next ones
-        handle.archive_dumper = cds.dump_running(java, proc.pid, archive_part)
+    handle.archive_part = archive_part  # written when it stops (its classes are all loaded by then)
     return handle
 
 
@@ -729,8 +738,7 @@ def start_java_proxy(
     except BaseException:
         handle.kill9()
         raise
-    if archive_part is not None:
-        handle.archive_dumper = cds.dump_running(java, proc.pid, archive_part)
+    handle.archive_part = archive_part
     return handle
 
 
