@@ -1,0 +1,163 @@
+"""A batch put (SEND_BATCH_MESSAGE, ``MessageStore.put_messages``) writes the same bytes as
+its messages put one by one (``put_message_now``, each with the batch's properties appended as
+the batch path appends them): commit log, consume queues and index files byte for byte, the
+same msgIds and queue offsets, the same arrive-listener calls in the same order (issue 29).
+
+Hypothesis draws batches of random bodies, flags, tags, keys, UNIQ_KEYs and other properties,
+several batches per store, on consume queue and index files small enough that they roll over
+inside a batch. (The commit log is large enough for all of them: a batch goes whole into one
+commit log file, rolling over before its first record where single puts would fill the file
+first.)"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rmqpy.protocol.message import (
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    encode_batch_body,
+    properties_to_string,
+    string_to_properties,
+)
+from rmqpy.store.message_store import PutMessageResult
+
+from .conftest import StoreHarness
+
+#: record files only (the checkpoint and config files carry no record bytes)
+_DIRS = ("commitlog", "consumequeue", "index")
+
+_text = st.text(st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=("Cs",)),
+                min_size=1, max_size=12)
+_word = st.text("abcdefgXYZ019_-", min_size=1, max_size=8)
+_uniq = st.one_of(st.text("0123456789ABCDEF", min_size=32, max_size=32), _word)
+
+
+@st.composite
+def _properties(draw: Any) -> dict[str, str]:
+    props: dict[str, str] = {}
+    if draw(st.booleans()):
+        props["UNIQ_KEY"] = draw(_uniq)
+    if draw(st.booleans()):
+        props["TAGS"] = draw(_text)
+    if draw(st.booleans()):
+        # spaces at either end and doubled: empty keys are skipped by the index
+        props["KEYS"] = " ".join(draw(st.lists(st.one_of(_word, st.just("")), min_size=1, max_size=4)))
+    for name, value in draw(st.dictionaries(_word.map(lambda w: "p_" + w), _text, max_size=3)).items():
+        props[name] = value
+    return props
+
+
+_item = st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=300), _properties())
+_batch = st.tuples(
+    st.sampled_from(["T", "TopicB", "\u4e3b\u9898"]),
+    st.integers(0, 3),
+    st.lists(_item, min_size=1, max_size=12),
+    st.sampled_from(["", "WAIT\x01true\x02", "WAIT\x01false\x02CLUSTER\x01DefaultCluster\x02",
+                     "TAGS\x01batchTag\x02KEYS\x01bk1 bk2\x02"]),
+    st.sampled_from([("10.1.2.3", 5555), ("::1", 7)]),
+)
+
+#: small consume queue and index files, so that a batch crosses their ends
+_SMALL = dict(mappedFileSizeCommitLog=256 * 1024, mappedFileSizeConsumeQueue=20 * 7, maxHashSlotNum=16,
+              maxIndexNum=24)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    out = {}
+    for d in _DIRS:
+        base = root / d
+        for dirpath, _dirs, names in os.walk(base):
+            for n in names:
+                p = Path(dirpath) / n
+                out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+def _inner_properties(props: dict[str, str], batch_props: str) -> str:
+    """What the batch path stores as a message's properties: its own, then the batch's."""
+    s = properties_to_string(props)
+    if batch_props:
+        if s and not s.endswith("\x02"):
+            s += "\x02"
+        s += batch_props
+    return s
+
+
+def _put_both(root: Path, batches: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The batches through put_messages into ``root/batch``, their messages one by one into
+    ``root/single``; (results, listener calls) of each."""
+    outcomes = []
+    for name in ("batch", "single"):
+        h = StoreHarness(root / name, **_SMALL)
+        s = h.open()
+        calls: list[tuple[Any, ...]] = []
+        s.add_arrive_listener(lambda *a, calls=calls: calls.append(a))
+        results = []
+        for topic, qid, items, batch_props, born in batches:
+            if name == "batch":
+                body = encode_batch_body(items)
+                out: list[PutMessageResult] = []
+                s.put_messages(MessageExtBatch(topic=topic, queue_id=qid, body=body, properties_string=batch_props,
+                                               born_host=born, born_timestamp=77)).addCallback(out.append)
+                r = out[0]
+                a = r.append_message_result
+                results.append((r.put_message_status, a.msg_id, a.logics_offset, a.wrote_offset, a.wrote_bytes,
+                                a.msg_num) if a is not None else (r.put_message_status,))
+            else:
+                ids, first = [], None
+                wrote = 0
+                for flag, mbody, props in items:
+                    m = MessageExtBrokerInner(topic=topic, queue_id=qid, body=mbody, flag=flag,
+                                              properties_string=_inner_properties(props, batch_props),
+                                              born_host=born, born_timestamp=77)
+                    r = s.put_message_now(m)
+                    assert isinstance(r, PutMessageResult)
+                    a = r.append_message_result
+                    assert a is not None, r
+                    ids.append(a.msg_id)
+                    first = first or a
+                    wrote += a.wrote_bytes
+                assert first is not None
+                results.append((r.put_message_status, ",".join(ids), first.logics_offset, first.wrote_offset,
+                                wrote, len(items)))
+        h.close()
+        outcomes.append((results, calls))
+    return outcomes[0], outcomes[1]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_batch, min_size=1, max_size=4))
+def test_batch_put_writes_what_single_puts_write(batches):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (b_results, b_calls), (s_results, s_calls) = _put_both(root, batches)
+        assert b_results == s_results
+        assert b_calls == s_calls
+        batch_files = _files(root / "batch")
+        single_files = _files(root / "single")
+        assert batch_files.keys() == single_files.keys()
+        for k in batch_files:
+            assert batch_files[k] == single_files[k], k
+
+
+def test_batch_put_rolls_consume_queue_and_index_files_inside_one_batch(tmp_path):
+    """A fixed case that crosses the consume queue's and the index's file ends within one batch
+    (7 units per consume queue file, 24 index entries per index file)."""
+    items = [(i, bytes([i]) * 1000, {"UNIQ_KEY": "7F00000100002A9F0000%012X" % i, "TAGS": "Tag%d" % (i % 3),
+                                     "KEYS": "k%d kk%d" % (i, i)}) for i in range(20)]
+    batches = [("T", 1, items[:3], "WAIT\x01true\x02", ("10.1.2.3", 5555)),
+               ("T", 1, items[3:], "WAIT\x01true\x02", ("10.1.2.3", 5555))]
+    (b_results, b_calls), (s_results, s_calls) = _put_both(tmp_path, batches)
+    assert b_results == s_results and b_calls == s_calls
+    batch_files = _files(tmp_path / "batch")
+    assert len([k for k in batch_files if k.startswith("index")]) >= 2
+    assert len([k for k in batch_files if k.startswith("consumequeue")]) >= 3
+    assert batch_files == _files(tmp_path / "single")
+    # the listener saw each message's properties: its own, then the batch's
+    assert b_calls[0][5] == string_to_properties(_inner_properties(items[0][2], "WAIT\x01true\x02"))
