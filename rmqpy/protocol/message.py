@@ -47,9 +47,10 @@ from rmqpy.protocol.sysflag import (  # re-exported for convenience
 __all__ = [
     "MESSAGE_MAGIC_CODE_V1", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "RECORD", "BATCH_ITEM",
     "RecordError", "MessageExt", "MessageExtBrokerInner", "MessageExtBatch", "BatchItem",
-    "encode_record", "encode_record_into", "encode_record_at", "decode_record", "decode_records", "check_record", "DispatchInfo",
+    "encode_record", "encode_record_into", "encode_record_at", "encode_batch_records", "decode_record",
+    "decode_records", "check_record", "DispatchInfo",
     "record_size", "properties_to_string", "string_to_properties", "java_string_hash", "tags_string_to_tags_code",
-    "encode_batch_body", "decode_batch_body", "create_offset_msg_id", "decode_offset_msg_id",
+    "encode_batch_body", "decode_batch_body", "decode_batch_items", "create_offset_msg_id", "decode_offset_msg_id",
     "create_uniq_id", "decode_uniq_id", "body_crc", "BORNHOST_V6_FLAG", "COMPRESSED_FLAG", "INNER_BATCH_FLAG",
     "MULTI_TAGS_FLAG", "NEED_UNWRAP_FLAG", "STOREHOSTADDRESS_V6_FLAG", "TRANSACTION_COMMIT_TYPE",
     "TRANSACTION_NOT_TYPE", "TRANSACTION_PREPARED_TYPE", "TRANSACTION_ROLLBACK_TYPE",
@@ -157,6 +158,7 @@ _FIXED_V4 = struct.Struct(">iIiiiqqiq8sq8siqi")  # 88 bytes
 _HOST4 = struct.Struct(">4si")
 _HOST6 = struct.Struct(">16si")
 _TAIL = struct.Struct(">iqi")  # reconsume, prepared, bodyLen
+_BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # a batch body's item: totalSize magic bodyCRC flag bodyLen
 
 assert _HEAD.size == 48 and _FIXED_V4.size == 88
 
@@ -507,6 +509,56 @@ def encode_record_at(buf: WritableBuffer, pos: int, total: int, topic_bytes: byt
     buf[q + 2:pos + total] = props_bytes
 
 
+def encode_batch_records(records: Iterable[tuple[int, bytes, bytes, int]], total: int, topic_bytes: bytes,
+                         queue_id: int, sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+                         store_host: bytes, reconsume_times: int, queue_offset: int, physical_offset: int) -> bytes:
+    """The V1 records of a batch, back to back: ``(flag, body, properties bytes, size)`` each, the
+    first at ``physical_offset`` and ``queue_offset``, the next ones after it; ``total`` bytes in
+    all. The same bytes as :func:`encode_record_into` of each in turn (unit-tested), built apart
+    from the file: a field out of range or a size that does not add up raises before anything
+    is written. The store has checked the lengths and set the host flags of ``sys_flag``."""
+    if len(born_host) != 8 or len(store_host) != 8:
+        out = bytearray(total)
+        pos = 0
+        for flag, body, props, size in records:
+            encode_record_into(out, pos, topic_bytes=topic_bytes, queue_id=queue_id, flag=flag, body=body,
+                               props_bytes=props, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                               born_host=born_host, store_timestamp=store_timestamp, store_host=store_host,
+                               reconsume_times=reconsume_times, prepared_transaction_offset=0,
+                               queue_offset=queue_offset, physical_offset=physical_offset + pos)
+            pos += size
+            queue_offset += 1
+        if pos != total:
+            raise ValueError(f"batch records of {pos} bytes, {total} expected")
+        return bytes(out)
+    tlen = len(topic_bytes)
+    if tlen > MAX_TOPIC_LENGTH_V1:
+        raise ValueError(f"topic too long for a V1 record: {tlen} bytes")
+    topic_part = bytes((tlen,)) + topic_bytes  # the same after every body
+    parts: list[bytes] = []
+    append = parts.append
+    pack_fixed = _FIXED_V4.pack
+    pack_h = _H.pack
+    crc32 = _crc32
+    phy = physical_offset
+    for flag, body, props, size in records:
+        blen = len(body)
+        if size != 91 + blen + tlen + len(props):
+            raise ValueError(f"record of {size} bytes does not match its parts")
+        append(pack_fixed(size, MESSAGE_MAGIC_CODE_V1, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+                          phy, sys_flag, born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+                          0, blen))
+        append(body)
+        append(topic_part)
+        append(pack_h(len(props)))  # struct.error past 32767
+        append(props)
+        phy += size
+        queue_offset += 1
+    if phy - physical_offset != total:
+        raise ValueError(f"batch records of {phy - physical_offset} bytes, {total} expected")
+    return b"".join(parts)
+
+
 def encode_record(msg: MessageExtBrokerInner | MessageExt, queue_offset: int | None = None,
                   physical_offset: int | None = None, store_timestamp: int | None = None) -> bytes:
     """Encode a message as a V1 stored record (bytes)."""
@@ -731,31 +783,40 @@ def encode_batch_body(items: Iterable[tuple[int, bytes, dict[str, str] | str]]) 
     return b"".join(out)
 
 
-def decode_batch_body(body: RecordBuffer) -> list[BatchItem]:
-    """Decode a SEND_BATCH_MESSAGE body; raises ValueError on malformed input."""
+def decode_batch_items(body: bytes) -> list[tuple[int, bytes, bytes, str]]:
+    """A SEND_BATCH_MESSAGE body as ``(flag, body, properties bytes, properties string)`` per
+    message, what the store's batch put needs: no :class:`BatchItem` per message, the
+    properties' bytes kept beside their text (valid UTF-8: encoding the text gives them back).
+    Raises ValueError on malformed input."""
     items = []
     pos = 0
     n = len(body)
-    mv = memoryview(body)
+    unpack_item = _BATCH_ITEM_HEAD.unpack_from
+    unpack_h = _H.unpack_from
     while pos < n:
         if pos + 20 > n:
             raise ValueError(f"truncated batch item at {pos}")
-        total, _magic, _crc, flag, blen = struct.unpack_from(">iiiii", mv, pos)
-        if blen < 0 or pos + 20 + blen + 2 > n:
-            raise ValueError(f"bad batch item body length {blen} at {pos}")
-        b = bytes(mv[pos + 20:pos + 20 + blen])
+        total, _magic, _crc, flag, blen = unpack_item(body, pos)
         p = pos + 20 + blen
-        plen, = _H.unpack_from(mv, p)
+        if blen < 0 or p + 2 > n:
+            raise ValueError(f"bad batch item body length {blen} at {pos}")
+        plen, = unpack_h(body, p)
         p += 2
         if plen < 0 or p + plen > n:
             raise ValueError(f"bad batch item properties length {plen} at {pos}")
-        ps = bytes(mv[p:p + plen]).decode("utf-8")
+        pb = body[p:p + plen]
+        ps = pb.decode("utf-8")
         p += plen
         if total != p - pos:
             raise ValueError(f"batch item size {total} != {p - pos} at {pos}")
-        items.append(BatchItem(flag, b, ps))
+        items.append((flag, body[pos + 20:pos + 20 + blen], pb, ps))
         pos = p
     return items
+
+
+def decode_batch_body(body: RecordBuffer) -> list[BatchItem]:
+    """Decode a SEND_BATCH_MESSAGE body; raises ValueError on malformed input."""
+    return [BatchItem(flag, b, ps) for flag, b, _pb, ps in decode_batch_items(bytes(body))]
 
 
 # --------------------------------------------------------------------------- message ids

@@ -19,8 +19,8 @@ from rmqpy.protocol.message import (
     MESSAGE_MAGIC_CODE_V2,
     DispatchInfo,
     check_record,
+    encode_batch_records,
     encode_record_at,
-    encode_record_into,
     peek_record_header,
 )
 from rmqpy.store.mapped_file import MappedFile, MappedFileQueue
@@ -163,23 +163,18 @@ class CommitLog:
                      store_host: bytes, reconsume_times: int, queue_offset: int) -> int:
         """Write a batch's records (``total`` bytes, consecutive queue offsets from
         ``queue_offset``) into one file; the first record's physical offset, or -1 when no file
-        could take them (Java ``CommitLog.putMessages``)."""
+        could take them (Java ``CommitLog.putMessages``). The records are encoded apart and
+        copied into the file in one write."""
         mf = self.roll(total)
         if mf is None:
             return -1
         assert mf.mm is not None  # writable: mapped
         pos = mf.wrote_position
         first = mf.file_from_offset + pos
-        qoff = queue_offset
-        for flag, body, props, size in records:
-            encode_record_into(mf.mm, pos, topic_bytes=topic, queue_id=queue_id, flag=flag, body=body,
-                               props_bytes=props, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                               born_host=born_host, store_timestamp=store_timestamp, store_host=store_host,
-                               reconsume_times=reconsume_times, prepared_transaction_offset=0,
-                               queue_offset=qoff, physical_offset=mf.file_from_offset + pos)
-            pos += size
-            mf.wrote_position = pos
-            qoff += 1
+        mf.mm[pos:pos + total] = encode_batch_records(records, total, topic, queue_id, sys_flag, born_timestamp,
+                                                      born_host, store_timestamp, store_host, reconsume_times,
+                                                      queue_offset, first)
+        mf.wrote_position = pos + total
         self.last_store_timestamp = store_timestamp
         return first
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Literal, overload
+from typing import Callable, Literal, Sequence, overload
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -28,6 +28,10 @@ from rmqpy.store.index import IndexService
 from rmqpy.store.paths import StorePathError
 
 log = logging.getLogger(__name__)
+
+#: a record of a batch put as :meth:`CommitLogDispatcher.dispatch_batch` takes it:
+#: ``(phy, size, tags_code, queue_offset, properties)``
+BatchDispatch = tuple[int, int, int, int, dict[str, str]]
 
 #: ``(what, path, bytes needed, error)``: a file could not be created (the disk-space guard).
 AllocError = Callable[[str, str, int, OSError], None]
@@ -152,6 +156,28 @@ class CommitLogDispatcher:
                 self.alloc_error("index file", self.config.index_dir, self.index_service.file_size(), e)
         if normal and self.arrive_listeners:
             self._notify(topic, queue_id, queue_offset + 1, tags_code, store_timestamp, props)
+
+    def dispatch_batch(self, topic: str, queue_id: int, store_timestamp: int, sys_flag: int,
+                       records: Sequence[BatchDispatch]) -> None:
+        """:meth:`dispatch` of the records a batch put just wrote, ``(phy, size, tags_code,
+        queue_offset, properties)`` each, all of one consume queue, store time and sys flag (a batch
+        has no transaction type), from what the put already has. The index gets every record's keys
+        first, in order (nothing reads it in between); then, record by record as before, the
+        consume queue's unit and the arrive listeners, so that a pull woken by a record sees the
+        queue up to that record. OSError when an index or consume queue file cannot be made: the
+        caller takes the batch back. The store is not read-only here."""
+        if self.config.messageIndexEnable:
+            self.index_service.build_index_batch(
+                topic, store_timestamp, sys_flag,
+                [(r[0], r[4].get(PROPERTY_UNIQ_KEY), r[4].get(PROPERTY_KEYS) or "") for r in records])
+        cq = self.find_consume_queue(topic, queue_id)
+        put = cq.put
+        listeners = self.arrive_listeners
+        for phy, size, tags_code, queue_offset, props in records:
+            put(phy, size, tags_code, queue_offset)
+            self.last_logics_ts = store_timestamp
+            if listeners:
+                self._notify(topic, queue_id, queue_offset + 1, tags_code, store_timestamp, props)
 
     def _notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int,
                 props: dict[str, str] | None) -> None:

@@ -8,6 +8,7 @@ import os
 import re
 import struct
 import time
+from typing import Iterable
 
 from rmqpy.protocol.message import _POW31, TRANSACTION_ROLLBACK_TYPE, java_string_hash
 from rmqpy.protocol.sysflag import TRANSACTION_MASK
@@ -137,6 +138,14 @@ class IndexFile:
 
     def put_key_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         """:meth:`put_key` for a key whose :func:`index_key_hash` is already known."""
+        if not self.add_key_hash(key_hash, phy_offset, store_timestamp):
+            return False
+        self._write_header()
+        return True
+
+    def add_key_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """:meth:`put_key_hash` but for the header, which the caller writes (:meth:`_write_header`)
+        once after several keys: the entry and its slot are written, the header's fields kept."""
         if self.index_count >= self.index_num:
             return False
         slot_pos = key_hash % self.hash_slot_num
@@ -162,7 +171,6 @@ class IndexFile:
         self.index_count += 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        self._write_header()
         self.dirty = True
         return True
 
@@ -296,6 +304,48 @@ class IndexService:
             for k in keys.split(" "):
                 if k:
                     f = self._put(f, hasher(topic, k), phy, store_timestamp, k)
+
+    def build_index_batch(self, topic: str, store_timestamp: int, sys_flag: int,
+                          entries: Iterable[tuple[int, str | None, str | None]]) -> None:
+        """:meth:`build_index_keys` of each record of a batch put, ``(phy, uniq_key, keys)`` each
+        (one topic, store time and sys flag): the same entries in the same order, each index
+        file's header written once at the end instead of after every key."""
+        if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return
+        hasher = self._hasher
+        touched: list[IndexFile] = []
+        f: IndexFile | None = None
+        try:
+            for phy, uniq_key, keys in entries:
+                files = self.files
+                f = files[-1] if files else None
+                if f is None or f.index_count >= f.index_num:
+                    f = self.get_and_create_last()
+                    if f is None:
+                        return
+                if phy < f.end_phy_offset:
+                    continue
+                if uniq_key:
+                    f = self._add(f, hasher(topic, uniq_key), phy, store_timestamp, uniq_key, touched)
+                if keys:
+                    for k in keys.split(" "):
+                        if k:
+                            f = self._add(f, hasher(topic, k), phy, store_timestamp, k, touched)
+        finally:
+            for t in touched:
+                if t.mm is not None:
+                    t._write_header()
+
+    def _add(self, f: IndexFile | None, key_hash: int, phy: int, ts: int, key: str,
+             touched: list[IndexFile]) -> IndexFile | None:
+        """:meth:`_put` without the header write of the first try, noting the file in ``touched``."""
+        if f is not None and f.add_key_hash(key_hash, phy, ts):
+            if not touched or touched[-1] is not f:
+                touched.append(f)
+            return f
+        if f is None:
+            return self._put(None, key_hash, phy, ts, key)
+        return self._put(self.get_and_create_last(), key_hash, phy, ts, key, 1)
 
     def _put(self, f: IndexFile | None, key_hash: int, phy: int, ts: int, key: str,
              tried: int = 0) -> IndexFile | None:

@@ -39,13 +39,11 @@ from rmqpy.protocol.message import (
     MessageExtBatch,
     MessageExtBrokerInner,
     RecordError,
-    create_offset_msg_id,
-    decode_batch_body,
+    decode_batch_items,
     decode_record,
     host_bytes,
     java_string_hash,
     record_fields_error,
-    record_size,
     string_to_properties,
 )
 from rmqpy.remoting.ratelimit import clip, limiter_for
@@ -55,7 +53,7 @@ from rmqpy.store.cleanup import CleanService
 from rmqpy.store.commitlog import BatchRecord, CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from rmqpy.store.consume_queue import INT_MAX, ConsumeQueue
-from rmqpy.store.dispatch import CommitLogDispatcher
+from rmqpy.store.dispatch import BatchDispatch, CommitLogDispatcher
 from rmqpy.store.flush import BlockingRunner, FlushService
 from rmqpy.store.index import IndexService
 from rmqpy.store.mapped_file import StoreError
@@ -482,87 +480,99 @@ class MessageStore(DiskSpaceGuard):
         return self._flush_result(result, props.get(PROPERTY_WAIT_STORE_MSG_OK))
 
     def put_messages(self, batch: MessageExtBatch) -> defer.Deferred:
+        """Append a batch's messages (one topic and queue) into one commit log file, then put
+        them in their consume queue and the index; a Deferred of the :class:`PutMessageResult`.
+        Each stored message has its own properties followed by the batch's (as 4.9's broker)."""
         st = self._check_store_status()
         if st != PutMessageStatus.PUT_OK:
             return self._fail(st)
-        t0 = time.perf_counter()
-        topic_b = batch.topic.encode("utf-8")
+        t0 = _perf_counter()
+        topic = batch.topic
+        queue_id = batch.queue_id
+        topic_b = topic.encode("utf-8")
         if len(topic_b) > MAX_TOPIC_LENGTH_V1:
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
-        if batch.sys_flag & SF.TRANSACTION_MASK or batch.topic == SCHEDULE_TOPIC:
+        if batch.sys_flag & SF.TRANSACTION_MASK or topic == SCHEDULE_TOPIC:
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
         try:
-            items = decode_batch_body(batch.body)
+            items = decode_batch_items(batch.body if isinstance(batch.body, bytes) else bytes(batch.body))
         except ValueError as e:
             if limiter_for(self.reactor).allow("store-bad-batch"):  # a client's request: rate-limited
-                log.warning("bad batch body of topic %s: %s", clip(batch.topic), clip(str(e)))
+                log.warning("bad batch body of topic %s: %s", clip(topic), clip(str(e)))
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
         if not items:
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
-        batch_props_b = (batch.properties_string or "").encode("utf-8")
+        batch_props_s = batch.properties_string or ""
+        batch_props_b = batch_props_s.encode("utf-8")
         born = host_bytes(batch.born_host)
         sh = self._store_host_bytes
         sys_flag = batch.sys_flag
-        sys_flag = (sys_flag | SF.BORNHOST_V6_FLAG) if len(born) == 20 else (sys_flag & ~SF.BORNHOST_V6_FLAG)
-        sys_flag = (sys_flag | SF.STOREHOSTADDRESS_V6_FLAG) if len(sh) == 20 else (sys_flag & ~SF.STOREHOSTADDRESS_V6_FLAG)
-        encoded: list[BatchRecord] = []
+        sys_flag = (sys_flag | _BORNHOST_V6_FLAG) if len(born) == 20 else (sys_flag & ~_BORNHOST_V6_FLAG)
+        sys_flag = (sys_flag | _STOREHOST_V6_FLAG) if len(sh) == 20 else (sys_flag & ~_STOREHOST_V6_FLAG)
+        # record_size(sys_flag, body, topic, properties) = fixed + len(body) + len(properties)
+        fixed = 75 + len(born) + len(sh) + len(topic_b)
+        max_body = self.config.maxMessageSize
+        records: list[BatchRecord] = []
+        inner_props: list[str] = []
         total = 0
-        for it in items:
-            pb = it.properties_string.encode("utf-8")
+        for flag, body, pb, ps in items:
             if batch_props_b:  # 4.9: batch-level properties appended to each message
                 if pb and not pb.endswith(b"\x02"):
                     pb += b"\x02"
                 pb += batch_props_b
             if len(pb) > MAX_PROPERTIES_LENGTH:
                 return self._fail(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-            size = record_size(sys_flag, len(it.body), len(topic_b), len(pb))
-            if len(it.body) > self.config.maxMessageSize:
+            if len(body) > max_body:
                 return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-            encoded.append((it.flag, it.body, pb, size))
+            size = fixed + len(body) + len(pb)
+            records.append((flag, body, pb, size))
+            inner_props.append(ps)
             total += size
         if total + 8 > self.config.mappedFileSizeCommitLog:
             return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-        for flag, _body, _pb, _size in encoded:
-            refused = self._refuse_before_write(batch.topic, batch.queue_id, True, flag, sys_flag,
-                                                batch.born_timestamp, batch.reconsume_times, 0)
+        for flag in dict.fromkeys(r[0] for r in records):  # each flag once: the rest of the fields are the batch's
+            refused = self._refuse_before_write(topic, queue_id, True, flag, sys_flag, batch.born_timestamp,
+                                                batch.reconsume_times, 0)
             if refused is not None:
                 return defer.succeed(refused)
-        key = (batch.topic, batch.queue_id)
-        qoff0 = qoff = self.topic_queue_table.get(key, 0)
+        key = (topic, queue_id)
+        qoff0 = self.topic_queue_table.get(key, 0)
         now = self.now()
-        first_phy = self.commit_log.append_batch(encoded, total, topic_b, batch.queue_id, sys_flag,
-                                                 batch.born_timestamp, born, now, sh, batch.reconsume_times, qoff0)
+        first_phy = self.commit_log.append_batch(records, total, topic_b, queue_id, sys_flag, batch.born_timestamp,
+                                                 born, now, sh, batch.reconsume_times, qoff0)
         if first_phy < 0:
             return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
                               else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        # each message's properties: its own, then the batch's (what parsing the stored string gives)
+        batch_props = string_to_properties(batch_props_s) if batch_props_s else None
+        prefix = self._msg_id_prefix
         ids = []
-        dispatches = []
+        dispatches: list[BatchDispatch] = []
         phy = first_phy
-        for _flag, _body, pb, size in encoded:
-            props = string_to_properties(pb)
-            tags = props.get("TAGS")
-            dispatches.append(DispatchInfo(size, True, batch.topic, batch.queue_id, phy,
-                                           java_string_hash(tags) if tags else 0, now, qoff,
-                                           props.get("KEYS") or "", props.get("UNIQ_KEY"), sys_flag, 0, props))
-            ids.append(create_offset_msg_id(sh, phy))
+        qoff = qoff0
+        for (_flag, _body, _pb, size), ps in zip(records, inner_props):
+            props = string_to_properties(ps)
+            if batch_props is not None:
+                props.update(batch_props)
+            tags = props.get(PROPERTY_TAGS)
+            dispatches.append((phy, size, java_string_hash(tags) if tags else 0, qoff, props))
+            ids.append(prefix + "%016X" % phy)  # create_offset_msg_id(sh, phy)
             phy += size
             qoff += 1
         self.topic_queue_table[key] = qoff
         try:
-            for d in dispatches:
-                self.dispatcher.dispatch(d)
+            self.dispatcher.dispatch_batch(topic, queue_id, now, sys_flag, dispatches)
         except OSError as e:  # a consume queue or index file could not be reserved: take the batch back
-            cq = self.find_consume_queue(batch.topic, batch.queue_id)
+            cq = self.find_consume_queue(topic, queue_id)
             cq.truncate_dirty_logic_files(first_phy)
             self._undo_append(first_phy, [(key, qoff0)], cq.store_path, e)
             return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
                               else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
-        result = AppendMessageResult(AppendMessageStatus.PUT_OK, first_phy, total, ",".join(ids), now, qoff0,
-                                     int((time.perf_counter() - t0) * 1000), len(encoded))
-        self.stats.put_ok(total, time.perf_counter() - t0, len(encoded))
-        wait = None
-        if batch_props_b:
-            wait = string_to_properties(batch.properties_string).get(PROPERTY_WAIT_STORE_MSG_OK)
+        elapsed = _perf_counter() - t0
+        result = AppendMessageResult(_APPEND_PUT_OK, first_phy, total, ",".join(ids), now, qoff0,
+                                     int(elapsed * 1000), len(records))
+        self.stats.put_ok(total, elapsed, len(records))
+        wait = batch_props.get(PROPERTY_WAIT_STORE_MSG_OK) if batch_props is not None else None
         r = self._flush_result(result, wait)
         return r if isinstance(r, defer.Deferred) else defer.succeed(r)
 
