@@ -64,6 +64,10 @@ class MessageStore(Protocol):
 
     def put_messages(self, batch: MessageExtBatch) -> defer.Deferred[Any]: ...
 
+    def put_messages_now(self, batch: MessageExtBatch) -> PutMessageResult | defer.Deferred[Any]:
+        """:meth:`put_messages`' result at once, or a Deferred when it must wait (SYNC_FLUSH)."""
+        ...
+
     # ------------------------------------------------------------------ get
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                     max_total_bytes: int | None = None, message_filter: MessageFilter | None = None

@@ -176,8 +176,12 @@ class CommitLogDispatcher:
         for phy, size, tags_code, queue_offset, props in records:
             put(phy, size, tags_code, queue_offset)
             self.last_logics_ts = store_timestamp
-            if listeners:
-                self._notify(topic, queue_id, queue_offset + 1, tags_code, store_timestamp, props)
+            for cb in listeners:  # _notify, inline
+                try:
+                    cb(topic, queue_id, queue_offset + 1, tags_code, store_timestamp, props)
+                except Exception:  # noqa: BLE001
+                    if limiter_for(self.clock).allow("store-arrive-listener"):
+                        log.exception("arrive listener %s failed", clip(getattr(cb, "__qualname__", cb)))
 
     def _notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int,
                 props: dict[str, str] | None) -> None:

@@ -8,7 +8,7 @@ import os
 import re
 import struct
 import time
-from typing import Iterable
+from typing import Sequence
 
 from rmqpy.protocol.message import _POW31, TRANSACTION_ROLLBACK_TYPE, java_string_hash
 from rmqpy.protocol.sysflag import TRANSACTION_MASK
@@ -174,6 +174,49 @@ class IndexFile:
         self.dirty = True
         return True
 
+    def add_key_hashes(self, entries: Sequence[tuple[int, int]], store_timestamp: int) -> None:
+        """:meth:`add_key_hash` of each ``(key_hash, phy_offset)`` in turn, all of one store time; the
+        caller has made sure they fit (``index_count + len(entries) <= index_num``) and writes the
+        header after them."""
+        if len(entries) > self.index_num - self.index_count:
+            raise ValueError(f"{len(entries)} index entries do not fit in {self.file_name}")
+        mm = self.mm
+        assert mm is not None  # not closed
+        slots = self.hash_slot_num
+        items = HEADER_SIZE + slots * 4
+        unpack_slot = SLOT.unpack_from
+        pack_slot = SLOT.pack_into
+        pack_item = ITEM.pack_into
+        count = self.index_count
+        begin_ts = self.begin_timestamp
+        slot_count = self.hash_slot_count
+        phy_offset = self.end_phy_offset
+        for key_hash, phy_offset in entries:
+            abs_slot = HEADER_SIZE + (key_hash % slots) * 4
+            slot_value, = unpack_slot(mm, abs_slot)
+            if slot_value <= 0 or slot_value > count:
+                slot_value = 0
+            if begin_ts <= 0:
+                diff = 0
+            else:
+                diff = (store_timestamp - begin_ts) // 1000
+                diff = 0 if diff < 0 else min(diff, INT_MAX)
+            pack_item(mm, items + count * ITEM_SIZE, key_hash, phy_offset, diff, slot_value)
+            pack_slot(mm, abs_slot, count)
+            if count <= 1:
+                self.begin_phy_offset = phy_offset
+                begin_ts = store_timestamp
+            if slot_value == 0:
+                slot_count += 1
+            count += 1
+        if entries:
+            self.begin_timestamp = begin_ts
+            self.hash_slot_count = slot_count
+            self.index_count = count
+            self.end_phy_offset = phy_offset
+            self.end_timestamp = store_timestamp
+            self.dirty = True
+
     def is_time_matched(self, begin: int, end: int) -> bool:
         return ((begin < self.begin_timestamp and end > self.end_timestamp)
                 or (self.begin_timestamp <= begin <= self.end_timestamp)
@@ -306,46 +349,54 @@ class IndexService:
                     f = self._put(f, hasher(topic, k), phy, store_timestamp, k)
 
     def build_index_batch(self, topic: str, store_timestamp: int, sys_flag: int,
-                          entries: Iterable[tuple[int, str | None, str | None]]) -> None:
-        """:meth:`build_index_keys` of each record of a batch put, ``(phy, uniq_key, keys)`` each
-        (one topic, store time and sys flag): the same entries in the same order, each index
-        file's header written once at the end instead of after every key."""
+                          entries: Sequence[tuple[int, str | None, str | None]]) -> None:
+        """:meth:`build_index_keys` of each record of a batch put, ``(phy, uniq_key, keys)`` each, in
+        the order of their (increasing) commit log offsets, all of one topic, store time and sys
+        flag: the same entries in the same files, the keys that fit in the current file added in one
+        go (:meth:`IndexFile.add_key_hashes`) and its header written once after them."""
         if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
         hasher = self._hasher
-        touched: list[IndexFile] = []
+        pending: list[tuple[int, int]] = []  # (key_hash, phy) for ``f``, not written yet
         f: IndexFile | None = None
-        try:
-            for phy, uniq_key, keys in entries:
+        room = 0  # entries ``f`` still takes after ``pending``
+        for phy, uniq_key, keys in entries:
+            if f is None or room <= 0:  # as build_index_keys: a full last file is rolled before anything else
+                self._flush_pending(f, pending, store_timestamp)
                 files = self.files
                 f = files[-1] if files else None
                 if f is None or f.index_count >= f.index_num:
                     f = self.get_and_create_last()
                     if f is None:
                         return
-                if phy < f.end_phy_offset:
+                room = f.index_num - f.index_count
+            # the pending entries are all below ``phy``: end_phy_offset once they are written is too
+            if phy < f.end_phy_offset:
+                continue
+            names = keys.split(" ") if keys else []
+            if uniq_key:
+                names.insert(0, uniq_key)
+            for k in names:
+                if not k:
                     continue
-                if uniq_key:
-                    f = self._add(f, hasher(topic, uniq_key), phy, store_timestamp, uniq_key, touched)
-                if keys:
-                    for k in keys.split(" "):
-                        if k:
-                            f = self._add(f, hasher(topic, k), phy, store_timestamp, k, touched)
-        finally:
-            for t in touched:
-                if t.mm is not None:
-                    t._write_header()
+                key_hash = hasher(topic, k)
+                if room > 0:
+                    pending.append((key_hash, phy))
+                    room -= 1
+                    continue
+                # ``f`` is full: _put tries it, then rolls (as build_index_keys does)
+                self._flush_pending(f, pending, store_timestamp)
+                f = self._put(f, key_hash, phy, store_timestamp, k)
+                room = f.index_num - f.index_count if f is not None else 0
+        self._flush_pending(f, pending, store_timestamp)
 
-    def _add(self, f: IndexFile | None, key_hash: int, phy: int, ts: int, key: str,
-             touched: list[IndexFile]) -> IndexFile | None:
-        """:meth:`_put` without the header write of the first try, noting the file in ``touched``."""
-        if f is not None and f.add_key_hash(key_hash, phy, ts):
-            if not touched or touched[-1] is not f:
-                touched.append(f)
-            return f
-        if f is None:
-            return self._put(None, key_hash, phy, ts, key)
-        return self._put(self.get_and_create_last(), key_hash, phy, ts, key, 1)
+    @staticmethod
+    def _flush_pending(f: IndexFile | None, pending: list[tuple[int, int]], store_timestamp: int) -> None:
+        """Write ``pending``'s entries into ``f`` and its header after them."""
+        if f is not None and pending:
+            f.add_key_hashes(pending, store_timestamp)
+            f._write_header()
+        pending.clear()
 
     def _put(self, f: IndexFile | None, key_hash: int, phy: int, ts: int, key: str,
              tried: int = 0) -> IndexFile | None:

@@ -483,25 +483,31 @@ class MessageStore(DiskSpaceGuard):
         """Append a batch's messages (one topic and queue) into one commit log file, then put
         them in their consume queue and the index; a Deferred of the :class:`PutMessageResult`.
         Each stored message has its own properties followed by the batch's (as 4.9's broker)."""
+        r = self.put_messages_now(batch)
+        return r if isinstance(r, defer.Deferred) else defer.succeed(r)
+
+    def put_messages_now(self, batch: MessageExtBatch) -> PutMessageResult | defer.Deferred:
+        """:meth:`put_messages` without a Deferred when there is nothing to wait for (as
+        :meth:`put_message_now`)."""
         st = self._check_store_status()
         if st != PutMessageStatus.PUT_OK:
-            return self._fail(st)
+            return self._failed(st)
         t0 = _perf_counter()
         topic = batch.topic
         queue_id = batch.queue_id
         topic_b = topic.encode("utf-8")
         if len(topic_b) > MAX_TOPIC_LENGTH_V1:
-            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
         if batch.sys_flag & SF.TRANSACTION_MASK or topic == SCHEDULE_TOPIC:
-            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
         try:
             items = decode_batch_items(batch.body if isinstance(batch.body, bytes) else bytes(batch.body))
         except ValueError as e:
             if limiter_for(self.reactor).allow("store-bad-batch"):  # a client's request: rate-limited
                 log.warning("bad batch body of topic %s: %s", clip(topic), clip(str(e)))
-            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
         if not items:
-            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL)
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
         batch_props_s = batch.properties_string or ""
         batch_props_b = batch_props_s.encode("utf-8")
         born = host_bytes(batch.born_host)
@@ -521,27 +527,27 @@ class MessageStore(DiskSpaceGuard):
                     pb += b"\x02"
                 pb += batch_props_b
             if len(pb) > MAX_PROPERTIES_LENGTH:
-                return self._fail(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+                return self._failed(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
             if len(body) > max_body:
-                return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+                return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
             size = fixed + len(body) + len(pb)
             records.append((flag, body, pb, size))
             inner_props.append(ps)
             total += size
         if total + 8 > self.config.mappedFileSizeCommitLog:
-            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
         for flag in dict.fromkeys(r[0] for r in records):  # each flag once: the rest of the fields are the batch's
             refused = self._refuse_before_write(topic, queue_id, True, flag, sys_flag, batch.born_timestamp,
                                                 batch.reconsume_times, 0)
             if refused is not None:
-                return defer.succeed(refused)
+                return refused
         key = (topic, queue_id)
         qoff0 = self.topic_queue_table.get(key, 0)
         now = self.now()
         first_phy = self.commit_log.append_batch(records, total, topic_b, queue_id, sys_flag, batch.born_timestamp,
                                                  born, now, sh, batch.reconsume_times, qoff0)
         if first_phy < 0:
-            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+            return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
                               else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         # each message's properties: its own, then the batch's (what parsing the stored string gives)
         batch_props = string_to_properties(batch_props_s) if batch_props_s else None
@@ -566,15 +572,14 @@ class MessageStore(DiskSpaceGuard):
             cq = self.find_consume_queue(topic, queue_id)
             cq.truncate_dirty_logic_files(first_phy)
             self._undo_append(first_phy, [(key, qoff0)], cq.store_path, e)
-            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
+            return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
                               else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
         elapsed = _perf_counter() - t0
         result = AppendMessageResult(_APPEND_PUT_OK, first_phy, total, ",".join(ids), now, qoff0,
                                      int(elapsed * 1000), len(records))
         self.stats.put_ok(total, elapsed, len(records))
         wait = batch_props.get(PROPERTY_WAIT_STORE_MSG_OK) if batch_props is not None else None
-        r = self._flush_result(result, wait)
-        return r if isinstance(r, defer.Deferred) else defer.succeed(r)
+        return self._flush_result(result, wait)
 
     def _flush_result(self, result: AppendMessageResult, wait_prop: str | None
                       ) -> PutMessageResult | defer.Deferred[PutMessageResult]:

@@ -297,8 +297,10 @@ class SendMessageProcessor:
                                 sys_flag=sys_flag, born_timestamp=header.bornTimestamp,
                                 born_host=self.born_host(channel), store_host=b.store_host,
                                 reconsume_times=header.reconsumeTimes or 0)
-        d = b.message_store.put_messages(batch)
-        return d.addCallback(self._handle_put_result, request, batch, queue_id)
+        put = b.message_store.put_messages_now(batch)
+        if not isinstance(put, defer.Deferred):
+            return self._handle_put_result(put, request, batch, queue_id)
+        return put.addCallback(self._handle_put_result, request, batch, queue_id)
 
 
 def _add_5x_properties(props: dict[str, str], bc: Any) -> None:

@@ -19,10 +19,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmqpy.protocol.message import (
+    BORNHOST_V6_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
     MessageExtBatch,
     MessageExtBrokerInner,
+    decode_batch_body,
+    decode_batch_items,
     encode_batch_body,
+    encode_batch_records,
+    encode_record_into,
+    host_bytes,
     properties_to_string,
+    record_size,
     string_to_properties,
 )
 from rmqpy.store.message_store import PutMessageResult
@@ -161,3 +169,41 @@ def test_batch_put_rolls_consume_queue_and_index_files_inside_one_batch(tmp_path
     assert batch_files == _files(tmp_path / "single")
     # the listener saw each message's properties: its own, then the batch's
     assert b_calls[0][5] == string_to_properties(_inner_properties(items[0][2], "WAIT\x01true\x02"))
+
+
+_records = st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=200),
+                              st.binary(max_size=60)), min_size=1, max_size=8)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_records, st.sampled_from([b"T", b"\xe4\xb8\xbb" * 3, b"x" * 127]), st.sampled_from([
+    (host_bytes(("10.1.2.3", 5555)), host_bytes(("127.0.0.1", 10911))),
+    (host_bytes(("::1", 7)), host_bytes(("127.0.0.1", 10911))),
+    (host_bytes(("10.1.2.3", 5555)), host_bytes(("fe80::1", 10911)))]),
+    st.integers(0, 1 << 40), st.integers(0, 1 << 40))
+def test_encode_batch_records_is_encode_record_into_of_each(records, topic, hosts, queue_offset, phy):
+    born, store = hosts
+    sys_flag = (BORNHOST_V6_FLAG if len(born) == 20 else 0) | (STOREHOSTADDRESS_V6_FLAG if len(store) == 20 else 0)
+    sized = [(flag, body, props, record_size(sys_flag, len(body), len(topic), len(props)))
+             for flag, body, props in records]
+    total = sum(r[3] for r in sized)
+    want = bytearray(total)
+    pos = 0
+    for i, (flag, body, props, size) in enumerate(sized):
+        assert encode_record_into(want, pos, topic_bytes=topic, queue_id=3, flag=flag, body=body, props_bytes=props,
+                                  sys_flag=sys_flag, born_timestamp=-5, born_host=born, store_timestamp=1 << 41,
+                                  store_host=store, reconsume_times=2, prepared_transaction_offset=0,
+                                  queue_offset=queue_offset + i, physical_offset=phy + pos) == size
+        pos += size
+    got = encode_batch_records(sized, total, topic, 3, sys_flag, -5, born, 1 << 41, store, 2, queue_offset, phy)
+    assert got == bytes(want)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_item, max_size=6))
+def test_decode_batch_items_reads_what_encode_batch_body_wrote(items):
+    body = encode_batch_body(items)
+    got = decode_batch_items(body)
+    assert [(f, b, ps) for f, b, _pb, ps in got] == [(f, b, properties_to_string(p)) for f, b, p in items]
+    assert all(pb == ps.encode("utf-8") for _f, _b, pb, ps in got)
+    assert [(i.flag, i.body, i.properties_string) for i in decode_batch_body(body)] == [(f, b, ps) for f, b, _pb, ps in got]
