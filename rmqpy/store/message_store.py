@@ -521,11 +521,10 @@ class MessageStore(DiskSpaceGuard):
         records: list[BatchRecord] = []
         inner_props: list[str] = []
         total = 0
+        after_sep = b"\x02" + batch_props_b
         for flag, body, pb, ps in items:
-            if batch_props_b:  # 4.9: batch-level properties appended to each message
-                if pb and not pb.endswith(b"\x02"):
-                    pb += b"\x02"
-                pb += batch_props_b
+            if batch_props_b:  # 4.9: batch-level properties appended to each message, after a \x02
+                pb = pb + after_sep if pb and pb[-1] != 2 else pb + batch_props_b
             if len(pb) > MAX_PROPERTIES_LENGTH:
                 return self._failed(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
             if len(body) > max_body:

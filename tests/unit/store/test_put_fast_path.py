@@ -104,7 +104,7 @@ def test_key_hasher_matches_index_key_hash():
         topic = rng.choice(topics)
         assert hasher(topic, key) == index_key_hash(build_key(topic, key)), (topic, key)
     assert hasher("polygenelubricant", "s") == index_key_hash("polygenelubricant#s")
-    # long keys through the per-topic cache of heads (all but the last 12 characters), a tiny one
+    # long keys through the per-topic cache of heads (all but the last 4 characters), a tiny one
     hasher = KeyHasher(max_topics=2, max_heads=2)
     for i in range(3000):
         topic = topics[i % 3]
