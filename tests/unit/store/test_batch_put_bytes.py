@@ -207,3 +207,40 @@ def test_decode_batch_items_reads_what_encode_batch_body_wrote(items):
     assert [(f, b, ps) for f, b, _pb, ps in got] == [(f, b, properties_to_string(p)) for f, b, p in items]
     assert all(pb == ps.encode("utf-8") for _f, _b, pb, ps in got)
     assert [(i.flag, i.body, i.properties_string) for i in decode_batch_body(body)] == [(f, b, ps) for f, b, _pb, ps in got]
+
+
+def test_put_messages_now_answers_at_once_or_waits_for_the_flush(tmp_path, monkeypatch):
+    """put_messages_now: the result itself in ASYNC_FLUSH; in SYNC_FLUSH with WAIT=true a Deferred
+    that fires once the flush has run (WAIT=false: at once), as put_message_now."""
+    from twisted.internet import defer
+
+    body = encode_batch_body([(0, b"a", {"UNIQ_KEY": "B1"}), (0, b"bb", {"UNIQ_KEY": "B2"})])
+
+    def batch(wait: str) -> MessageExtBatch:
+        return MessageExtBatch(topic="T", queue_id=0, body=body, properties_string=f"WAIT\x01{wait}\x02",
+                               born_host=("1.2.3.4", 1))
+    h = StoreHarness(tmp_path / "async")
+    r = h.open().put_messages_now(batch("true"))
+    assert isinstance(r, PutMessageResult) and r.is_ok() and r.append_message_result.msg_num == 2
+    h.close()
+    h = StoreHarness(tmp_path / "sync")
+    s = h.open(flushDiskType="SYNC_FLUSH")
+    pending = []
+
+    def fake_in_thread(fn, *a):
+        d = defer.Deferred()
+        pending.append((fn, a, d))
+        return d
+    monkeypatch.setattr(s.blocking, "run", fake_in_thread)
+    d = s.put_messages_now(batch("true"))
+    assert isinstance(d, defer.Deferred) and len(pending) == 1
+    out: list[PutMessageResult] = []
+    d.addCallback(out.append)
+    assert out == []  # not acknowledged before the fsync
+    fn, a, fd = pending.pop()
+    fn(*a)
+    fd.callback(None)
+    assert out[0].is_ok() and out[0].append_message_result.logics_offset == 0
+    r = s.put_messages_now(batch("false"))
+    assert isinstance(r, PutMessageResult) and r.is_ok() and r.append_message_result.logics_offset == 2
+    h.close()
