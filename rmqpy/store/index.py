@@ -196,21 +196,22 @@ class IndexFile:
         begin_ts = self.begin_timestamp
         slot_count = self.hash_slot_count
         phy_offset = self.end_phy_offset
+        if begin_ts <= 0:
+            diff = 0
+        else:
+            diff = (store_timestamp - begin_ts) // 1000
+            diff = 0 if diff < 0 else min(diff, INT_MAX)
         for key_hash, phy_offset in entries:
             abs_slot = HEADER_SIZE + (key_hash % slots) * 4
             slot_value, = unpack_slot(mm, abs_slot)
             if slot_value <= 0 or slot_value > count:
                 slot_value = 0
-            if begin_ts <= 0:
-                diff = 0
-            else:
-                diff = (store_timestamp - begin_ts) // 1000
-                diff = 0 if diff < 0 else min(diff, INT_MAX)
             pack_item(mm, items + count * ITEM_SIZE, key_hash, phy_offset, diff, slot_value)
             pack_slot(mm, abs_slot, count)
-            if count <= 1:
+            if count <= 1:  # the file's first entry: its time is the file's begin, the next ones' diff 0
                 self.begin_phy_offset = phy_offset
                 begin_ts = store_timestamp
+                diff = 0
             if slot_value == 0:
                 slot_count += 1
             count += 1

@@ -518,8 +518,10 @@ class MessageStore(DiskSpaceGuard):
         # record_size(sys_flag, body, topic, properties) = fixed + len(body) + len(properties)
         fixed = 75 + len(born) + len(sh) + len(topic_b)
         max_body = self.config.maxMessageSize
+        # each message's properties: its own, then the batch's (what parsing the stored string gives)
+        batch_props = string_to_properties(batch_props_s) if batch_props_s else None
         records: list[BatchRecord] = []
-        inner_props: list[str] = []
+        parsed: list[tuple[int, int, int, dict[str, str]]] = []  # (offset in the batch, size, tags code, properties)
         total = 0
         after_sep = b"\x02" + batch_props_b
         for flag, body, pb, ps in items:
@@ -531,7 +533,11 @@ class MessageStore(DiskSpaceGuard):
                 return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
             size = fixed + len(body) + len(pb)
             records.append((flag, body, pb, size))
-            inner_props.append(ps)
+            props = string_to_properties(ps)
+            if batch_props is not None:
+                props.update(batch_props)
+            tags = props.get(PROPERTY_TAGS)
+            parsed.append((total, size, java_string_hash(tags) if tags else 0, props))
             total += size
         if total + 8 > self.config.mappedFileSizeCommitLog:
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
@@ -547,24 +553,10 @@ class MessageStore(DiskSpaceGuard):
                                                  born, now, sh, batch.reconsume_times, qoff0)
         if first_phy < 0:
             return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
-                              else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
-        # each message's properties: its own, then the batch's (what parsing the stored string gives)
-        batch_props = string_to_properties(batch_props_s) if batch_props_s else None
-        prefix = self._msg_id_prefix
-        ids = []
-        dispatches: list[BatchDispatch] = []
-        phy = first_phy
-        qoff = qoff0
-        for (_flag, _body, _pb, size), ps in zip(records, inner_props):
-            props = string_to_properties(ps)
-            if batch_props is not None:
-                props.update(batch_props)
-            tags = props.get(PROPERTY_TAGS)
-            dispatches.append((phy, size, java_string_hash(tags) if tags else 0, qoff, props))
-            ids.append(prefix + "%016X" % phy)  # create_offset_msg_id(sh, phy)
-            phy += size
-            qoff += 1
-        self.topic_queue_table[key] = qoff
+                                else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        dispatches: list[BatchDispatch] = [(first_phy + rel, size, tags_code, qoff, props)
+                                           for qoff, (rel, size, tags_code, props) in enumerate(parsed, qoff0)]
+        self.topic_queue_table[key] = qoff0 + len(dispatches)
         try:
             self.dispatcher.dispatch_batch(topic, queue_id, now, sys_flag, dispatches)
         except OSError as e:  # a consume queue or index file could not be reserved: take the batch back
@@ -572,9 +564,11 @@ class MessageStore(DiskSpaceGuard):
             cq.truncate_dirty_logic_files(first_phy)
             self._undo_append(first_phy, [(key, qoff0)], cq.store_path, e)
             return self._failed(PutMessageStatus.SERVICE_NOT_AVAILABLE if self.disk_full
-                              else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+                                else PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        prefix = self._msg_id_prefix  # create_offset_msg_id(sh, phy) = prefix + %016X of phy
+        ids = ",".join([prefix + "%016X" % d[0] for d in dispatches])
         elapsed = _perf_counter() - t0
-        result = AppendMessageResult(_APPEND_PUT_OK, first_phy, total, ",".join(ids), now, qoff0,
+        result = AppendMessageResult(_APPEND_PUT_OK, first_phy, total, ids, now, qoff0,
                                      int(elapsed * 1000), len(records))
         self.stats.put_ok(total, elapsed, len(records))
         wait = batch_props.get(PROPERTY_WAIT_STORE_MSG_OK) if batch_props is not None else None

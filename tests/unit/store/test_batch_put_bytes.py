@@ -134,6 +134,7 @@ def _put_both(root: Path, batches: list[Any]) -> tuple[list[Any], list[Any]]:
                 assert first is not None
                 results.append((r.put_message_status, ",".join(ids), first.logics_offset, first.wrote_offset,
                                 wrote, len(items)))
+            h.clock.advance(1.7)  # the index entries' time differences are not all 0
         h.close()
         outcomes.append((results, calls))
     return outcomes[0], outcomes[1]
