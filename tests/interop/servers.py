@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.interop.jvm import wait_broker_registered
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -143,7 +145,13 @@ class Cluster:
         self.ns = start_namesrv(tmp / "ns", host=host)
         try:
             self.broker = start_broker(tmp / "broker", self.ns.addr, host=host, props=broker_props)
+            # "boot success" comes before the name server has the broker's first registration: a
+            # client asking for a route at once (TBW102 for a new topic) found none under load
+            if not wait_broker_registered(self.ns.addr, self.broker.addr):
+                raise RuntimeError(f"the broker did not register with its name server:\n{self.broker.log_tail()}")
         except BaseException:
+            if getattr(self, "broker", None) is not None:
+                self.broker.stop()
             self.ns.stop()
             raise
         self.ns_addr, self.broker_addr = self.ns.addr, self.broker.addr
