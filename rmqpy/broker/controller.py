@@ -66,8 +66,9 @@ from rmqpy.broker.processor.send import SendMessageProcessor
 from rmqpy.broker.processor.send_back import ConsumerSendMsgBackProcessor
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.registration import NameServerRegistration
+from rmqpy.broker.replicas.autoswitch import AutoSwitchReplication
 from rmqpy.broker.replicas.client import ControllerClient
-from rmqpy.broker.replicas.ha import MasterOnlyHA
+from rmqpy.broker.replicas.ha import MasterOnlyHA, ReplicaHA
 from rmqpy.broker.replicas.identity import identity_files, identity_path
 from rmqpy.broker.replicas.manager import ReplicasManager
 from rmqpy.broker.roles import RoleServices
@@ -88,8 +89,17 @@ from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.api import MessageStore
+from rmqpy.store.ha.autoswitch.api import AutoSwitchSettings
+from rmqpy.store.ha.autoswitch.service import AutoSwitchHAService
 from rmqpy.store.ha.replication import Replication
 from rmqpy.store.role import MASTER_ID, BrokerRole, RoleState, is_slave, role_of, set_role
+
+
+def _replicates(store: Any) -> bool:
+    """Whether ``store`` has what AutoSwitch HA calls (``ReplicaStore``) and a blocking runner."""
+    return all(hasattr(store, name) for name in ("truncate_files", "truncate_dirty_files", "append_to_commit_log",
+                                                 "incomplete_tail_offset", "set_replica_confirm_offset",
+                                                 "blocking"))
 
 
 def _loopback(host: str) -> bool:
@@ -192,6 +202,8 @@ class BrokerController:
         # enableControllerMode=true: the broker's side of controller mode (rmqpy/broker/replicas/),
         # built by initialize(); its role comes from the controller, fenced until then
         self.replicas_manager: ReplicasManager | None = None
+        # its replication (Java's AutoSwitchHAService), listening on haListenPort; None otherwise
+        self.autoswitch_ha: AutoSwitchHAService | None = None
         self.started = False
         self.shutting_down = False
         self.isolated = False  # Java isIsolated: controller mode before the controller named the role
@@ -306,8 +318,20 @@ class BrokerController:
     def _init_controller_mode(self) -> None:
         """Java ``recoverAndInitService``: the replicas manager, and the broker fenced until the
         controller names its role (no role services, no name-server registration, no puts)."""
-        ha = MasterOnlyHA(self.message_store.get_max_phy_offset)
-        self.replication = ha
+        ha: ReplicaHA
+        store = self.message_store
+        if _replicates(store):  # the default store: AutoSwitch HA on haListenPort (Java's DefaultMessageStore)
+            replica_store: Any = store  # a ReplicaStore (checked above), beyond the broker's MessageStore protocol
+            service = AutoSwitchHAService(self.reactor, replica_store,
+                                          AutoSwitchSettings.from_store_config(self.store_config),
+                                          replica_store.blocking.run)
+            self.autoswitch_ha = service
+            ha = service
+            self.replication = AutoSwitchReplication(service)
+        else:  # a store that cannot replicate (the replicas manager's tests): a set of one
+            only = MasterOnlyHA(store.get_max_phy_offset)
+            ha = only
+            self.replication = only
         client = ControllerClient(lambda addr, request, timeout: self.namesrv_client.invoke(addr, request, timeout),
                                   self.namesrv_client.invoke_oneway, self.now_ms)
         identity, temp = identity_files(identity_path(self.store_config.storePathRootDir))

@@ -98,8 +98,9 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     for p in (port, port - 2):  # the main port and the fast ("VIP") port
         factory = controller.server_factory()
         listeners.append(strports.service(f"tcp:{p}:interface={host}", wrap(factory) if wrap else factory))
-    # classic HA (Java listens on haListenPort = listenPort + 1, plain TCP, every role)
-    if controller.replication.service is not None:  # controller mode: no HA port until AutoSwitch HA exists
+    # the HA port (Java listens on haListenPort = listenPort + 1, plain TCP, every role): classic HA's
+    # HAService, or in controller mode AutoSwitch HA's service (rmqpy/broker/replicas/autoswitch.py)
+    if controller.replication.service is not None:  # None: a store that cannot replicate
         listeners.append(strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
                                           controller.replication.service))
     if bc.grpcServerPort >= 0:  # RocketMQ 5 clients' gRPC endpoint (rmqpy/proxy/grpc/)

@@ -120,6 +120,8 @@ class ReplicasManager(service.MultiService):
         self._busy: set[str] = set()
         self._retry: Any = None
         self.started: defer.Deferred[bool] | None = None  # the first start's outcome (tests wait on it)
+        self._listening = False  # the HA side's in-sync set listener is registered
+        self._wanted_sync_state_set: frozenset[int] | None = None  # heard from the HA side, not reported yet
         c = self.config
         for job in (
             PeriodicJob("update-controller-addr", clock, 120.0, 120.0, self.update_controller_addr),
@@ -214,6 +216,10 @@ class ReplicasManager(service.MultiService):
             self.log.info("All register process has been done, change state to: {state}", state=self.state.value)
         self._add_job(PeriodicJob("sync-broker-metadata", self.clock, 3.0, self.config.syncBrokerMetadataPeriod / 1000.0,
                                   self._guarded("sync-broker-metadata", self.sync_broker_metadata)))
+        listen = getattr(self.ha, "add_sync_state_set_listener", None)
+        if listen is not None and not self._listening:  # Java registerSyncStateSetChangedListener
+            self._listening = True
+            listen(self.sync_state_set_changed)
         return True
 
     # ------------------------------------------------------------------ controllers
@@ -531,6 +537,27 @@ class ReplicasManager(service.MultiService):
         if frozenset(new_set) == self.sync_state_set:
             return
         await self.report_sync_state_set_changed(frozenset(new_set))
+
+    def sync_state_set_changed(self, new_set: frozenset[int]) -> None:
+        """The HA side's listener (Java ``doReportSyncStateSetChanged`` registered with the
+        service): a replica caught up or left. Reported by ALTER_SYNC_STATE_SET, one request at
+        a time: what is heard while one is under way is reported after it, the newest set only."""
+        if self.state is not State.RUNNING or not self.is_master_state():
+            return
+        self._wanted_sync_state_set = frozenset(new_set)
+        if "report-sync-state-set" in self._busy:
+            return
+        self._busy.add("report-sync-state-set")
+
+        async def report() -> None:
+            while self._wanted_sync_state_set is not None and self.is_master_state():
+                wanted, self._wanted_sync_state_set = self._wanted_sync_state_set, None
+                if wanted != self.sync_state_set:
+                    await self.report_sync_state_set_changed(wanted)
+
+        d = defer.ensureDeferred(report())
+        d.addErrback(lambda f: self.log.failure("controller mode: reporting the in-sync set failed", f))
+        d.addBoth(lambda _: self._busy.discard("report-sync-state-set"))
 
     async def report_sync_state_set_changed(self, new_set: frozenset[int]) -> None:
         c = self.config

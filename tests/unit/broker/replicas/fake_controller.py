@@ -35,6 +35,7 @@ class FakeController:
         self.sync_state_set_epoch = 0
         self.override: dict[int, RemotingCommand] = {}  # an answer to send instead, by request code
         self.name_server: dict[str, dict[int, str]] = {}  # broker name -> brokerId -> address, as registered
+        self.ha_server_addrs: dict[str, str] = {}  # broker address -> its haServerAddr, as registered
 
     # -- what the broker's RemotingClient offers
     def connection(self, addr: str) -> defer.Deferred[Any]:
@@ -69,8 +70,10 @@ class FakeController:
         if r.code == RequestCode.REGISTER_BROKER:  # a name server's part: a slave learns its master's address
             broker_id = int(ext["brokerId"])
             self.name_server.setdefault(ext["brokerName"], {})[broker_id] = ext["brokerAddr"]
+            self.ha_server_addrs[ext["brokerAddr"]] = ext.get("haServerAddr", "")
             master = self.name_server[ext["brokerName"]].get(0) if broker_id != 0 else None
-            return r.response(header=RegisterBrokerResponseHeader(masterAddr=master))
+            ha = self.ha_server_addrs.get(master) if master else None  # Java: the master's live info
+            return r.response(header=RegisterBrokerResponseHeader(haServerAddr=ha, masterAddr=master))
         if r.code == RequestCode.UNREGISTER_BROKER:
             return r.response()
         if r.code == RequestCode.CONTROLLER_GET_METADATA_INFO:
