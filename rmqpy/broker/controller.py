@@ -327,7 +327,7 @@ class BrokerController:
                                           replica_store.blocking.run)
             self.autoswitch_ha = service
             ha = service
-            self.replication = AutoSwitchReplication(service)
+            self.replication = AutoSwitchReplication(service, store, self.store_config)
         else:  # a store that cannot replicate (the replicas manager's tests): a set of one
             only = MasterOnlyHA(store.get_max_phy_offset)
             ha = only

@@ -15,29 +15,86 @@ what the broker asks of its ``replication`` (:class:`rmqpy.broker.api.Replicatio
   registration that follows each role change names the new master's;
 - nothing per role (:meth:`apply_role`): the role's replication changes come from the manager,
   before the broker's role switch;
-- runtime info: a master's connected replicas and in-sync set, a replica's master and connection.
+- runtime info: a master's connected replicas and in-sync set, a replica's master and connection;
+- with ``allAckInSyncStateSet=true``, a SYNC_MASTER's put that waits for the store (``WAIT`` true, as
+  sends are by default) is answered once every other replica of the in-sync set acknowledged its
+  end, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` (Java ``CommitLog.handleHA`` with
+  ``ALL_ACK_IN_SYNC_STATE_SET`` and ``GroupTransferService.doWaitTransfer``); a set of the master
+  alone answers at once. Without it Java waits for ``inSyncReplicas`` acks, 1 by default: none, so
+  no put waits here then (``inSyncReplicas`` above 1 and the ``minInSyncReplicas`` refusal before
+  the write are not done).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet import defer
+
 from rmqpy.store.ha.autoswitch.service import AutoSwitchHAService
+from rmqpy.store.ha.group_transfer import GroupTransferService
+from rmqpy.store.results import PutMessageStatus
 from rmqpy.store.role import BrokerRole
 
 
 class AutoSwitchReplication:
-    """:class:`rmqpy.broker.api.ReplicationSide` over an :class:`AutoSwitchHAService`."""
+    """:class:`rmqpy.broker.api.ReplicationSide` over an :class:`AutoSwitchHAService`; ``store``
+    (its ``replica_wait``) and ``config`` (``allAckInSyncStateSet``, ``slaveTimeout``) for the SYNC
+    puts' wait."""
 
-    def __init__(self, service: AutoSwitchHAService) -> None:
+    def __init__(self, service: AutoSwitchHAService, store: Any = None, config: Any = None) -> None:
         self.service = service
+        self.store = store
+        self.config = config
+        #: a SYNC_MASTER's puts waiting for the in-sync set (allAckInSyncStateSet); None otherwise
+        self.group_transfer: GroupTransferService[PutMessageStatus] | None = None
+        service.ack_listeners.append(self._acked)
 
     def apply_role(self, role: BrokerRole) -> None:
-        """The replicas manager changed the service's role before the broker's role switch."""
+        """The replicas manager changed the service's role before the broker's role switch; here
+        only whether puts wait for the in-sync set."""
+        if self.group_transfer is not None:
+            self.group_transfer.shutdown()  # puts still waiting: FLUSH_SLAVE_TIMEOUT, as a Java role change
+            self.group_transfer = None
+        if self.store is None:
+            return
+        self.store.replica_wait = None
+        if role is BrokerRole.SYNC_MASTER and self.config is not None and self.config.allAckInSyncStateSet:
+            self.group_transfer = GroupTransferService(self.service.clock, PutMessageStatus.PUT_OK,
+                                                       PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+            self.store.replica_wait = self.replica_wait
+
+    def all_acked_offset(self) -> int:
+        """How far every other replica of the in-sync set acknowledged: -1 while one of them is
+        not connected, the store's end when the master is the set alone."""
+        s = self.service
+        others = s.sync_state_set() - {s.local_broker_id}
+        if not others:
+            return s.max_offset()
+        acked: dict[int, int] = {}
+        for r in s.replicas():
+            if r.broker_id in others:
+                acked[r.broker_id] = max(acked.get(r.broker_id, -1), r.ack_offset)
+        return min(acked.values()) if len(acked) == len(others) else -1
+
+    def replica_wait(self, end_offset: int) -> PutMessageStatus | defer.Deferred[PutMessageStatus]:
+        """A SYNC put that ends at ``end_offset``: PUT_OK once the in-sync set holds it."""
+        waiting = self.group_transfer
+        if waiting is None or len(self.service.sync_state_set()) <= 1:
+            return PutMessageStatus.PUT_OK
+        waiting.notify_transfer_some(self.all_acked_offset())
+        self.service.wakeup_all()
+        return waiting.wait(end_offset, self.config.slaveTimeout)
+
+    def _acked(self, broker_id: int, offset: int) -> None:
+        if self.group_transfer is not None:
+            self.group_transfer.notify_transfer_some(self.all_acked_offset())
 
     def start(self) -> None:
         pass
 
     def shutdown(self) -> None:
+        if self.group_transfer is not None:
+            self.group_transfer.shutdown()
         self.service.shutdown()
 
     def registered(self, ha_server_addr: str | None) -> None:
@@ -63,6 +120,7 @@ class AutoSwitchReplication:
         return {"haSlaveConnections": str(len(replicas)),
                 "haSlaveAckOffset": str(max(acked, default=-1)),
                 "haSlaveFallBehind": str(self.slave_fall_behind_much()),
-                "haSyncStateSet": ",".join(str(i) for i in sorted(s.sync_state_set())),
+                # the controller's set, as last answered (a change reported and not answered yet is left out)
+                "haSyncStateSet": ",".join(str(i) for i in sorted(s.local_sync_state_set())),
                 "haInSyncReplicas": str(s.in_sync_replicas_nums()),
                 "haConfirmOffset": str(s.confirm_offset())}

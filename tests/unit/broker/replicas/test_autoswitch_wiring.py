@@ -153,3 +153,53 @@ def test_the_tap_listens_on_ha_listen_port_with_the_autoswitch_service(tmp_path)
         assert not isinstance(svc.controller.replication, Replication)  # nothing classic
     finally:
         svc.controller.message_store.shutdown()
+
+
+def test_with_all_ack_in_sync_state_set_a_sync_put_waits_for_every_in_sync_replica(tmp_path) -> None:
+    clock, broker, controller = _broker(tmp_path)
+    broker.store_config.allAckInSyncStateSet = True
+    ha = broker.autoswitch_ha
+    assert ha is not None and broker.replicas_manager is not None
+    broker.start()
+    try:
+        clock.pump([1.0] * 10)
+        assert ha.is_master and broker.message_store.replica_wait is not None
+        # the master alone in the set: answered at once
+        assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS
+
+        # replica 2 connected and in the controller's set
+        conn = ha.buildProtocol(None)
+        assert conn is not None
+        conn.slave_id, conn.slave_ack_offset = 2, broker.message_store.get_max_phy_offset()
+        broker.replicas_manager.change_sync_state_set(frozenset({1, 2}), 99)
+        assert ha.local_sync_state_set() == {1, 2}
+
+        channel = FakeChannel()
+        assert call(broker, channel, send_request("T")) is None  # waits for replica 2
+        end = broker.message_store.get_max_phy_offset()
+        conn.slave_ack_offset = end - 1
+        ha.replica_acked(conn, end - 1)
+        assert channel.sent == []  # one byte short
+        conn.slave_ack_offset = end
+        ha.replica_acked(conn, end)
+        assert [r.code for r in channel.sent] == [ResponseCode.SUCCESS]
+
+        # not acknowledged within slaveTimeout: FLUSH_SLAVE_TIMEOUT
+        late = FakeChannel()
+        assert call(broker, late, send_request("T")) is None
+        clock.advance(broker.store_config.slaveTimeout / 1000.0)
+        assert [r.code for r in late.sent] == [ResponseCode.FLUSH_SLAVE_TIMEOUT]
+
+        # replica 3 of the set not connected: replica 2's ack is not enough, the put times out, as
+        # Java's does while 3 is in the set
+        broker.replicas_manager.change_sync_state_set(frozenset({1, 2, 3}), 100)
+        gone = FakeChannel()
+        assert call(broker, gone, send_request("T")) is None
+        end = broker.message_store.get_max_phy_offset()
+        conn.slave_ack_offset = end
+        ha.replica_acked(conn, end)
+        assert gone.sent == []
+        clock.advance(broker.store_config.slaveTimeout / 1000.0)
+        assert [r.code for r in gone.sent] == [ResponseCode.FLUSH_SLAVE_TIMEOUT]
+    finally:
+        _stop(clock, broker)

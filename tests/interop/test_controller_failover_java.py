@@ -1,0 +1,165 @@
+"""Issue 28, slice 3: two rmqpy brokers of one set replicate under Apache's 5.3.3 controller and fail
+over when the master is killed.
+
+One JVM: Apache's 5.3.3 name server with its controller embedded (as test_controller_mode_java.py).
+``py-a`` starts first and is elected master (controller id 1); ``py-b`` joins as its replica (id 2),
+learns the master's HA address from the name server's registration answer and copies it over
+AutoSwitch HA; the master reports the grown in-sync set (ALTER_SYNC_STATE_SET) and ``mqadmin
+getSyncStateSet`` lists both. Both run ``allAckInSyncStateSet=true``: a Java 5.3.3 producer sends 300
+messages, each SEND_OK only once the replica held it, so the replica's commit log equals the
+master's up to the master's max offset as soon as the producer is done. Then ``kill -9`` of the master: the
+controller elects the replica, sends succeed again (time from the kill to the first SEND_OK is
+printed), and every acknowledged message is read back from the new master.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from rmqpy.client import Message, Producer, PullConsumer, PullStatus
+from rmqpy.protocol.codes import RequestCode
+from tests.interop import clients, jvm, servers
+from tests.interop.test_controller_mode_java import _controller_leader, _sections
+from tests.interop.waiting import wait_until
+
+pytestmark = pytest.mark.interop
+
+JAVA = "5.3.3"
+CLUSTER = "FoCluster"
+SET = "broker-fo"
+TOPIC = "FoTopic"
+COUNT = 300
+
+
+def _runtime(addr: str) -> dict[str, str]:
+    try:
+        code, _remark, _ext, body = jvm.remoting_request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    except (OSError, ValueError):
+        return {}
+    return json.loads(body)["table"] if code == 0 else {}
+
+
+def _commit_log(store: Path, end: int) -> bytes:
+    out = bytearray()
+    for f in sorted((store / "commitlog").iterdir()):
+        start = int(f.name)
+        if start >= end:
+            break
+        out += f.read_bytes()[:end - start]
+    return bytes(out)
+
+
+def _keys_on(ns_addr: str, topic: str) -> set[str]:
+    """Every message key of ``topic`` read from its queues' broker (the set's master)."""
+    keys: set[str] = set()
+    with PullConsumer(ns_addr, group="GFoReader") as consumer:
+        for mq in consumer.fetch_queues(topic):
+            offset = consumer.min_offset(mq)
+            while True:
+                res = consumer.pull(mq, offset, max_nums=32)
+                for m in res.messages:
+                    keys.update((m.keys or "").split())  # KEYS: space-separated
+                if res.status != PullStatus.FOUND:
+                    break
+                offset = res.next_begin_offset
+    return keys
+
+
+def test_rmqpy_replica_copies_its_master_and_takes_over_after_kill9(java_built, client_host, tmp_path: Path):
+    ip = client_host.host_ip
+    t0 = time.monotonic()
+    cport = jvm.free_port()
+    ctl = f"{ip}:{cport}"
+    ns = jvm.start_java_namesrv(JAVA, workdir=tmp_path / "ns", props={
+        "bindAddress": "0.0.0.0", "enableControllerInNamesrv": True, "controllerDLegerGroup": "ctl",
+        "controllerDLegerPeers": f"n0-{ctl}", "controllerDLegerSelfId": "n0",
+        "controllerStorePath": str(tmp_path / "ns" / "controller"), "mappedFileSize": 4 * 1024 * 1024})
+    ns_addr = f"{ip}:{ns.port}"
+    brokers: dict[str, servers.ServerProcess] = {}
+
+    def start(name: str) -> str:
+        port = servers.free_port()
+        brokers[name] = servers.start_broker(tmp_path / name, ns_addr, props={
+            "brokerClusterName": CLUSTER, "brokerName": SET, "enableControllerMode": True, "controllerAddr": ctl,
+            "brokerIP1": ip, "brokerIP2": ip, "listenPort": port, "mappedFileSizeCommitLog": 4 * 1024 * 1024,
+            "allAckInSyncStateSet": True},
+            port=port, host=ip)
+        return f"{ip}:{port}"
+
+    def tail(name: str) -> str:
+        return brokers[name].log_tail(3000)
+
+    try:
+        wait_until(lambda: _controller_leader(ctl) == ctl, 30, what="the embedded controller elected itself",
+                   diag=lambda: ns.log_tail(30))
+        a = start("py-a")
+        wait_until(lambda: jvm.broker_registered(ns_addr, a), 30, what="py-a registered as master",
+                   diag=lambda: tail("py-a"))
+        b = start("py-b")
+        # the replica found the master's HA port through the name server, the master asked the
+        # controller to take it into the in-sync set
+        wait_until(lambda: _runtime(b).get("haConnectedToMaster") == "true", 30,
+                   what="py-b connected to py-a's HA port", diag=lambda: tail("py-b"))
+        assert _runtime(b)["haMasterAddress"] == f"{ip}:{int(a.rsplit(':', 1)[1]) + 1}"
+        wait_until(lambda: _runtime(a).get("haSyncStateSet") == "1,2", 30, what="py-b in py-a's in-sync set",
+                   diag=lambda: tail("py-a"))
+        up = time.monotonic() - t0
+
+        clients.mqadmin(client_host, JAVA, ["updateTopic", "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4"],
+                        ns_addr)
+        ev = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", TOPIC, "-c", str(COUNT),
+                                                 "--keys", "k{i}", "--body-size", "512"], timeout=120, check=False)
+        assert ev.done and ev.done.get("ok"), (ev.errors[:3], tail("py-a"))
+        sent = ev.of("sent")
+        assert len(sent) == COUNT and {(e["brokerName"], e["status"]) for e in sent} == {(SET, "SEND_OK")}
+        acked = {e["keys"] for e in sent}
+        end = int(_runtime(a)["commitLogMaxOffset"])
+        # allAckInSyncStateSet: each SEND_OK came after py-b held the message, nothing to wait for
+        assert int(_runtime(b)["commitLogMaxOffset"]) >= end
+        assert _commit_log(tmp_path / "py-b" / "store", end) == _commit_log(tmp_path / "py-a" / "store", end)
+
+        sss = _sections(clients.mqadmin(client_host, JAVA, ["getSyncStateSet", "-a", ctl, "-b", SET], ns_addr),
+                        "brokerName", "brokerName")[SET]
+        assert sss["#MasterBrokerId"] == "1" and sss["#SyncStateSetNums"] == "2", sss
+        in_sync = sorted(v for k, v in sss.items() if k.startswith("InSyncReplica"))
+        assert [f"brokerId={i}" in v and "alive=true" in v for i, v in zip((1, 2), in_sync)] == [True, True], sss
+
+        # kill -9 of the master: the controller elects the replica, sends succeed again
+        brokers["py-a"].kill9()
+        killed = time.monotonic()
+        first_ok = None
+        tries = 0
+        while time.monotonic() - killed < 60:
+            tries += 1
+            try:
+                with Producer(ns_addr, group="PFoAfter") as producer:
+                    r = producer.send(Message(TOPIC, b"after the kill", keys=["after-0"]))
+                if r.status == "SEND_OK" and r.queue.broker_name == SET:
+                    first_ok = time.monotonic() - killed
+                    break
+            except Exception:  # noqa: BLE001 (no route, the old master refused, the new one not registered yet)
+                pass
+            time.sleep(0.2)
+        assert first_ok is not None, tail("py-b")
+        runtime = _runtime(b)
+        assert runtime.get("haSlaveConnections") == "0", runtime  # a master now, no replica left
+        ev = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", TOPIC, "-c", "20",
+                                                 "--keys", "after-j{i}"], timeout=60, check=False)
+        assert ev.done and ev.done.get("ok"), (ev.errors[:3], tail("py-b"))
+        after = ev.of("sent")
+        assert {(e["brokerName"], e["status"]) for e in after} == {(SET, "SEND_OK")}
+        acked |= {e["keys"] for e in after} | {"after-0"}
+        read = _keys_on(ns_addr, TOPIC)
+        assert acked <= read, sorted(acked - read)[:10]
+        sss = _sections(clients.mqadmin(client_host, JAVA, ["getSyncStateSet", "-a", ctl, "-b", SET], ns_addr),
+                        "brokerName", "brokerName")[SET]
+        assert sss["#MasterBrokerId"] == "2" and sss["#MasterAddr"] == b and sss["#MasterEpoch"] == "2", sss
+        print(f"set up in {up:.1f} s; kill -9 of the master to the first SEND_OK on the new one: {first_ok:.1f} s "
+              f"({tries} tries); all in {time.monotonic() - t0:.1f} s")
+    finally:
+        for broker in brokers.values():
+            broker.kill9()
+        ns.kill9()
