@@ -2,9 +2,9 @@
 over when the master is killed.
 
 One JVM: Apache's 5.3.3 name server with its controller embedded (as test_controller_mode_java.py).
-``py-a`` starts first and is elected master (controller id 1); ``py-b`` joins as its replica (id 2),
-learns the master's HA address from the name server's registration answer and copies it over
-AutoSwitch HA; the master reports the grown in-sync set (ALTER_SYNC_STATE_SET) and ``mqadmin
+``py-a`` (rmqpy) starts first and is elected master (controller id 1); ``py-b`` (rmqpy, or Apache's
+5.3.3 broker) joins as its replica (id 2), learns the master's HA address from the name server's
+registration answer and copies it over AutoSwitch HA; the master reports the grown in-sync set (ALTER_SYNC_STATE_SET) and ``mqadmin
 getSyncStateSet`` lists both. Both run ``allAckInSyncStateSet=true``: a Java 5.3.3 producer sends 300
 messages, each SEND_OK only once the replica held it, so the replica's commit log equals the
 master's up to the master's max offset as soon as the producer is done. Then ``kill -9`` of the master: the
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,10 @@ def _commit_log(store: Path, end: int) -> bytes:
     return bytes(out)
 
 
+def _store(workdir: Path) -> Path:
+    return workdir / "store"
+
+
 def _keys_on(ns_addr: str, topic: str) -> set[str]:
     """Every message key of ``topic`` read from its queues' broker (the set's master)."""
     keys: set[str] = set()
@@ -68,7 +73,9 @@ def _keys_on(ns_addr: str, topic: str) -> set[str]:
     return keys
 
 
-def test_rmqpy_replica_copies_its_master_and_takes_over_after_kill9(java_built, client_host, tmp_path: Path):
+@pytest.mark.parametrize("replica", ["rmqpy", "java"])
+def test_replica_copies_an_rmqpy_master_and_takes_over_after_kill9(java_built, client_host, tmp_path: Path,
+                                                                   replica: str):
     ip = client_host.host_ip
     t0 = time.monotonic()
     cport = jvm.free_port()
@@ -78,19 +85,24 @@ def test_rmqpy_replica_copies_its_master_and_takes_over_after_kill9(java_built, 
         "controllerDLegerPeers": f"n0-{ctl}", "controllerDLegerSelfId": "n0",
         "controllerStorePath": str(tmp_path / "ns" / "controller"), "mappedFileSize": 4 * 1024 * 1024})
     ns_addr = f"{ip}:{ns.port}"
-    brokers: dict[str, servers.ServerProcess] = {}
+    brokers: dict[str, Any] = {}
+    props = {"brokerClusterName": CLUSTER, "brokerName": SET, "enableControllerMode": True, "controllerAddr": ctl,
+             "brokerIP1": ip, "brokerIP2": ip, "mappedFileSizeCommitLog": 4 * 1024 * 1024,
+             "allAckInSyncStateSet": True}
 
-    def start(name: str) -> str:
+    def start(name: str, kind: str = "rmqpy") -> str:
+        if kind == "java":  # Apache's 5.3.3 broker, the same keys
+            proc = jvm.start_java_broker(JAVA, tmp_path / name, ns_addr, {**props, "bindAddress": "0.0.0.0"},
+                                         broker_ip=ip, wait_registered=False)
+            brokers[name] = proc
+            return f"{ip}:{proc.port}"
         port = servers.free_port()
-        brokers[name] = servers.start_broker(tmp_path / name, ns_addr, props={
-            "brokerClusterName": CLUSTER, "brokerName": SET, "enableControllerMode": True, "controllerAddr": ctl,
-            "brokerIP1": ip, "brokerIP2": ip, "listenPort": port, "mappedFileSizeCommitLog": 4 * 1024 * 1024,
-            "allAckInSyncStateSet": True},
-            port=port, host=ip)
+        brokers[name] = servers.start_broker(tmp_path / name, ns_addr, props={**props, "listenPort": port},
+                                             port=port, host=ip)
         return f"{ip}:{port}"
 
     def tail(name: str) -> str:
-        return brokers[name].log_tail(3000)
+        return brokers[name].log_tail(3000 if name == "py-a" or replica == "rmqpy" else 60)
 
     try:
         wait_until(lambda: _controller_leader(ctl) == ctl, 30, what="the embedded controller elected itself",
@@ -98,14 +110,16 @@ def test_rmqpy_replica_copies_its_master_and_takes_over_after_kill9(java_built, 
         a = start("py-a")
         wait_until(lambda: jvm.broker_registered(ns_addr, a), 30, what="py-a registered as master",
                    diag=lambda: tail("py-a"))
-        b = start("py-b")
+        b = start("py-b", replica)
         # the replica found the master's HA port through the name server, the master asked the
-        # controller to take it into the in-sync set
-        wait_until(lambda: _runtime(b).get("haConnectedToMaster") == "true", 30,
-                   what="py-b connected to py-a's HA port", diag=lambda: tail("py-b"))
-        assert _runtime(b)["haMasterAddress"] == f"{ip}:{int(a.rsplit(':', 1)[1]) + 1}"
-        wait_until(lambda: _runtime(a).get("haSyncStateSet") == "1,2", 30, what="py-b in py-a's in-sync set",
-                   diag=lambda: tail("py-a"))
+        # controller to take it into the in-sync set (a 5.3.3 broker's first registration comes
+        # about 10 s after its start: see jvm.start_java_broker)
+        if replica == "rmqpy":
+            wait_until(lambda: _runtime(b).get("haConnectedToMaster") == "true", 30,
+                       what="py-b connected to py-a's HA port", diag=lambda: tail("py-b"))
+            assert _runtime(b)["haMasterAddress"] == f"{ip}:{int(a.rsplit(':', 1)[1]) + 1}"
+        wait_until(lambda: _runtime(a).get("haSyncStateSet") == "1,2", 60, what="py-b in py-a's in-sync set",
+                   diag=lambda: tail("py-a") + tail("py-b"))
         up = time.monotonic() - t0
 
         clients.mqadmin(client_host, JAVA, ["updateTopic", "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4"],
@@ -119,7 +133,7 @@ def test_rmqpy_replica_copies_its_master_and_takes_over_after_kill9(java_built, 
         end = int(_runtime(a)["commitLogMaxOffset"])
         # allAckInSyncStateSet: each SEND_OK came after py-b held the message, nothing to wait for
         assert int(_runtime(b)["commitLogMaxOffset"]) >= end
-        assert _commit_log(tmp_path / "py-b" / "store", end) == _commit_log(tmp_path / "py-a" / "store", end)
+        assert _commit_log(_store(tmp_path / "py-b"), end) == _commit_log(tmp_path / "py-a" / "store", end)
 
         sss = _sections(clients.mqadmin(client_host, JAVA, ["getSyncStateSet", "-a", ctl, "-b", SET], ns_addr),
                         "brokerName", "brokerName")[SET]
@@ -144,8 +158,9 @@ def test_rmqpy_replica_copies_its_master_and_takes_over_after_kill9(java_built, 
                 pass
             time.sleep(0.2)
         assert first_ok is not None, tail("py-b")
-        runtime = _runtime(b)
-        assert runtime.get("haSlaveConnections") == "0", runtime  # a master now, no replica left
+        if replica == "rmqpy":
+            runtime = _runtime(b)
+            assert runtime.get("haSlaveConnections") == "0", runtime  # a master now, no replica left
         ev = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", TOPIC, "-c", "20",
                                                  "--keys", "after-j{i}"], timeout=60, check=False)
         assert ev.done and ev.done.get("ok"), (ev.errors[:3], tail("py-b"))

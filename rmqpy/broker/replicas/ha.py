@@ -1,5 +1,7 @@
 """The seam between the replicas manager and the AutoSwitch HA side (Java ``AutoSwitchHAService``
-as ``ReplicasManager`` uses it), and the master-only side used until that side exists.
+as ``ReplicasManager`` uses it: the default store's
+:class:`~rmqpy.store.ha.autoswitch.service.AutoSwitchHAService`), and a master-only side for a
+store that cannot replicate (one given to ``BrokerController`` without the calls AutoSwitch HA needs).
 
 :class:`ReplicaHA` is what the replicas manager asks of replication: it tells it the broker's id,
 each role change with its epoch and the in-sync set the controller holds, and asks it for the
@@ -94,8 +96,8 @@ class MasterOnlyHA:
 
     def change_to_slave(self, master_address: str, epoch: int, broker_id: int) -> None:
         self.master_address = master_address
-        log.warning("controller mode: this broker is now a slave of %s (epoch %d), but rmqpy's AutoSwitch "
-                    "replication is not built yet: it copies nothing from the master", master_address, epoch)
+        log.warning("controller mode: this broker is now a slave of %s (epoch %d), but its store cannot "
+                    "replicate: it copies nothing from the master", master_address, epoch)
 
     def change_to_slave_when_master_not_change(self, master_address: str, epoch: int) -> None:
         self.master_address = master_address
