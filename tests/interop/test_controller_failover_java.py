@@ -1,15 +1,18 @@
-"""Issue 28, slice 3: two rmqpy brokers of one set replicate under Apache's 5.3.3 controller and fail
-over when the master is killed.
+"""Issue 28, slice 3: an rmqpy master and its replica (rmqpy, or Apache's 5.3.3 broker) replicate under
+Apache's 5.3.3 controller and fail over when the master is killed.
 
 One JVM: Apache's 5.3.3 name server with its controller embedded (as test_controller_mode_java.py).
-``py-a`` (rmqpy) starts first and is elected master (controller id 1); ``py-b`` (rmqpy, or Apache's
-5.3.3 broker) joins as its replica (id 2), learns the master's HA address from the name server's
-registration answer and copies it over AutoSwitch HA; the master reports the grown in-sync set (ALTER_SYNC_STATE_SET) and ``mqadmin
-getSyncStateSet`` lists both. Both run ``allAckInSyncStateSet=true``: a Java 5.3.3 producer sends 300
-messages, each SEND_OK only once the replica held it, so the replica's commit log equals the
-master's up to the master's max offset as soon as the producer is done. Then ``kill -9`` of the master: the
-controller elects the replica, sends succeed again (time from the kill to the first SEND_OK is
-printed), and every acknowledged message is read back from the new master.
+``py-a`` (rmqpy) starts first and is elected master (controller id 1); ``py-b`` joins as its replica
+(id 2), learns the master's HA address from the name server's registration answer and copies it
+over AutoSwitch HA; the master reports the grown in-sync set (ALTER_SYNC_STATE_SET) and ``mqadmin
+getSyncStateSet`` lists both. Both run ``allAckInSyncStateSet=true``: a Java 5.3.3 producer sends
+300 messages, each SEND_OK only once the replica held it, so the replica's commit log equals the
+master's up to the master's max offset as soon as the producer is done. Then ``kill -9`` of the
+master: the controller elects the replica, sends succeed again (time from the kill to the first
+SEND_OK is printed), and every acknowledged message is read back from the new master. The old
+master, restarted on its store, becomes the new master's replica (the handshake finds where both
+logs agree: here its end, so nothing is cut), its commit log and epoch file then equal the new
+master's, and it is in the in-sync set again.
 """
 from __future__ import annotations
 
@@ -172,8 +175,35 @@ def test_replica_copies_an_rmqpy_master_and_takes_over_after_kill9(java_built, c
         sss = _sections(clients.mqadmin(client_host, JAVA, ["getSyncStateSet", "-a", ctl, "-b", SET], ns_addr),
                         "brokerName", "brokerName")[SET]
         assert sss["#MasterBrokerId"] == "2" and sss["#MasterAddr"] == b and sss["#MasterEpoch"] == "2", sss
+        failed_over = time.monotonic() - t0
+
+        # the old master restarts on its store: a replica of the new master (its HA port from the
+        # name server), its log cut where the two agree, then caught up, in the in-sync set again
+        restarted = time.monotonic()
+        port_a = int(a.rsplit(":", 1)[1])
+        brokers["py-a"] = servers.start_broker(tmp_path / "py-a", ns_addr, props={**props, "listenPort": port_a},
+                                               port=port_a, host=ip)
+        wait_until(lambda: _runtime(a).get("haMasterAddress") == f"{ip}:{int(b.rsplit(':', 1)[1]) + 1}", 30,
+                   what="py-a a replica of py-b", diag=lambda: tail("py-a"))
+        new_end = int(_runtime(b)["commitLogMaxOffset"])
+        wait_until(lambda: int(_runtime(a).get("commitLogMaxOffset", -1)) >= new_end, 30, what="py-a caught up",
+                   diag=lambda: tail("py-a"))
+        assert _commit_log(tmp_path / "py-a" / "store", new_end) == _commit_log(_store(tmp_path / "py-b"), new_end)
+
+        def epoch_file(store: Path) -> str:
+            return (store / "epochFileCheckpoint").read_text() if (store / "epochFileCheckpoint").exists() else ""
+        wait_until(lambda: epoch_file(tmp_path / "py-a" / "store") == epoch_file(_store(tmp_path / "py-b")), 10,
+                   what="py-a's epoch file is py-b's", diag=lambda: epoch_file(tmp_path / "py-a" / "store") + " vs "
+                   + epoch_file(_store(tmp_path / "py-b")))
+        assert epoch_file(tmp_path / "py-a" / "store").count("\n") >= 3  # a count and two epochs
+
+        def both_in_sync() -> bool:
+            out = clients.mqadmin(client_host, JAVA, ["getSyncStateSet", "-a", ctl, "-b", SET], ns_addr)
+            return _sections(out, "brokerName", "brokerName")[SET].get("#SyncStateSetNums") == "2"
+        wait_until(both_in_sync, 30, what="py-a back in the in-sync set", diag=lambda: tail("py-b"))
         print(f"set up in {up:.1f} s; kill -9 of the master to the first SEND_OK on the new one: {first_ok:.1f} s "
-              f"({tries} tries); all in {time.monotonic() - t0:.1f} s")
+              f"({tries} tries); failed over at {failed_over:.1f} s; the old master back in sync "
+              f"{time.monotonic() - restarted:.1f} s after its restart; all in {time.monotonic() - t0:.1f} s")
     finally:
         for broker in brokers.values():
             broker.kill9()
