@@ -95,6 +95,11 @@ TOTAL_PHYSICAL_MEMORY_SIZE = _total_physical_memory()
 
 
 
+def _waits(wait_prop: str | None) -> bool:
+    """Java ``isWaitStoreMsgOK``: the WAIT property absent or true."""
+    return wait_prop is None or wait_prop.lower() == "true"
+
+
 # bound once: enum members and module attributes cost a lookup each on the put path
 _PUT_OK = PutMessageStatus.PUT_OK
 _APPEND_PUT_OK = AppendMessageStatus.PUT_OK
@@ -153,6 +158,10 @@ class MessageStore(DiskSpaceGuard):
         #: SYNC_MASTER: given a put's end offset, PUT_OK, SLAVE_NOT_AVAILABLE or a Deferred of
         #: PUT_OK / FLUSH_SLAVE_TIMEOUT (set by rmqpy.store.ha.HAService.attach)
         self.replica_wait: Callable[[int], Any] | None = None
+        #: controller mode's SYNC_MASTER with minInSyncReplicas above 1: PUT_OK or
+        #: IN_SYNC_REPLICAS_NOT_ENOUGH, asked before a put that waits for the store is written
+        #: (Java CommitLog.asyncPutMessage's inSyncReplicasNums check)
+        self.replica_gate: Callable[[], PutMessageStatus] | None = None
         self._reput_from = 0  # a slave: where the next replicated record to dispatch starts
         self._replica_end = -1  # a slave: the commit log's end after the last replicated append
         #: a controller-mode replica: replicated records are dispatched only up to this offset
@@ -402,6 +411,10 @@ class MessageStore(DiskSpaceGuard):
         props = msg.properties
         if props is None:
             props = msg.get_properties()
+        if self.replica_gate is not None and _waits(props.get(PROPERTY_WAIT_STORE_MSG_OK)):
+            gate = self.replica_gate()
+            if gate is not _PUT_OK:
+                return self._failed(gate)
         # delay level (4.9 CommitLog.putMessage): park in SCHEDULE_TOPIC_XXXX, queue level-1
         if normal and topic != SCHEDULE_TOPIC:
             lvl = props.get(PROPERTY_DELAY_TIME_LEVEL)
@@ -500,6 +513,11 @@ class MessageStore(DiskSpaceGuard):
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
         if batch.sys_flag & SF.TRANSACTION_MASK or topic == SCHEDULE_TOPIC:
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
+        if self.replica_gate is not None and _waits(
+                string_to_properties(batch.properties_string or "").get(PROPERTY_WAIT_STORE_MSG_OK)):
+            gate = self.replica_gate()
+            if gate is not _PUT_OK:
+                return self._failed(gate)
         try:
             items = decode_batch_items(batch.body if isinstance(batch.body, bytes) else bytes(batch.body))
         except ValueError as e:

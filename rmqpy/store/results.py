@@ -22,6 +22,8 @@ class PutMessageStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = 7
     OS_PAGECACHE_BUSY = 8
     UNKNOWN_ERROR = 9
+    #: controller mode: the in-sync set is smaller than minInSyncReplicas (nothing was written)
+    IN_SYNC_REPLICAS_NOT_ENOUGH = 10
 
 
 class AppendMessageStatus(enum.Enum):

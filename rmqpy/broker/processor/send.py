@@ -260,6 +260,7 @@ class SendMessageProcessor:
                                       "], messages are put to the slave, message store has been shut down, etc."),
             "OS_PAGECACHE_BUSY": (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
             "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+            "IN_SYNC_REPLICAS_NOT_ENOUGH": (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough"),
         }
         failures["PROPERTIES_SIZE_EXCEEDED"] = failures["MESSAGE_ILLEGAL"]
         code, remark = failures.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))

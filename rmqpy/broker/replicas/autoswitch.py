@@ -21,8 +21,9 @@ what the broker asks of its ``replication`` (:class:`rmqpy.broker.api.Replicatio
   end, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` (Java ``CommitLog.handleHA`` with
   ``ALL_ACK_IN_SYNC_STATE_SET`` and ``GroupTransferService.doWaitTransfer``); a set of the master
   alone answers at once. Without it Java waits for ``inSyncReplicas`` acks, 1 by default: none, so
-  no put waits here then (``inSyncReplicas`` above 1 and the ``minInSyncReplicas`` refusal before
-  the write are not done).
+  no put waits here then (``inSyncReplicas`` above 1 is not done);
+- with ``minInSyncReplicas`` above 1, such a put is refused before it is written while the in-sync
+  set is smaller (IN_SYNC_REPLICAS_NOT_ENOUGH: SYSTEM_ERROR "in-sync replicas not enough").
 """
 from __future__ import annotations
 
@@ -58,10 +59,22 @@ class AutoSwitchReplication:
         if self.store is None:
             return
         self.store.replica_wait = None
-        if role is BrokerRole.SYNC_MASTER and self.config is not None and self.config.allAckInSyncStateSet:
+        self.store.replica_gate = None
+        if role is not BrokerRole.SYNC_MASTER or self.config is None:
+            return
+        if self.config.allAckInSyncStateSet:
             self.group_transfer = GroupTransferService(self.service.clock, PutMessageStatus.PUT_OK,
                                                        PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
             self.store.replica_wait = self.replica_wait
+        if self.config.minInSyncReplicas > 1:  # a master is in its own set: 1 always holds
+            self.store.replica_gate = self.enough_in_sync
+
+    def enough_in_sync(self) -> PutMessageStatus:
+        """Before a put that waits is written: the in-sync set (a pending change's larger side
+        included, as Java's ``inSyncReplicasNums``) counts ``minInSyncReplicas``."""
+        if self.service.in_sync_replicas_nums() < self.config.minInSyncReplicas:
+            return PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
+        return PutMessageStatus.PUT_OK
 
     def all_acked_offset(self) -> int:
         """How far every other replica of the in-sync set acknowledged: -1 while one of them is

@@ -203,3 +203,27 @@ def test_with_all_ack_in_sync_state_set_a_sync_put_waits_for_every_in_sync_repli
         assert [r.code for r in gone.sent] == [ResponseCode.FLUSH_SLAVE_TIMEOUT]
     finally:
         _stop(clock, broker)
+
+
+def test_with_min_in_sync_replicas_a_put_is_refused_before_the_write_while_the_set_is_smaller(tmp_path) -> None:
+    clock, broker, controller = _broker(tmp_path)
+    broker.store_config.minInSyncReplicas = 2
+    ha = broker.autoswitch_ha
+    assert ha is not None and broker.replicas_manager is not None
+    broker.start()
+    try:
+        clock.pump([1.0] * 10)
+        assert ha.is_master and ha.local_sync_state_set() == {1}
+        end = broker.message_store.get_max_phy_offset()
+        refused = call(broker, FakeChannel(), send_request("T"))
+        assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough")
+        assert broker.message_store.get_max_phy_offset() == end  # nothing written
+        # a put that does not wait for the store is not checked (Java's needHandleHA)
+        no_wait = send_request("T")
+        no_wait.ext_fields["i"] = "WAIT\x01false\x02"
+        assert call(broker, FakeChannel(), no_wait).code == ResponseCode.SUCCESS
+        # replica 2 in the set: 2 in sync, the put goes through
+        broker.replicas_manager.change_sync_state_set(frozenset({1, 2}), 99)
+        assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS
+    finally:
+        _stop(clock, broker)
