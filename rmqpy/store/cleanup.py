@@ -43,6 +43,9 @@ class CleanService:
         self.runner = runner
         self.mark_ratio = mark_ratio
         self.now = now
+        #: called with the commit log's new min offset after a pass deleted files (controller
+        #: mode's epoch file drops the epochs that ended before it)
+        self.deleted_listeners: list[Callable[[int], None]] = []
 
     # ------------------------------------------------------------------ retention
     def is_time_to_delete(self) -> bool:
@@ -91,6 +94,11 @@ class CleanService:
         if cfg.messageIndexEnable:
             self.dispatcher.index_service.delete_expired(min_phy)
         log.info("retention: deleting %d commit log files, min offset now %d", len(paths), min_phy)
+        for listener in list(self.deleted_listeners):
+            try:
+                listener(min_phy)
+            except Exception:  # noqa: BLE001
+                log.exception("retention: a listener of the deleted files failed")
 
         def unlink_all() -> int:
             for p in paths:

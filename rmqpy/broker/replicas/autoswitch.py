@@ -16,6 +16,8 @@ what the broker asks of its ``replication`` (:class:`rmqpy.broker.api.Replicatio
 - nothing per role (:meth:`apply_role`): the role's replication changes come from the manager,
   before the broker's role switch;
 - runtime info: a master's connected replicas and in-sync set, a replica's master and connection;
+- when retention deletes commit log files, the epochs that ended before the new first offset leave
+  the epoch file (Java's clean service calls ``truncateEpochFilePrefix(minPhyOffset - 1)``);
 - with ``allAckInSyncStateSet=true``, a SYNC_MASTER's put that waits for the store (``WAIT`` true, as
   sends are by default) is answered once every other replica of the in-sync set acknowledged its
   end, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` (Java ``CommitLog.handleHA`` with
@@ -49,6 +51,9 @@ class AutoSwitchReplication:
         #: a SYNC_MASTER's puts waiting for the in-sync set (allAckInSyncStateSet); None otherwise
         self.group_transfer: GroupTransferService[PutMessageStatus] | None = None
         service.ack_listeners.append(self._acked)
+        clean = getattr(store, "clean_service", None)
+        if clean is not None:  # Java's CleanCommitLogService: truncateEpochFilePrefix(minPhyOffset - 1)
+            clean.deleted_listeners.append(lambda min_offset: service.truncate_epoch_file_prefix(min_offset - 1))
 
     def apply_role(self, role: BrokerRole) -> None:
         """The replicas manager changed the service's role before the broker's role switch; here

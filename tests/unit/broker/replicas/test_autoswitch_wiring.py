@@ -32,7 +32,7 @@ OTHER = "127.0.0.1:20911"  # another replica of the set, elected in epoch 2
 OTHER_HA = "127.0.0.1:20912"
 
 
-def _broker(tmp_path: Any) -> tuple[task.Clock, BrokerController, FakeController]:
+def _broker(tmp_path: Any, **store: Any) -> tuple[task.Clock, BrokerController, FakeController]:
     clock = task.Clock()
     clock.advance(1_700_000_000)
     settings = BrokerSettings()
@@ -43,6 +43,8 @@ def _broker(tmp_path: Any) -> tuple[task.Clock, BrokerController, FakeController
     settings.netty.listenPort = 10911
     s.storePathRootDir = str(tmp_path / "store")
     s.mappedFileSizeCommitLog, s.mappedFileSizeConsumeQueue, s.messageIndexEnable = 1024 * 1024, 20 * 1000, False
+    for key, value in store.items():
+        setattr(s, key, value)
     controller = FakeController(leader=C1, peers=[C1])
     broker = BrokerController(settings, clock)
     broker.namesrv_client = controller  # type: ignore[assignment]  # name server and controller in one fake
@@ -225,5 +227,43 @@ def test_with_min_in_sync_replicas_a_put_is_refused_before_the_write_while_the_s
         # replica 2 in the set: 2 in sync, the put goes through
         broker.replicas_manager.change_sync_state_set(frozenset({1, 2}), 99)
         assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS
+    finally:
+        _stop(clock, broker)
+
+
+def test_retention_drops_the_epochs_whose_data_it_deleted(tmp_path) -> None:
+    import os
+
+    clock, broker, controller = _broker(tmp_path, mappedFileSizeCommitLog=64 * 1024, fileReservedTime=1)
+    ha = broker.autoswitch_ha
+    assert ha is not None
+    ha._connect = lambda addr, proto: defer.Deferred()  # the replica's dial never connects
+    store: Any = broker.message_store
+
+    broker.start()
+    try:
+        clock.pump([1.0] * 10)
+        size = store.commit_log.queue.mapped_file_size
+
+        def fill(until: int) -> None:
+            while store.get_max_phy_offset() < until:
+                assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS
+
+        fill(size + size // 2)  # epoch 1 ends inside the second file
+        call(broker, FakeChannel(), notify(2, OTHER, 2))
+        call(broker, FakeChannel(), notify(1, broker.broker_addr, 3))
+        epoch3 = ha.epoch_entries()[-1].start_offset
+        assert [(e.epoch, e.start_offset) for e in ha.epoch_entries()] == [(1, 0), (3, epoch3)]
+        fill(3 * size + 100)
+        files = store.commit_log.queue.files
+        for f in files[:-1]:
+            f.flushed_position = f.wrote_position
+        old = os.path.getmtime(files[0].path) - 7200
+        for f in files[:2]:
+            os.utime(f.path, (old, old))
+        deleted: list[int] = []
+        store.delete_expired_files(force_time=True).addCallback(deleted.append)
+        assert deleted == [2] and store.get_min_phy_offset() == 2 * size > epoch3
+        assert [(e.epoch, e.start_offset) for e in ha.epoch_entries()] == [(3, epoch3)]
     finally:
         _stop(clock, broker)
