@@ -18,6 +18,7 @@ from rmqpy.broker.replicas.autoswitch import AutoSwitchReplication
 from rmqpy.protocol.bodies.controller import SyncStateSet
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.message import encode_batch_body
 from rmqpy.store.ha.autoswitch.service import AutoSwitchHAService
 from rmqpy.store.ha.replication import Replication
 from rmqpy.store.ha.service import HAService
@@ -218,6 +219,9 @@ def test_with_min_in_sync_replicas_a_put_is_refused_before_the_write_while_the_s
         assert ha.is_master and ha.local_sync_state_set() == {1}
         end = broker.message_store.get_max_phy_offset()
         refused = call(broker, FakeChannel(), send_request("T"))
+        assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough")
+        body = encode_batch_body([(0, f"m{i}".encode(), {"UNIQ_KEY": f"U{i}"}) for i in range(2)])
+        refused = call(broker, FakeChannel(), send_request("T", body, code=RequestCode.SEND_BATCH_MESSAGE))
         assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough")
         assert broker.message_store.get_max_phy_offset() == end  # nothing written
         # a put that does not wait for the store is not checked (Java's needHandleHA)
