@@ -630,6 +630,34 @@ BROKER_DEFAULTS: dict[str, object] = {
 }
 
 
+def controller_leader(addr: str) -> str:
+    """The leader the controller at ``addr`` names (GET_CONTROLLER_METADATA_INFO), "" if none yet."""
+    try:
+        code, _remark, ext, _body = remoting_request(addr, 1005)  # CONTROLLER_GET_METADATA_INFO
+    except (OSError, ValueError):
+        return ""
+    return ext.get("controllerLeaderAddress", "") if code == 0 else ""
+
+
+def start_java_namesrv_with_controller(version: str, workdir: Path, ip: str,
+                                       timeout: float = 30.0) -> tuple[JavaProcess, str, str]:
+    """Apache's name server with its controller embedded (``enableControllerInNamesrv``, DLedger with one
+    peer), once the controller has elected itself (a broker started before that waits for its 5 s
+    retry): (process, name server address, controller address), both on ``ip``."""
+    ctl = f"{ip}:{free_port()}"
+    ns = start_java_namesrv(version, workdir=workdir, props={
+        "bindAddress": "0.0.0.0", "enableControllerInNamesrv": True, "controllerDLegerGroup": "ctl",
+        "controllerDLegerPeers": f"n0-{ctl}", "controllerDLegerSelfId": "n0",
+        "controllerStorePath": str(workdir / "controller"), "mappedFileSize": 4 * 1024 * 1024})
+    deadline = time.monotonic() + timeout
+    while controller_leader(ctl) != ctl:
+        if time.monotonic() > deadline:
+            ns.kill9()
+            raise JavaError(f"the controller embedded in the name server did not elect itself:\n{ns.log_tail(30)}")
+        time.sleep(0.2)
+    return ns, f"{ip}:{ns.port}", ctl
+
+
 def start_java_broker(
     version: str,
     workdir: Path | str | None,

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from rmqpy.protocol.codes import RequestCode
 from tests.interop import clients, jvm, servers
 from tests.interop.waiting import wait_until
 
@@ -27,14 +26,6 @@ pytestmark = pytest.mark.interop
 JAVA = "5.3.3"
 CLUSTER = "CtlCluster"
 SETS = {"rmqpy": "broker-py", "java": "broker-java"}
-
-
-def _controller_leader(addr: str) -> str:
-    try:
-        code, _remark, ext, _body = jvm.remoting_request(addr, RequestCode.CONTROLLER_GET_METADATA_INFO)
-    except (OSError, ValueError):
-        return ""
-    return ext.get("controllerLeaderAddress", "") if code == 0 else ""
 
 
 def _props(ctl: str, ns: str, ip: str, name: str) -> dict[str, object]:
@@ -76,19 +67,9 @@ def _normalized(section: dict[str, str], names: dict[str, str], addrs: dict[str,
 def test_rmqpy_and_java_brokers_become_masters_under_apaches_controller(java_built, client_host, tmp_path: Path):
     ip = client_host.host_ip
     t0 = time.monotonic()
-    cport = jvm.free_port()
-    ctl = f"{ip}:{cport}"
-    ns = jvm.start_java_namesrv(JAVA, workdir=tmp_path / "ns", props={
-        "bindAddress": "0.0.0.0", "enableControllerInNamesrv": True, "controllerDLegerGroup": "ctl",
-        "controllerDLegerPeers": f"n0-{ctl}", "controllerDLegerSelfId": "n0",
-        "controllerStorePath": str(tmp_path / "ns" / "controller"), "mappedFileSize": 4 * 1024 * 1024})
-    ns_addr = f"{ip}:{ns.port}"
+    ns, ns_addr, ctl = jvm.start_java_namesrv_with_controller(JAVA, tmp_path / "ns", ip)
     brokers: dict[str, object] = {}
     try:
-        # brokers started before the controller's own election would wait for their 5 s retry
-        wait_until(lambda: _controller_leader(ctl) == ctl, 30, what="the embedded controller elected itself",
-                   diag=lambda: ns.log_tail(30))
-
         def start_rmqpy() -> servers.ServerProcess:
             port = servers.free_port()
             return servers.start_broker(tmp_path / "py", ns_addr, props={

@@ -12,7 +12,6 @@ from twisted.application.internet import StreamServerEndpointService
 from twisted.internet import defer, task
 
 from rmqpy.broker import tap
-from rmqpy.broker.config import BrokerSettings
 from rmqpy.broker.controller import BrokerController
 from rmqpy.broker.replicas.autoswitch import AutoSwitchReplication
 from rmqpy.protocol.bodies.controller import SyncStateSet
@@ -25,7 +24,7 @@ from rmqpy.store.ha.service import HAService
 from rmqpy.store.role import BrokerRole, RoleState
 from tests.unit.broker.helpers import FakeChannel, call, send_request
 from tests.unit.broker.replicas.fake_controller import FakeController
-from tests.unit.broker.replicas.test_broker_controller_mode import notify
+from tests.unit.broker.replicas.test_broker_controller_mode import controller_mode_settings, notify
 
 C1 = "10.0.0.1:9878"
 NS = "10.0.0.9:9876"
@@ -36,16 +35,9 @@ OTHER_HA = "127.0.0.1:20912"
 def _broker(tmp_path: Any, **store: Any) -> tuple[task.Clock, BrokerController, FakeController]:
     clock = task.Clock()
     clock.advance(1_700_000_000)
-    settings = BrokerSettings()
-    b, s = settings.broker, settings.store
-    b.brokerIP1 = b.brokerIP2 = "127.0.0.1"
-    b.brokerName, b.namesrvAddr = "broker-a", NS
-    b.enableControllerMode, b.controllerAddr = True, C1
-    settings.netty.listenPort = 10911
-    s.storePathRootDir = str(tmp_path / "store")
-    s.mappedFileSizeCommitLog, s.mappedFileSizeConsumeQueue, s.messageIndexEnable = 1024 * 1024, 20 * 1000, False
+    settings = controller_mode_settings(tmp_path)
     for key, value in store.items():
-        setattr(s, key, value)
+        setattr(settings.store, key, value)
     controller = FakeController(leader=C1, peers=[C1])
     broker = BrokerController(settings, clock)
     broker.namesrv_client = controller  # type: ignore[assignment]  # name server and controller in one fake

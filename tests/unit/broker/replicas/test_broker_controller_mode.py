@@ -3,6 +3,8 @@ role, then SYNC_MASTER with brokerId 0 through the role switch, serving sends an
 controller's notifications switch it to slave and back."""
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet import task
 
 from rmqpy.broker.config import BrokerSettings
@@ -28,9 +30,8 @@ def notify(master_id: int, master_addr: str, epoch: int) -> RemotingCommand:
 NS = "10.0.0.9:9876"
 
 
-def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
-    clock = task.Clock()
-    clock.advance(1_700_000_000)
+def controller_mode_settings(tmp_path: Any) -> BrokerSettings:
+    """broker-a in controller mode under the fake controller C1, its store in ``tmp_path``, small files."""
     settings = BrokerSettings()
     b, s = settings.broker, settings.store
     b.brokerIP1 = b.brokerIP2 = "127.0.0.1"
@@ -39,6 +40,13 @@ def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
     settings.netty.listenPort = 10911
     s.storePathRootDir = str(tmp_path / "store")
     s.mappedFileSizeCommitLog, s.mappedFileSizeConsumeQueue, s.messageIndexEnable = 1024 * 1024, 20 * 1000, False
+    return settings
+
+
+def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
+    clock = task.Clock()
+    clock.advance(1_700_000_000)
+    settings = controller_mode_settings(tmp_path)
     controller = FakeController(leader=C1, peers=[C1], down=(C1,))
     broker = BrokerController(settings, clock)
     broker.namesrv_client = controller  # type: ignore[assignment]  # name server and controller in one fake
