@@ -185,10 +185,14 @@ def _clustering(env: Env, leave: str, orderly: bool = False) -> None:
         return "\n".join(m.tail() for m in members) + "\n" + env.diag()
 
     try:
-        # both members hold two queues each, none shared
+        # both members hold two queues each, none shared (AllocateMessageQueueAveragely). A 1/3 cover
+        # is on the way there, not the end: an orderly member reports only the queues it has locked,
+        # and the other still holds the lock of one it gives up until its next rebalance (seen with
+        # the Java 4.9.8 broker: a {1}, b {0, 2, 3})
         def split() -> bool:
             qa, qb = a.assigned(), b.assigned()
-            return bool(qa and qb and not set(qa) & set(qb) and sorted(qa + qb) == QUEUES)
+            return bool(qa and qb and len(qa) == len(qb) == 2 and not set(qa) & set(qb)
+                        and sorted(qa + qb) == QUEUES)
         wait_until(split, 40, 0.2, what="the 4 queues split between the two members", diag=diag)
         held = {"a": set(a.assigned() or []), "b": set(b.assigned() or [])}
         assert len(held["a"]) == len(held["b"]) == 2, held  # AllocateMessageQueueAveragely

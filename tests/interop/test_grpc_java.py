@@ -248,9 +248,19 @@ def test_push_consumer_consuming_longer_than_the_invisible_time_gets_each_messag
         assert {r["msgId"] for r in got} == {s["msgId"] for s in sent}, got
 
 
-def test_unacked_message_comes_back_and_change_invisible_duration_moves_it(run: Run) -> None:
+#: the reference's own timing (seen in two of four loaded runs of this session: msg-1 never came back
+#: within the consumer's 60 s): Apache's 5.3.3 PopReviveService.consumeReviveMessage moves a revive
+#: queue's end time forward only while the timer store has neither a dequeue nor an enqueue backlog,
+#: so the changed checkpoint, alone in its revive queue, waits for later traffic there
+JAVA_REVIVE_WAITS = ("Apache's 5.3.3 revive moves a revive queue's end time only without timer backlog: "
+                     "a lone changed checkpoint can wait for later traffic")
+
+
+def test_unacked_message_comes_back_and_change_invisible_duration_moves_it(run: Run, request) -> None:
     """msg-0 is not acked (invisible 10 s), msg-1 gets changeInvisibleDuration(20 s): both come back as
     attempt 2, msg-0 not before 10 s, msg-1 not before 20 s (without the change: after 10 s)."""
+    if run.kind == "java-proxy":  # the reference only; rmqpy's two targets must pass
+        request.applymarker(pytest.mark.xfail(strict=False, reason=JAVA_REVIVE_WAITS))
     sent, ev = run.scenario("redo")
     _ok(ev)
     got = ev.of("received")
