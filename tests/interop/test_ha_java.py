@@ -59,7 +59,17 @@ class Node:
             self.proc.stop()
 
     def tail(self) -> str:
-        return self.proc.log_tail(3000) if self.kind == "rmqpy" else self.proc.log_tail(60)
+        """What went wrong, for a failed wait: rmqpy's log, or the Java broker's own broker.log lines
+        on registration and HA (its stdout holds little more than logback's start-up)."""
+        if self.kind == "rmqpy":
+            return self.proc.log_tail(3000)
+        log = self.store.parent / "logs" / "rocketmqlogs" / "broker.log"
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return self.proc.log_tail(60)
+        keys = ("regist", "HAClient", "HAService", "master", "Master", "namesrv", "NameServer", "Exception")
+        return "\n".join([line for line in lines if any(k in line for k in keys)][-80:])
 
 
 def _props(ip: str, ns: str, role: str, broker_id: int) -> dict[str, object]:
