@@ -85,7 +85,12 @@ def _start(kind: str, workdir: Path, ip: str, ns: str, role: str, broker_id: int
         port = servers.free_port()
         proc = servers.start_broker(workdir, ns, props={**props, "listenPort": port,
                                                         "storePathRootDir": workdir / "store"}, port=port, host=ip)
-        return Node(kind, proc, f"{ip}:{port}", workdir / "store")
+        node = Node(kind, proc, f"{ip}:{port}", workdir / "store")
+        # the slave learns the master's HA address only from a registration answer that names the
+        # master: a slave registering first waits for its next registration (10 s or more later)
+        if broker_id == 0 and not jvm.wait_broker_registered(ns, node.addr):
+            raise AssertionError(f"the rmqpy master did not register with {ns}:\n{proc.log_tail(3000)}")
+        return node
     proc = jvm.start_java_broker(JAVA_VERSION[kind], workdir, ns, {**props, "bindAddress": "0.0.0.0"}, broker_ip=ip,
                                  wait_registered=broker_id == 0)
     return Node(kind, proc, f"{ip}:{proc.port}", workdir / "store")
@@ -95,7 +100,8 @@ def _wait_slave_connected(master: Node, slave: Node, what: str = "the slave repo
     """Before the slave is connected a SYNC_MASTER answers SLAVE_NOT_AVAILABLE, and before its
     first report (a Java slave sends it 5 s after connecting) sends time out."""
     if master.kind == "rmqpy":
-        wait_until(lambda: int(master.runtime().get("haSlaveAckOffset", -1)) >= 0, 30, what=what, diag=slave.tail)
+        wait_until(lambda: int(master.runtime().get("haSlaveAckOffset", -1)) >= 0, 30, what=what,
+                   diag=lambda: f"{slave.tail()}\n--- the master's log ---\n{master.tail()[-8000:]}")
     else:
         wait_until(lambda: slave.runtime().get("haConnectedToMaster") == "true", 30,
                    what="the slave connected to the Java master's HA port", diag=slave.tail)
