@@ -3,8 +3,9 @@
 
 NOTIFY_BROKER_ROLE_CHANGED (1008) comes from the controller, oneway, to every live broker of a set
 after an election: its header names the master, its epoch and the SyncStateSet's epoch, its body
-the SyncStateSet; the replicas manager applies it when the epoch is newer than the one it holds
-(rmqpy/broker/replicas/manager.py). GET_BROKER_EPOCH_CACHE (1007) is ``mqadmin getBrokerEpoch``'s.
+the SyncStateSet. Java applies it when the epoch is newer than the one it holds; rmqpy then asks
+the controller leader for the set's replica info and applies that answer instead
+(rmqpy/broker/replicas/manager.py), so a forged notification changes nothing. GET_BROKER_EPOCH_CACHE (1007) is ``mqadmin getBrokerEpoch``'s.
 A broker not in controller mode answers the first SUCCESS without acting, as Java, and the second
 SYSTEM_ERROR "this request only for controllerMode ", as Java.
 """
@@ -36,13 +37,14 @@ class ReplicasProcessor:
 
     def notify_broker_role_changed(self, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(NotifyBrokerRoleChangedRequestHeader)
-        sync_state_set = SyncStateSet.decode(request.body)
+        SyncStateSet.decode(request.body)
         self.log.info("Receive notifyBrokerRoleChanged request, try to change brokerRole, request:{header}",
                       header=header)
         manager = self.manager()
         if manager is not None:
-            manager.change_broker_role(header.masterBrokerId, header.masterAddress, header.masterEpoch,
-                                       header.syncStateSetEpoch, sync_state_set.syncStateSet)
+            # a hint to ask the controller, not an order (ReplicasManager.role_change_notified says why);
+            # the body is still read, so that a malformed one is refused as Java refuses it
+            manager.role_change_notified(header.masterEpoch)
         return request.response(ResponseCode.SUCCESS)
 
     def get_broker_epoch_cache(self, request: RemotingCommand) -> RemotingCommand:

@@ -23,7 +23,8 @@ the same epoch updates the SyncStateSet of a master. BROKER_HEARTBEAT (oneway, w
 and confirm offsets from the HA side) goes to every reachable controller every
 ``brokerHeartbeatInterval``. A master checks its SyncStateSet every ``checkSyncStateSetPeriod`` and
 reports it by ALTER_SYNC_STATE_SET only when it differs from the controller's. The controller's
-NOTIFY_BROKER_ROLE_CHANGED (rmqpy/broker/processor/replicas.py) goes to :meth:`change_broker_role`.
+NOTIFY_BROKER_ROLE_CHANGED (rmqpy/broker/processor/replicas.py) goes to :meth:`role_change_notified`,
+which asks the controller rather than trusting the notification.
 
 A role is applied through the broker's role switch: master is SYNC_MASTER with brokerId 0, a slave
 keeps the controller's id as its brokerId (Java: "the brokerId in brokerConfig just means its
@@ -39,6 +40,7 @@ from typing import Any, Callable, Coroutine, Protocol
 
 from twisted.application import service
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from rmqpy.broker.periodic import PeriodicJob
 from rmqpy.broker.replicas.client import ControllerClient, ControllerError, MasterInfo, controller_addresses
@@ -122,6 +124,7 @@ class ReplicasManager(service.MultiService):
         self.started: defer.Deferred[bool] | None = None  # the first start's outcome (tests wait on it)
         self._listening = False  # the HA side's in-sync set listener is registered
         self._wanted_sync_state_set: frozenset[int] | None = None  # heard from the HA side, not reported yet
+        self._verifying: defer.Deferred[None] | None = None  # a role notification being checked
         c = self.config
         for job in (
             PeriodicJob("update-controller-addr", clock, 120.0, 120.0, self.update_controller_addr),
@@ -413,15 +416,32 @@ class ReplicasManager(service.MultiService):
         else:
             self.change_to_slave(info.master_address or "", info.master_epoch, info.master_broker_id)
 
-    def change_broker_role(self, master_broker_id: int | None, master_address: str | None, master_epoch: int | None,
-                           sync_state_set_epoch: int | None, sync_state_set: frozenset[int]) -> None:
-        """NOTIFY_BROKER_ROLE_CHANGED (Java ``changeBrokerRole``): only a higher epoch counts."""
-        if master_broker_id is None or master_epoch is None or master_epoch <= self.master_epoch:
-            return
-        if master_broker_id == self.broker_controller_id:
-            self.change_to_master(master_epoch, sync_state_set_epoch or 0, sync_state_set)
-        else:
-            self.change_to_slave(master_address or "", master_epoch, master_broker_id)
+    def role_change_notified(self, master_epoch: int | None) -> defer.Deferred[None] | None:
+        """NOTIFY_BROKER_ROLE_CHANGED of a newer epoch than the one held: the controller leader is asked
+        for the set's replica info (GET_REPLICA_INFO, as the periodic sync does) and its answer is
+        applied, not the notification's header. Java applies the header as it comes, so whoever
+        reaches the remoting port could demote a master or point its replicas at a stranger; here a
+        forged notification costs one question to the controller. An older or equal epoch is ignored
+        without asking, as Java ignores it. Returns the check's Deferred (None when ignored)."""
+        if master_epoch is None or master_epoch <= self.master_epoch or self.broker_controller_id is None:
+            return None
+        if self._verifying is not None:  # one check at a time: it reads the newest answer anyway
+            return self._verifying
+
+        async def verify() -> None:
+            try:
+                if not await self.sync_broker_metadata():  # the leader moved: who leads now, then again
+                    if await self.update_controller_metadata():
+                        await self.sync_broker_metadata()
+            except Exception:  # noqa: BLE001 (logged; the periodic sync tries again)
+                self.log.failure("Failed to check a role change notification with the controller", Failure())
+            finally:
+                self._verifying = None
+
+        checked = defer.ensureDeferred(verify())
+        if not checked.called:  # answered at once (a controller in memory): nothing to wait for
+            self._verifying = checked
+        return checked
 
     def change_to_master(self, new_epoch: int, sync_state_set_epoch: int, sync_state_set: frozenset[int]) -> None:
         if new_epoch <= self.master_epoch:
@@ -494,8 +514,8 @@ class ReplicasManager(service.MultiService):
         return role_of(self.host.store_config) is BrokerRole.SYNC_MASTER
 
     # ------------------------------------------------------------------ periodic work
-    async def sync_broker_metadata(self) -> None:
-        """Java ``schedulingSyncBrokerMetadata``'s task."""
+    async def sync_broker_metadata(self) -> bool:
+        """Java ``schedulingSyncBrokerMetadata``'s task; False when the leader did not answer it."""
         c = self.config
         try:
             info = await self.client.replica_info(self.controller_leader_address, c.brokerName)
@@ -503,10 +523,11 @@ class ReplicasManager(service.MultiService):
             self.log.warn("Error happen when get broker {name}'s metadata: {err}", name=c.brokerName, err=_text(exc))
             if exc.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
                 await self.register_broker_to_controller()
-            return
+                return True
+            return exc.code != ResponseCode.CONTROLLER_NOT_LEADER
         except Exception as exc:  # noqa: BLE001
             self.log.warn("Error happen when get broker {name}'s metadata: {err}", name=c.brokerName, err=_text(exc))
-            return
+            return False
         if info.master_epoch > self.master_epoch:
             if info.has_master:
                 self._apply_master(info)
@@ -514,6 +535,7 @@ class ReplicasManager(service.MultiService):
                 await self.broker_elect()
         elif info.master_epoch == self.master_epoch and self.is_master_state():
             self.change_sync_state_set(info.sync_state_set, info.sync_state_set_epoch)
+        return True
 
     def _schedule_check_sync_state_set(self) -> None:
         self._stop_check_sync_state_set()

@@ -37,6 +37,15 @@ class FakeController:
         self.name_server: dict[str, dict[int, str]] = {}  # broker name -> brokerId -> address, as registered
         self.ha_server_addrs: dict[str, str] = {}  # broker address -> its haServerAddr, as registered
 
+    def elected(self, broker_id: int, address: str, epoch: int, sync_state_set_epoch: int | None = None,
+                sync_state_set: frozenset[int] | None = None) -> None:
+        """The state after an election the controller held on its own (the master died), before it
+        notifies the set's brokers."""
+        self.addresses[broker_id] = address
+        self.master, self.master_epoch = broker_id, epoch
+        self.sync_state_set = sync_state_set if sync_state_set is not None else frozenset({broker_id})
+        self.sync_state_set_epoch = sync_state_set_epoch if sync_state_set_epoch is not None else epoch
+
     # -- what the broker's RemotingClient offers
     def connection(self, addr: str) -> defer.Deferred[Any]:
         return defer.fail(ConnectionRefusedError(addr)) if addr in self.down else defer.succeed(object())

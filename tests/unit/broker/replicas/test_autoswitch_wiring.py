@@ -81,7 +81,7 @@ def test_the_broker_replicates_through_its_stores_autoswitch_service(tmp_path) -
         # replica and dials the HA address the registration answer names
         controller.name_server["broker-a"][0] = OTHER
         controller.ha_server_addrs[OTHER] = OTHER_HA
-        call(broker, FakeChannel(), notify(2, OTHER, 2))
+        call(broker, FakeChannel(), notify(controller, 2, OTHER, 2))
         clock.pump([0.0, 0.0])
         assert broker.role == RoleState(BrokerRole.SLAVE, 1)
         assert ha.is_slave and not ha.is_master and ha.client is not None
@@ -92,7 +92,7 @@ def test_the_broker_replicates_through_its_stores_autoswitch_service(tmp_path) -
         assert table["haMasterAddress"] == OTHER_HA and table["haConnectedToMaster"] == "false", table
 
         # elected again (epoch 3): master, the client gone, the epoch appended where the store ends
-        call(broker, FakeChannel(), notify(1, broker.broker_addr, 3))
+        call(broker, FakeChannel(), notify(controller, 1, broker.broker_addr, 3))
         assert ha.is_master and ha.client is None
         assert [e.epoch for e in ha.epoch_entries()] == [1, 3]
         assert ha.epoch_entries()[-1].start_offset == broker.message_store.get_max_phy_offset()
@@ -246,8 +246,8 @@ def test_retention_drops_the_epochs_whose_data_it_deleted(tmp_path) -> None:
                 assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS
 
         fill(size + size // 2)  # epoch 1 ends inside the second file
-        call(broker, FakeChannel(), notify(2, OTHER, 2))
-        call(broker, FakeChannel(), notify(1, broker.broker_addr, 3))
+        call(broker, FakeChannel(), notify(controller, 2, OTHER, 2))
+        call(broker, FakeChannel(), notify(controller, 1, broker.broker_addr, 3))
         epoch3 = ha.epoch_entries()[-1].start_offset
         assert [(e.epoch, e.start_offset) for e in ha.epoch_entries()] == [(1, 0), (3, epoch3)]
         fill(3 * size + 100)

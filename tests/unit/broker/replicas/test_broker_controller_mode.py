@@ -21,8 +21,10 @@ from tests.unit.broker.test_role_switch import MASTER_SERVICES
 C1 = "10.0.0.1:9878"
 
 
-def notify(master_id: int, master_addr: str, epoch: int) -> RemotingCommand:
-    """The controller's NOTIFY_BROKER_ROLE_CHANGED (oneway) after an election of epoch ``epoch``."""
+def notify(controller: FakeController, master_id: int, master_addr: str, epoch: int) -> RemotingCommand:
+    """The controller's NOTIFY_BROKER_ROLE_CHANGED (oneway) after an election of epoch ``epoch``,
+    which ``controller`` now holds (the broker asks it before it acts on the notification)."""
+    controller.elected(master_id, master_addr, epoch)
     header = NotifyBrokerRoleChangedRequestHeader(master_addr, epoch, epoch, master_id)
     return RemotingCommand.request(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, header,
                                    SyncStateSet(frozenset({master_id}), epoch).encode(), oneway=True)
@@ -74,12 +76,12 @@ def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
 
         # the controller elected another replica (epoch 2): a slave under its controller id, then master again
         controller.name_server["broker-a"][0] = "127.0.0.1:20911"  # the new master registered as brokerId 0
-        call(broker, FakeChannel(), notify(2, "127.0.0.1:20911", 2))
+        call(broker, FakeChannel(), notify(controller, 2, "127.0.0.1:20911", 2))
         assert broker.role == RoleState(BrokerRole.SLAVE, 1) and broker.role_services.names() == ["slave-sync"]
         assert broker.slave_synchronize.master_addr == "127.0.0.1:20911"
         assert call(broker, FakeChannel(), send_request("T")).code != ResponseCode.SUCCESS
         assert controller.of(RequestCode.REGISTER_BROKER)[-1].ext_fields["brokerId"] == "1"
-        call(broker, FakeChannel(), notify(1, broker.broker_addr, 3))
+        call(broker, FakeChannel(), notify(controller, 1, broker.broker_addr, 3))
         assert broker.role == RoleState(BrokerRole.SYNC_MASTER, 0) and broker.role_services.names() == MASTER_SERVICES
         assert broker.slave_synchronize.master_addr is None
         assert call(broker, FakeChannel(), send_request("T")).code == ResponseCode.SUCCESS

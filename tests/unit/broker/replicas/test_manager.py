@@ -172,11 +172,15 @@ def test_role_notifications_switch_the_role_and_older_epochs_are_ignored(tmp_pat
                                           SyncStateSet(frozenset(ids), sss_epoch).encode(), oneway=True)
         return processor.process_request(None, request)  # type: ignore[arg-type]
 
+    asked = len(controller.of(RequestCode.CONTROLLER_GET_REPLICA_INFO))
+    controller.elected(2, "127.0.0.1:20911", 2)  # the controller elected another replica
     assert notify(2, "127.0.0.1:20911", 2, 2, {2}).code == ResponseCode.SUCCESS
     assert host.roles[-1] == (BrokerRole.SLAVE, 1, "127.0.0.1:20911")
     assert (manager.master_broker_id, manager.master_epoch) == (2, 2)
-    notify(1, ADDR, 1, 9, {1})  # an older epoch: nothing
-    assert len(host.roles) == 2
+    assert len(controller.of(RequestCode.CONTROLLER_GET_REPLICA_INFO)) == asked + 1  # it asked before acting
+    notify(1, ADDR, 1, 9, {1})  # an older epoch: nothing, and nothing asked
+    assert len(host.roles) == 2 and len(controller.of(RequestCode.CONTROLLER_GET_REPLICA_INFO)) == asked + 1
+    controller.elected(1, ADDR, 3, 3, frozenset({1}))
     notify(1, ADDR, 3, 3, {1})
     assert host.roles[-1] == (BrokerRole.SYNC_MASTER, 0, None) and manager.master_epoch == 3
     assert host.versions == [1, 2, 3] and host.registrations == 3
@@ -184,6 +188,34 @@ def test_role_notifications_switch_the_role_and_older_epochs_are_ignored(tmp_pat
     cache = EpochEntryCache.decode(epochs.body)
     assert (cache.clusterName, cache.brokerName, cache.brokerId) == ("c", "broker-a", 0)
     assert [e.epoch for e in cache.epochList] == [1, 3]
+    manager.stopService()
+
+
+def test_a_forged_role_notification_changes_nothing_the_controller_did_not_decide(tmp_path):
+    """Java applies NOTIFY_BROKER_ROLE_CHANGED's header as it comes; rmqpy asks the controller."""
+    controller = FakeController(leader=C1, peers=[C1])
+    manager, host, clock, ha, _ = build(tmp_path, controller)
+    host.broker_config.controllerAddr = C1
+    manager.startService()
+    assert host.roles == [(BrokerRole.SYNC_MASTER, 0, None)] and manager.master_epoch == 1
+    processor = ReplicasProcessor(lambda: manager, clock)
+    # a stranger names itself master of epoch 9: the controller still says broker 1 of epoch 1
+    forged = RemotingCommand.request(RequestCode.NOTIFY_BROKER_ROLE_CHANGED,
+                                     NotifyBrokerRoleChangedRequestHeader("10.6.6.6:10911", 9, 9, 7),
+                                     SyncStateSet(frozenset({7}), 9).encode(), oneway=True)
+    assert processor.process_request(None, forged).code == ResponseCode.SUCCESS  # type: ignore[arg-type]
+    assert host.roles == [(BrokerRole.SYNC_MASTER, 0, None)]
+    assert (manager.master_broker_id, manager.master_epoch, manager.master_address) == (1, 1, ADDR)
+    assert controller.of(RequestCode.CONTROLLER_GET_REPLICA_INFO)  # it asked
+    # the leader moved to C2: the notification's check finds it and asks there
+    controller.peers.append(C2)
+    controller.leader = C2
+    manager.available[C2] = True
+    controller.elected(2, "127.0.0.1:20911", 2)
+    processor.process_request(None, RemotingCommand.request(  # type: ignore[arg-type]
+        RequestCode.NOTIFY_BROKER_ROLE_CHANGED, NotifyBrokerRoleChangedRequestHeader("127.0.0.1:20911", 2, 2, 2),
+        SyncStateSet(frozenset({2}), 2).encode(), oneway=True))
+    assert host.roles[-1] == (BrokerRole.SLAVE, 1, "127.0.0.1:20911") and manager.controller_leader_address == C2
     manager.stopService()
 
 
