@@ -29,8 +29,13 @@ Where rmqpy differs from Java, on purpose (the safer choice):
 * ``tls.server.authClient`` / ``tls.client.authServer`` default to true when the matching
   ``trustCertPath`` is set (Java: false, i.e. trust every peer certificate even with a
   trust file configured). An explicit ``false`` keeps Java's trust-all.
-* Only TLS 1.2 and 1.3; a handshake (and the first byte) must arrive within
-  ``tls.handshake.timeoutMillis`` (rmqpy key, default 10000).
+* Only TLS 1.2 and 1.3; a handshake must finish within ``tls.handshake.timeoutMillis`` (rmqpy key,
+  default 10000) of its first byte. A connection that has sent nothing yet is idle, not
+  handshaking: as Java's it is closed after ``serverChannelMaxIdleTimeSeconds`` (120 s), not
+  sooner. (A Java 5 broker's name-server scan connects and stays silent until its next
+  registration, 10 s later; a 10 s first-byte deadline reset that connection under the
+  registration and cost the broker its route for 30 s more.) Where the wrapped server has no idle
+  limit, the handshake timeout bounds the silence instead.
 * Reload watches certificate, key and trust files (inotify when available plus a 500 ms
   poll) and reloads when ANY of them changes (Java waits for both cert and key), after
   checking the new key matches the new certificate; a broken file keeps the old context.
@@ -469,16 +474,16 @@ class _Detector(protocol.Protocol):
 
     def connectionMade(self) -> None:  # noqa: N802
         w = self.factory.wrapper
-        handshake = w.settings.handshake_timeout
-        # Java's IdleStateHandler counts from the connect, before its TLS handler has seen a byte:
-        # a connection that sends nothing is idle too, and closed after the shorter of the two
+        # Java's IdleStateHandler counts from the connect, before its TLS handler has seen a byte: a
+        # connection that sends nothing is idle, closed at the idle time; the handshake's own time
+        # starts with its first byte (dataReceived)
         limits = getattr(self.factory.inner, "limits", None)
         idle = limits.max_idle_seconds if limits is not None else 0
-        if 0 < idle < handshake:
+        if idle > 0:
             self._timer = w.clock.callLater(idle, self._idle)
             self._timer_is_idle = True
         else:
-            self._timer = w.clock.callLater(handshake, self._timed_out)
+            self._timer = w.clock.callLater(w.settings.handshake_timeout, self._timed_out)
 
     def _idle(self) -> None:
         self._timer = None
