@@ -64,6 +64,7 @@ from rmqpy.broker.processor.replicas import ReplicasProcessor
 from rmqpy.broker.processor.reply import ReplyMessageProcessor
 from rmqpy.broker.processor.send import SendMessageProcessor
 from rmqpy.broker.processor.send_back import ConsumerSendMsgBackProcessor
+from rmqpy.broker.processor.timer_admin import TimerAdminProcessor
 from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.registration import NameServerRegistration
 from rmqpy.broker.replicas.autoswitch import AutoSwitchReplication
@@ -186,7 +187,7 @@ class BrokerController:
         self.slave_synchronize = SlaveSynchronize(
             lambda addr, request: self.namesrv_client.invoke(addr, request, 3.0), self.broker_addr,
             self.topic_config_manager, self.consumer_offset_manager, self.delay_offset_manager,
-            self.subscription_group_manager, clock=reactor)
+            self.subscription_group_manager, clock=reactor, timer=self.timer_message_service)
         self.server_factories: list[Any] = []  # the listening sides
         # idle / half-sent connections and the partial-frame budget, over both ports
         self.connection_limits = ConnectionLimits.from_config(self.netty_config)
@@ -283,6 +284,9 @@ class BrokerController:
             self.broker_config.brokerName, self.broker_addr, self.broker_config.brokerClusterName))
         self.processors[type(acl_admin).__name__] = acl_admin
         self.dispatcher.register(AclAdminProcessor.codes, acl_admin)
+        timer_admin = TimerAdminProcessor(self.timer_message_service, self.store_config)
+        self.processors[type(timer_admin).__name__] = timer_admin
+        self.dispatcher.register(TimerAdminProcessor.codes, timer_admin)
         replicas = ReplicasProcessor(lambda: self.replicas_manager, self.reactor)
         self.processors[type(replicas).__name__] = replicas
         self.dispatcher.register(ReplicasProcessor.codes, replicas)

@@ -29,6 +29,7 @@ class RoleHost(Protocol):
     timer_message_service: Any
     pop_revive_service: Any
     replication: Any
+    store_config: Any
 
     def hold_role(self, state: RoleState) -> None: ...
 
@@ -44,8 +45,12 @@ class RoleServices(service.MultiService):
 
     def _build(self, role: BrokerRole) -> list[service.Service]:
         b = self.broker
-        if role.is_slave:  # Java handleSlaveSynchronize: every 10 s after 3 s
-            return [PeriodicJob("slave-sync", b.reactor, 3.0, 10.0, b.slave_synchronize.sync_all)]
+        if role.is_slave:  # Java handleSlaveSynchronize: every 10 s after 3 s; 5.x's timer checkpoint every 3 s
+            jobs: list[service.Service] = [PeriodicJob("slave-sync", b.reactor, 3.0, 10.0, b.slave_synchronize.sync_all)]
+            if b.store_config.timerWheelEnable:
+                jobs.append(PeriodicJob("timer-checkpoint-sync", b.reactor, 3.0, 3.0,
+                                        b.slave_synchronize.sync_timer_checkpoint))
+            return jobs
         return [
             Step("schedule", b.schedule_message_service.start, b.schedule_message_service.stop),
             Step("transaction-check", b.transactional_message_service.start, b.transactional_message_service.stop),

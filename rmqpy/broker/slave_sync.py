@@ -6,17 +6,20 @@ GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET and GET_ALL_SUBSCRIPTIONGROUP_CONF
 what it got as Java does: the topics and the subscription groups replace its own when their data
 version differs, consumer offsets are merged in, delay offsets replace its own; each is
 persisted. A master's answer that is not a success or does not parse is logged (rate-limited)
-and skipped; the next round tries again.
+and skipped; the next round tries again. Apart from that, every 3 s as Java 5 asks it
+(``syncTimerCheckPoint``), GET_TIMER_CHECK_POINT: the master's timer checkpoint goes to the timer
+service (rmqpy/broker/timer.py), which decides on promotion what was delivered already.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from rmqpy.broker.offsets import ConsumerOffsetManager, DelayOffsetManager
 from rmqpy.broker.subscription import SubscriptionGroupManager
+from rmqpy.broker.timer_checkpoint import TimerCheckpoint
 from rmqpy.broker.topic import TopicConfigManager
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies.topic import DataVersion
@@ -28,11 +31,16 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 Invoke = Callable[[str, RemotingCommand], "defer.Deferred[RemotingCommand]"]
 
 
+class TimerCheckpointSink(Protocol):
+    def adopt(self, master: TimerCheckpoint) -> None: ...
+
+
 class SlaveSynchronize:
     log = RateLimitedLogger()
 
     def __init__(self, invoke: Invoke, own_addr: str, topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                 delay_offsets: DelayOffsetManager, groups: SubscriptionGroupManager, clock: IReactorTime | None = None) -> None:
+                 delay_offsets: DelayOffsetManager, groups: SubscriptionGroupManager, clock: IReactorTime | None = None,
+                 timer: TimerCheckpointSink | None = None) -> None:
         self.log = self.log.on(clock)
         self.invoke = invoke
         self.own_addr = own_addr
@@ -40,6 +48,7 @@ class SlaveSynchronize:
         self.offsets = offsets
         self.delay_offsets = delay_offsets
         self.groups = groups
+        self.timer = timer
         self.master_addr: str | None = None
         self.synced_rounds = 0
 
@@ -54,6 +63,22 @@ class SlaveSynchronize:
         ds = [self.invoke(master, RemotingCommand.request(code)).addCallback(self._apply, code, apply, master)
               .addErrback(self._failed, code, master) for code, apply in steps]
         return defer.gatherResults(ds).addCallback(self._round_done)
+
+    def sync_timer_checkpoint(self) -> defer.Deferred[Any]:
+        master = self.master_addr
+        if not master or master == self.own_addr or self.timer is None:
+            return defer.succeed(None)
+        code = RequestCode.GET_TIMER_CHECK_POINT
+        return (self.invoke(master, RemotingCommand.request(code)).addCallback(self._timer_checkpoint, master)
+                .addErrback(self._failed, code, master))
+
+    def _timer_checkpoint(self, response: RemotingCommand, master: str) -> None:
+        if response.code != ResponseCode.SUCCESS:
+            self.log.warn("slave sync: GET_TIMER_CHECK_POINT from master {m} answered {c} {r}", m=master,
+                          c=response.code, r=response.remark)
+            return
+        assert self.timer is not None
+        self.timer.adopt(TimerCheckpoint.decode(response.body))
 
     def _round_done(self, _: Any) -> None:
         self.synced_rounds += 1

@@ -15,6 +15,11 @@ topic/queue. Progress (the first not-delivered queue offset and the delivered on
 is kept in ``config/timerProgress.json``, so a restart re-reads the timer queue and delivers
 what is still pending, once.
 
+A master tells its slaves how far delivery has come (:meth:`checkpoint`, GET_TIMER_CHECK_POINT;
+rmqpy/broker/timer_checkpoint.py says what each field means here); a slave keeps its master's
+answer (:meth:`adopt`, in the same file), and when it is promoted it takes every timer message due
+before the master's ``lastReadTimeMs`` as delivered, as a promoted Java slave does.
+
 Time comes from the controller's reactor (``task.Clock`` in tests).
 """
 from __future__ import annotations
@@ -24,8 +29,9 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from rmqpy.broker.timer_checkpoint import TimerCheckpoint
 from rmqpy.protocol import sysflag as SF
-from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
+from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, DataVersion
 from rmqpy.protocol.codes import ResponseCode
 from rmqpy.protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -72,7 +78,11 @@ class TimerMessageService:
         self._inflight: set[int] = set()
         self._listening = False
         self.started = False
-        self.parked: dict[int, str] = {}  # timer queue offset -> real topic, of those not delivered yet
+        self.parked: dict[int, tuple[str, int]] = {}  # timer queue offset -> (real topic, TIMER_OUT_MS), not delivered yet
+        self.read_time_ms: int | None = None  # a slave's: the master delivered every timer due before it
+        self.version = DataVersion(timestamp=0)  # moves when the checkpoint does (Java updateDateVersion)
+        self._told: tuple[int, int] | None = None  # (lastReadTimeMs, queue offset) last told
+        self._loaded = False
         self.metrics: TimerMetricsHook | None = None  # metricsExporterType=PROM: the broker's metrics hook
 
     @property
@@ -153,19 +163,31 @@ class TimerMessageService:
         if self.started or is_slave(self.store_config):
             return
         self.started = True
-        self._load()
+        self._ensure_loaded()
+        # what an earlier term as master parked is read again below: kept, it was delivered twice
+        self.heap.clear()
+        self.parked.clear()
         store = self.broker.message_store
         end = store.get_max_offset_in_queue(TIMER_TOPIC, 0)
         self.progress = max(self.progress, store.get_min_offset_in_queue(TIMER_TOPIC, 0))
+        precision = max(1, self.store_config.timerPrecisionMs)
+        skipped = 0
         for offset in range(self.progress, end):
             if offset not in self.done:
                 msg = self._message(offset)
                 due = self._due(msg.properties) if msg is not None else None
-                if due is not None:
+                if due is not None and (self.read_time_ms is None or due - precision >= self.read_time_ms):
                     heapq.heappush(self.heap, (due, offset))
-                    self.parked[offset] = msg.properties.get(PROPERTY_REAL_TOPIC) or ""
-                else:
+                    self.parked[offset] = (msg.properties.get(PROPERTY_REAL_TOPIC) or "", due - precision)
+                else:  # unreadable, or delivered by the master this broker was the slave of
+                    skipped += due is not None
                     self.done.add(offset)
+        if self.read_time_ms is not None:
+            self.log.info("timer delivery resumes at {t} ms, the last master's; {n} timer messages due before it "
+                          "were delivered there", t=self.read_time_ms, n=skipped)
+            self.read_time_ms = None
+            self._advance()
+            self.persist()
         self._scanned = end
         if not self._listening:
             store.add_arrive_listener(self._arrived)
@@ -181,12 +203,19 @@ class TimerMessageService:
         self._call = self._persist_call = None
         self.persist()
 
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            self._load()
+
     def _load(self) -> None:
         try:
             with open(self.path) as fh:
                 data = json.load(fh)
             self.progress = int(data.get("offset", 0))
             self.done = {int(x) for x in data.get("done", []) if int(x) >= self.progress}
+            read = data.get("readTimeMs")
+            self.read_time_ms = int(read) if read is not None else None
         except FileNotFoundError:
             pass
         except (OSError, ValueError, TypeError, AttributeError):
@@ -196,7 +225,10 @@ class TimerMessageService:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         tmp = self.path + ".tmp"
         with open(tmp, "w") as fh:
-            json.dump({"offset": self.progress, "done": sorted(self.done)}, fh)
+            state: dict[str, Any] = {"offset": self.progress, "done": sorted(self.done)}
+            if self.read_time_ms is not None:
+                state["readTimeMs"] = self.read_time_ms
+            json.dump(state, fh)
         os.replace(tmp, self.path)
 
     def _persist_soon(self) -> None:
@@ -216,9 +248,7 @@ class TimerMessageService:
             ts = store.get_message_store_timestamp(TIMER_TOPIC, 0, self._scanned)
             enqueue_ms = max(0, now - ts) if ts > 0 else 0
         due = [d for d, o in self.heap if d <= now and o not in self.done]
-        timing: dict[str, int] = {}
-        for topic in self.parked.values():
-            timing[topic] = timing.get(topic, 0) + 1
+        timing = self._parked_per_topic()
         snapshot = [0] * len(TIMER_DIST_S)
         for d, o in self.heap:
             ahead = d - now
@@ -230,6 +260,48 @@ class TimerMessageService:
         return {"enqueue_lag": enqueue_lag, "enqueue_latency_ms": enqueue_ms,
                 "dequeue_lag": len(due) + len(self._inflight), "dequeue_latency_ms": now - min(due) if due else 0,
                 "timing": timing, "snapshot": dict(zip(TIMER_DIST_S, snapshot))}
+
+    # ------------------------------------------------------------------ what a slave is told
+    def checkpoint(self) -> TimerCheckpoint:
+        """GET_TIMER_CHECK_POINT's answer (rmqpy/broker/timer_checkpoint.py). A master: the earliest
+        TIMER_OUT_MS still parked (in flight included), or now rounded down to the precision when
+        nothing is; both queue offsets are what it has read of the timer queue. A slave tells what it
+        last heard from its own master, as a Java slave does."""
+        if not self.started:
+            read = self.read_time_ms or 0
+            return TimerCheckpoint(read, 0, 0, 0, self.version)
+        precision = max(1, self.store_config.timerPrecisionMs)
+        while self.heap and self.heap[0][1] in self.done:  # delivered meanwhile: not a pending time
+            heapq.heappop(self.heap)
+        pending = [self.parked[o][1] for o in self._inflight if o in self.parked]
+        if self.heap:
+            pending.append(self.heap[0][0] - precision)
+        read = min(pending) if pending else self.broker.now_ms() // precision * precision
+        if self._told != (read, self._scanned):
+            self._told = (read, self._scanned)
+            self.version.next_version(self.broker.now_ms())
+        return TimerCheckpoint(read, 0, self._scanned, self._scanned, self.version)
+
+    def adopt(self, master: TimerCheckpoint) -> None:
+        """A slave keeps its master's checkpoint (Java ``syncTimerCheckPoint``): its
+        ``lastReadTimeMs`` decides, on promotion, which timer messages were delivered already."""
+        if self.started or self.read_time_ms == master.last_read_time_ms:
+            return
+        self._ensure_loaded()
+        self.read_time_ms = master.last_read_time_ms
+        self.version = master.data_version
+        self._persist_soon()
+
+    def timing_counts(self) -> dict[str, tuple[int, int]]:
+        """GET_TIMER_METRICS's counts: messages parked per real topic, with the time they were counted."""
+        now = self.broker.now_ms()
+        return {topic: (n, now) for topic, n in self._parked_per_topic().items()}
+
+    def _parked_per_topic(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for topic, _out in self.parked.values():
+            counts[topic] = counts.get(topic, 0) + 1
+        return counts
 
     # ------------------------------------------------------------------ queue
     def _due(self, props: Any) -> int | None:
@@ -258,9 +330,10 @@ class TimerMessageService:
             self.done.add(offset)
             return
         heapq.heappush(self.heap, (due, offset))
-        topic = self.parked[offset] = props.get(PROPERTY_REAL_TOPIC) or ""
+        topic = props.get(PROPERTY_REAL_TOPIC) or ""
+        out_ms = due - max(1, self.store_config.timerPrecisionMs)
+        self.parked[offset] = (topic, out_ms)
         if self.metrics is not None:  # Java: TIMER_OUT_MS - born time, in s; here the store time (the listener's)
-            out_ms = due - max(1, self.store_config.timerPrecisionMs)
             self.metrics.timer_enqueue(topic, max(0, (out_ms - store_ts) // 1000))
         self._arm()
 

@@ -7,6 +7,7 @@ from rmqpy.store.role import BrokerRole, RoleState
 from tests.unit.broker.helpers import FakeChannel, call, send_request
 
 MASTER_SERVICES = ["schedule", "transaction-check", "timer-delivery", "pop-revive", "master-slave-diff"]
+SLAVE_SERVICES = ["slave-sync", "timer-checkpoint-sync"]
 
 
 def running(broker) -> dict[str, bool]:
@@ -34,7 +35,7 @@ def test_master_slave_master(clocked_broker) -> None:
 
     broker.switch_role(BrokerRole.SLAVE)
     assert broker.role == RoleState(BrokerRole.SLAVE, 1)  # Java changeToSlave: id 0 becomes 1
-    assert broker.role_services.names() == ["slave-sync"]
+    assert broker.role_services.names() == SLAVE_SERVICES
     assert running(broker) == {"schedule": False, "transaction-check": False, "timer-delivery": False,
                                "pop-revive": False, "ha-client": True, "ha-master-wakeup": False}
     assert broker.message_store.replica_wait is None
@@ -63,6 +64,6 @@ def test_update_broker_config_switches_the_role(broker, tmp_path) -> None:
 
     assert update(b"brokerRole=SLAVE\nbrokerId=2\n").code == ResponseCode.SUCCESS
     assert broker.role == RoleState(BrokerRole.SLAVE, 2)
-    assert broker.role_services.names() == ["slave-sync"] and running(broker)["ha-client"]
+    assert broker.role_services.names() == SLAVE_SERVICES and running(broker)["ha-client"]
     assert update(b"brokerRole=ASYNC_MASTER\n").code == ResponseCode.SUCCESS
     assert_master(broker)

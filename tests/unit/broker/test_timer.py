@@ -128,3 +128,17 @@ def test_timer_metrics_count_parked_and_delivered_messages_by_due_bound(tmp_path
         assert value(s, "rocketmq_timer_dequeue_lag") == 0 and value(s, "rocketmq_timer_enqueue_lag") == 0
     finally:
         b.shutdown()
+
+
+def test_a_timer_pending_across_a_switch_to_slave_and_back_is_delivered_once(tmp_path):
+    from rmqpy.store.role import BrokerRole
+
+    b, clock = make_broker(tmp_path)
+    try:
+        send(b, {"TIMER_DELIVER_MS": str(NOW_MS + 5500)}, b"once")
+        b.switch_role(BrokerRole.SLAVE)
+        b.switch_role(BrokerRole.ASYNC_MASTER)
+        clock.advance(10)
+        assert [m.body for m in messages(b, "TimerT", 1)] == [b"once"]
+    finally:
+        b.shutdown()

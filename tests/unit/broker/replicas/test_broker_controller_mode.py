@@ -16,7 +16,7 @@ from rmqpy.protocol.headers.controller import NotifyBrokerRoleChangedRequestHead
 from rmqpy.store.role import BrokerRole, RoleState
 from tests.unit.broker.helpers import FakeChannel, call, send_request
 from tests.unit.broker.replicas.fake_controller import FakeController
-from tests.unit.broker.test_role_switch import MASTER_SERVICES
+from tests.unit.broker.test_role_switch import MASTER_SERVICES, SLAVE_SERVICES
 
 C1 = "10.0.0.1:9878"
 
@@ -77,7 +77,7 @@ def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
         # the controller elected another replica (epoch 2): a slave under its controller id, then master again
         controller.name_server["broker-a"][0] = "127.0.0.1:20911"  # the new master registered as brokerId 0
         call(broker, FakeChannel(), notify(controller, 2, "127.0.0.1:20911", 2))
-        assert broker.role == RoleState(BrokerRole.SLAVE, 1) and broker.role_services.names() == ["slave-sync"]
+        assert broker.role == RoleState(BrokerRole.SLAVE, 1) and broker.role_services.names() == SLAVE_SERVICES
         assert broker.slave_synchronize.master_addr == "127.0.0.1:20911"
         assert call(broker, FakeChannel(), send_request("T")).code != ResponseCode.SUCCESS
         assert controller.of(RequestCode.REGISTER_BROKER)[-1].ext_fields["brokerId"] == "1"
