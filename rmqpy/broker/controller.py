@@ -92,6 +92,7 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.api import MessageStore
 from rmqpy.store.ha.autoswitch.api import AutoSwitchSettings
 from rmqpy.store.ha.autoswitch.service import AutoSwitchHAService
+from rmqpy.store.ha.gate import ReplicaGate
 from rmqpy.store.ha.replication import Replication
 from rmqpy.store.role import MASTER_ID, BrokerRole, RoleState, is_slave, role_of, set_role
 
@@ -328,7 +329,9 @@ class BrokerController:
             replica_store: Any = store  # a ReplicaStore (checked above), beyond the broker's MessageStore protocol
             service = AutoSwitchHAService(self.reactor, replica_store,
                                           AutoSwitchSettings.from_store_config(self.store_config),
-                                          replica_store.blocking.run)
+                                          replica_store.blocking.run,
+                                          gate=ReplicaGate.from_config(self.reactor, self.store_config,
+                                                                       what="AutoSwitch HA"))
             self.autoswitch_ha = service
             ha = service
             self.replication = AutoSwitchReplication(service, store, self.store_config)

@@ -98,10 +98,12 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
     for p in (port, port - 2):  # the main port and the fast ("VIP") port
         factory = controller.server_factory()
         listeners.append(strports.service(f"tcp:{p}:interface={host}", wrap(factory) if wrap else factory))
-    # the HA port (Java listens on haListenPort = listenPort + 1, plain TCP, every role): classic HA's
-    # HAService, or in controller mode AutoSwitch HA's service (rmqpy/broker/replicas/autoswitch.py)
+    # the HA port (Java listens on haListenPort = listenPort + 1, plain TCP, every role, every interface):
+    # classic HA's HAService, or in controller mode AutoSwitch HA's service (rmqpy/broker/replicas/autoswitch.py);
+    # haListenAddress (rmqpy) puts it on one address, haAllowedReplicaAddresses (the services' gate) limits who
     if controller.replication.service is not None:  # None: a store that cannot replicate
-        listeners.append(strports.service(f"tcp:{settings.store.haListenPort}:interface={host}",
+        ha_host = (settings.store.haListenAddress or settings.netty.bindAddress).replace(":", "\\:")
+        listeners.append(strports.service(f"tcp:{settings.store.haListenPort}:interface={ha_host}",
                                           controller.replication.service))
     if bc.grpcServerPort >= 0:  # RocketMQ 5 clients' gRPC endpoint (rmqpy/proxy/grpc/)
         from rmqpy.proxy.grpc.activities import MessagingActivities

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from dataclasses import dataclass, field
 
@@ -65,6 +66,11 @@ class MessageStoreConfig:
     maxMsgsNumBatch: int = 64
     messageIndexSafe: bool = False
     haListenPort: int = 10912
+    # rmqpy only (issue 31): the address haListenPort listens on (empty: the remoting ports' bindAddress,
+    # as Java's all-interfaces), and who may connect to it (IPs and CIDR blocks, comma-separated; empty:
+    # everyone, as Java). See rmqpy/store/ha/gate.py.
+    haListenAddress: str = ""
+    haAllowedReplicaAddresses: str = ""
     brokerRole: str = "ASYNC_MASTER"
     # classic HA (rmqpy/store/ha/): Java 4.9's names and defaults
     haMasterAddress: str = ""  # the master's HA host:port; empty: learnt from the name server
@@ -131,6 +137,13 @@ class MessageStoreConfig:
         if self.mappedFileSizeConsumeQueue % CQ_STORE_UNIT_SIZE:
             raise ValueError("mappedFileSizeConsumeQueue must be a multiple of 20")
         parse_delay_levels(self.messageDelayLevel)
+        from rmqpy.store.ha.gate import parse_allowed  # here: the HA package imports Twisted
+        parse_allowed(self.haAllowedReplicaAddresses)
+        if self.haListenAddress:
+            try:
+                ipaddress.ip_address(self.haListenAddress)
+            except ValueError:
+                raise ValueError(f"haListenAddress: {self.haListenAddress!r} is not an IP address") from None
 
     # derived paths ---------------------------------------------------------
     @property

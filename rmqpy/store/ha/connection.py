@@ -8,7 +8,8 @@ only while the transport has not asked it to pause, so a slow slave buffers at m
 transport buffer plus one block, and a catching-up slave never holds the reactor for long
 (at most ``_BLOCKS_PER_TURN`` blocks per reactor turn). Idle, it sends a heartbeat header with
 size 0 every ``haSendHeartbeatInterval``; it closes a connection whose slave reported nothing for
-``haHousekeepingInterval``, or reported more than the master has.
+``haHousekeepingInterval``, or reported more than the master has (its first report too: a
+slave whose log is longer than the master's holds records the master does not).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from zope.interface import implementer
 
 from rmqpy.remoting.channel import address_text
 from rmqpy.remoting.ratelimit import limiter_for
+from rmqpy.store.ha.gate import impossible_report
 from rmqpy.store.ha.wire import HEADER, REPORT
 
 log = logging.getLogger(__name__)
@@ -107,16 +109,14 @@ class HAConnection(protocol.Protocol):
             return
         self._last_read = self.clock.seconds()
         offset, = REPORT.unpack_from(buf, whole - 8)
-        if offset < 0:
-            self.close(f"reported a negative offset {offset}")
+        why = impossible_report(offset, self.store.max_offset())
+        if why is not None:  # the first report too: a slave ahead of its master holds another log
+            self.close(why)
             return
         self.slave_ack_offset = offset
         if self.slave_request_offset < 0:
             self.slave_request_offset = offset
             self._start_transfer()
-        elif offset > self.store.max_offset():
-            self.close(f"reported {offset}, beyond the master's end {self.store.max_offset()}")
-            return
         self.on_ack(self, offset)
 
     def _start_transfer(self) -> None:

@@ -15,6 +15,7 @@ from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
 from rmqpy.store.ha.client import HAClient
 from rmqpy.store.ha.connection import HATimings, MasterLog
+from rmqpy.store.ha.gate import ReplicaGate
 from rmqpy.store.ha.service import HAService
 from rmqpy.store.message_store import PutMessageStatus
 from rmqpy.store.role import BrokerRole, role_of
@@ -32,7 +33,7 @@ class Replication:
             clock, MasterLog(store.get_max_phy_offset, store.get_commit_log_data, config.mappedFileSizeCommitLog),
             timings, fallbehind_max=config.haSlaveFallbehindMax, slave_timeout_ms=config.slaveTimeout,
             ok=PutMessageStatus.PUT_OK, not_available=PutMessageStatus.SLAVE_NOT_AVAILABLE,
-            timeout=PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+            timeout=PutMessageStatus.FLUSH_SLAVE_TIMEOUT, gate=ReplicaGate.from_config(clock, config))
         self.client: HAClient | None = None
         self.update_master_ha_addr_periodically = False
         self._clock = clock
@@ -88,7 +89,7 @@ class Replication:
             conn = self.client.connection
             return {"haMasterAddress": self.client.master_address,
                     "haConnectedToMaster": "true" if conn is not None else "false"}
-        return {"haSlaveConnections": str(len(self.service.connections)),
+        return {"haSlaveConnections": str(len(self.service.replicas())),
                 "haPush2SlaveMaxOffset": str(self.service.push2slave_max_offset),
                 "haSlaveAckOffset": str(self.service.slave_ack_offset()),
-                "haSlaveFallBehind": str(self.slave_fall_behind_much() if self.service.connections else 0)}
+                "haSlaveFallBehind": str(self.slave_fall_behind_much() if self.service.replicas() else 0)}

@@ -3,22 +3,20 @@
 It owns the connections of the slaves (:class:`HAConnection`), the highest offset any of them
 reported (``push2SlaveMaxOffset``) and the SYNC_MASTER waiters (:class:`GroupTransferService`).
 :meth:`replica_wait` is what a SYNC_MASTER store calls after appending a record that asks to
-wait: SLAVE_NOT_AVAILABLE when no slave is connected or the slaves are ``haSlaveFallbehindMax``
-behind, else a Deferred that fires PUT_OK once a slave reported the record's end, or
-FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``.
+wait: SLAVE_NOT_AVAILABLE when no slave has reported (a connection that said nothing yet is
+no slave) or the slaves are ``haSlaveFallbehindMax`` behind, else a Deferred that fires PUT_OK
+once a slave reported the record's end, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``. Who may
+connect at all is its :class:`~rmqpy.store.ha.gate.ReplicaGate`'s call.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Generic, TypeVar
 
 from twisted.internet import defer, protocol
 
-from rmqpy.remoting.ratelimit import limiter_for
 from rmqpy.store.ha.connection import HAConnection, HATimings, MasterLog
+from rmqpy.store.ha.gate import ReplicaGate
 from rmqpy.store.ha.group_transfer import GroupTransferService
-
-log = logging.getLogger(__name__)
 
 S = TypeVar("S")
 
@@ -27,7 +25,8 @@ class HAService(protocol.ServerFactory, Generic[S]):
     """``S`` is the store's put status type (PUT_OK, SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT)."""
 
     def __init__(self, clock: Any, master_log: MasterLog, timings: HATimings, *, fallbehind_max: int,
-                 slave_timeout_ms: int, ok: S, not_available: S, timeout: S, max_connections: int = 64) -> None:
+                 slave_timeout_ms: int, ok: S, not_available: S, timeout: S, gate: ReplicaGate | None = None) -> None:
+        """``gate`` decides who may connect (default: everyone, at most 64 at once, as before issue 31)."""
         self.clock = clock
         self.master_log = master_log
         self.timings = timings
@@ -35,15 +34,13 @@ class HAService(protocol.ServerFactory, Generic[S]):
         self.slave_timeout_ms = slave_timeout_ms
         self.ok = ok
         self.not_available = not_available
-        self.max_connections = max_connections
+        self.gate = gate if gate is not None else ReplicaGate(clock)
         self.connections: list[HAConnection] = []
         self.group_transfer: GroupTransferService[S] = GroupTransferService(clock, ok, timeout)
 
     # ------------------------------------------------------------------ factory
     def buildProtocol(self, addr: Any) -> HAConnection | None:  # noqa: N802 (Twisted's name)
-        if len(self.connections) >= self.max_connections:
-            if limiter_for(self.clock).allow("ha-refused"):
-                log.warning("HA: refusing a slave from %s: %d connections already", addr, len(self.connections))
+        if not self.gate.admit(addr, len(self.connections)):
             return None
         conn = HAConnection(self.clock, self.master_log, self.timings, self._acked, self._lost)
         self.connections.append(conn)
@@ -61,8 +58,13 @@ class HAService(protocol.ServerFactory, Generic[S]):
     def push2slave_max_offset(self) -> int:
         return self.group_transfer.acked
 
+    def replicas(self) -> list[HAConnection]:
+        """The connections that reported an offset: a slave, as far as the master can tell. One
+        that connected and said nothing (a port scan, a stalled peer) is none (Java counts it)."""
+        return [c for c in self.connections if c.slave_request_offset >= 0]
+
     def is_slave_ok(self, master_put_where: int) -> bool:
-        return bool(self.connections) and master_put_where - self.push2slave_max_offset < self.fallbehind_max
+        return bool(self.replicas()) and master_put_where - self.push2slave_max_offset < self.fallbehind_max
 
     def replica_wait(self, end_offset: int) -> S | defer.Deferred[S]:
         if not self.is_slave_ok(end_offset):
@@ -78,7 +80,7 @@ class HAService(protocol.ServerFactory, Generic[S]):
     # ------------------------------------------------------------------ info
     def slave_ack_offset(self) -> int:
         """The highest offset a connected slave acknowledged; -1 with none."""
-        return max((c.slave_ack_offset for c in self.connections), default=-1)
+        return max((c.slave_ack_offset for c in self.replicas()), default=-1)
 
     def shutdown(self) -> None:
         self.group_transfer.shutdown()

@@ -63,3 +63,19 @@ def test_make_service_listens_on_its_ports(tmp_path):
     ports = [s.endpoint._port for s in svc if isinstance(s, StreamServerEndpointService)]
     assert sorted(ports) == [20909, 20911, 20912]
     svc.controller.message_store.shutdown()
+
+
+def test_ha_port_listens_on_ha_listen_address(tmp_path):
+    """haListenAddress (rmqpy, issue 31) puts the HA port alone on one address; the others keep bindAddress."""
+    from twisted.application.internet import StreamServerEndpointService
+    from twisted.internet import task
+    conf = tmp_path / "b.conf"
+    conf.write_text(f"storePathRootDir={tmp_path}/store\nlistenPort=20911\nmappedFileSizeCommitLog=1048576\n"
+                    "namesrvAddr=\nhaListenAddress=127.0.0.1\nhaAllowedReplicaAddresses=10.0.0.0/8\n")
+    opts = tap.Options()
+    opts.parseOptions(["-c", str(conf)])
+    svc = tap.makeService(opts, reactor=task.Clock())
+    where = {s.endpoint._port: s.endpoint._interface for s in svc if isinstance(s, StreamServerEndpointService)}
+    assert where == {20909: "0.0.0.0", 20911: "0.0.0.0", 20912: "127.0.0.1"}
+    assert [str(n) for n in svc.controller.replication.service.gate.allowed] == ["10.0.0.0/8"]
+    svc.controller.message_store.shutdown()

@@ -13,7 +13,9 @@ Like the classic :class:`rmqpy.store.ha.connection.HAConnection` it is a Twisted
 producer on the socket (frames are written only while the transport is not paused, at most
 :data:`_FRAMES_PER_TURN` per reactor turn), polls every 100 ms when it has nothing to send,
 sends a heartbeat frame (body size 0) after ``haSendHeartbeatInterval`` without a write, and
-closes a connection silent for ``haHousekeepingInterval``.
+closes a connection silent for ``haHousekeepingInterval``. Unlike Java it also closes one whose
+report no replica can send (:func:`~rmqpy.store.ha.gate.impossible_report`, or a report before
+the handshake that names the replica's broker id).
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from rmqpy.store.ha.autoswitch.wire import (
     SLAVE_REPORT,
     State,
 )
+from rmqpy.store.ha.gate import impossible_report
 
 if TYPE_CHECKING:
     from rmqpy.store.ha.autoswitch.service import AutoSwitchHAService
@@ -68,6 +71,7 @@ class AutoSwitchHAConnection(protocol.Protocol):
         self.last_transfer_time = 0.0
         self.client_addr = "?"
         self._buf = bytearray()
+        self._handshaken = False
         self._paused = False
         self._closed = False
         self._last_read = 0.0
@@ -129,6 +133,7 @@ class AutoSwitchHAConnection(protocol.Protocol):
 
     def _handshake(self, slave_id: int, from_last: bool, learner: bool) -> None:
         self.slave_id, self.sync_from_last_file, self.async_learner = slave_id, from_last, learner
+        self._handshaken = True
         log.info("AutoSwitch HA: handshake of replica %s: broker id %d, syncFromLastFile %s, asyncLearner %s",
                  self.client_addr, slave_id, from_last, learner)
         if self.state is not State.HANDSHAKE:
@@ -142,6 +147,11 @@ class AutoSwitchHAConnection(protocol.Protocol):
         self._last_write = self.clock.seconds()
 
     def _report(self, offset: int) -> None:
+        why = impossible_report(offset, self.service.store.get_max_phy_offset()) if self._handshaken \
+            else "a report before any handshake"
+        if why is not None:  # no real replica sends it (Java takes it; a fake one would answer SYNC puts)
+            self.close(why)
+            return
         if self.state is not State.TRANSFER:
             log.info("AutoSwitch HA: replica %s (broker id %d) in TRANSFER, first report %d", self.client_addr,
                      self.slave_id, offset)

@@ -32,20 +32,22 @@ from rmqpy.store.ha.autoswitch.api import (
 )
 from rmqpy.store.ha.autoswitch.client import AutoSwitchHAClient
 from rmqpy.store.ha.autoswitch.connection import AutoSwitchHAConnection
+from rmqpy.store.ha.gate import ReplicaGate
 
 log = logging.getLogger(__name__)
 
 
 class AutoSwitchHAService(protocol.ServerFactory):
     def __init__(self, clock: Any, store: ReplicaStore, settings: AutoSwitchSettings,
-                 in_thread: Callable[..., defer.Deferred[Any]], *, max_connections: int = 64,
+                 in_thread: Callable[..., defer.Deferred[Any]], *, gate: ReplicaGate | None = None,
                  connect: Callable[[str, protocol.Protocol], Any] | None = None) -> None:
         """``in_thread(fn, *args)`` runs blocking file writes off the reactor (the store's
-        ``blocking.run``); ``connect`` replaces the replica's TCP connect (tests)."""
+        ``blocking.run``); ``gate`` decides who may connect as a replica (default: everyone, at
+        most 64 at once); ``connect`` replaces the replica's TCP connect (tests)."""
         self.clock = clock
         self.store = store
         self.settings = settings
-        self.max_connections = max_connections
+        self.gate = gate if gate is not None else ReplicaGate(clock, what="AutoSwitch HA")
         self.epochs = EpochFile(settings.storePathEpochFile, in_thread)
         self.connections: list[AutoSwitchHAConnection] = []
         self.client: AutoSwitchHAClient | None = None
@@ -66,10 +68,7 @@ class AutoSwitchHAService(protocol.ServerFactory):
 
     # ------------------------------------------------------------------ factory
     def buildProtocol(self, addr: Any) -> AutoSwitchHAConnection | None:  # noqa: N802 (Twisted's name)
-        if len(self.connections) >= self.max_connections:
-            if limiter_for(self.clock).allow("autoswitch-refused"):
-                log.warning("AutoSwitch HA: refusing a replica from %s: %d connections already", addr,
-                            len(self.connections))
+        if not self.gate.admit(addr, len(self.connections)):
             return None
         conn = AutoSwitchHAConnection(self)
         self.connections.append(conn)
