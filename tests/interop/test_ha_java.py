@@ -360,3 +360,46 @@ def servers_client(ns_addr: str):
 def _broker_ids(client, topic: str) -> set[str]:
     route = client.route(topic) or {}
     return {str(k) for bd in route.get("brokerDatas") or [] for k in (bd.get("brokerAddrs") or {})}
+
+
+#: a stranger on the HA port: connects, asks for the commit log as a slave does (an 8-byte report of 0)
+#: and prints how many bytes it read before the master closed the connection (or 3 s passed)
+_STRANGER = """
+import json, socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+s.sendall((0).to_bytes(8, "big"))
+got, closed, end = 0, False, time.time() + 3
+while time.time() < end:
+    try:
+        chunk = s.recv(65536)
+    except (socket.timeout, ConnectionResetError) as exc:
+        closed = isinstance(exc, ConnectionResetError)
+        break
+    if not chunk:
+        closed = True
+        break
+    got += len(chunk)
+print(json.dumps({"bytes": got, "closed": closed}))
+"""
+
+
+def test_allow_list_refuses_a_stranger_and_keeps_a_java_slave(java_built, client_host, tmp_path):
+    """Issue 31, case 6: an rmqpy SYNC_MASTER with haAllowedReplicaAddresses naming only the host's
+    address closes a connection from the client host before a byte of its commit log is sent, and
+    the Java 4.9.8 slave it allows (on the host) still replicates: the official producer's sends are
+    SEND_OK and on the slave when answered."""
+    ip = client_host.host_ip
+    extra = {"haAllowedReplicaAddresses": ip, "haListenAddress": ip}  # a Java slave ignores both keys
+    with ha_pair(client_host, tmp_path, "rmqpy", "java", "SYNC_MASTER", extra) as (ns_addr, master, slave):
+        ha_port = int(master.addr.rsplit(":", 1)[1]) + 1
+        out = client_host.run(["python3", "-c", _STRANGER, ip, str(ha_port)], timeout=20)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {"bytes": 0, "closed": True}
+        wait_until(lambda: f"refusing a connection from {client_host.client_ip}: not in haAllowedReplicaAddresses"
+                   in master.proc.log.read_text(), 10, what="the master's refusal line", diag=master.tail)
+        ev = clients.harness(client_host, JAVA, ["produce", "-n", ns_addr, "-t", "TopicHAAllowList", "-c", "50"],
+                             timeout=120, check=False)
+        assert ev.done and ev.done.get("ok"), (ev.errors[:5], master.tail())
+        assert {e.get("status") for e in ev.of("sent")} == {"SEND_OK"}
+        assert slave.max_offset() >= master.max_offset() > 0
+        assert master.runtime().get("haSlaveConnections") == "1"
