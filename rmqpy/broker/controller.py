@@ -196,6 +196,9 @@ class BrokerController:
         self.role_services = RoleServices(self)  # the services its role runs (rmqpy/broker/roles.py)
         self._core: service.MultiService | None = None  # the service tree (rmqpy/broker/lifecycle.py)
         self.acl_plain_file = DEFAULT_PLAIN_FILE  # Java's -Drocketmq.acl.plain.file, relative to rocketmqHome
+        #: how a slave or replica dials its master's HA port: None, plain TCP; the tap sets a TLS dial for
+        #: haUseTLS=true (rmqpy/store/ha/tls.py) before initialize
+        self.ha_connect: Callable[[str, Any], Any] | None = None
         self.acl: PlainPermissionManager | None = None
         self.auth: AuthMetadata | None = None  # 5.x users and ACLs (rmqpy/auth/)
         self.auth_pipeline: AuthPipeline | None = None  # their checks, also of gRPC calls (proxy/grpc/auth.py)
@@ -317,7 +320,7 @@ class BrokerController:
         if self.broker_config.enableControllerMode:
             self._init_controller_mode()
         else:
-            self.replication = Replication(self.message_store, self.store_config, self.reactor)
+            self.replication = Replication(self.message_store, self.store_config, self.reactor, self.ha_connect)
         self.initial_acl()
 
     def _init_controller_mode(self) -> None:
@@ -331,7 +334,8 @@ class BrokerController:
                                           AutoSwitchSettings.from_store_config(self.store_config),
                                           replica_store.blocking.run,
                                           gate=ReplicaGate.from_config(self.reactor, self.store_config,
-                                                                       what="AutoSwitch HA"))
+                                                                       what="AutoSwitch HA"),
+                                          connect=self.ha_connect)
             self.autoswitch_ha = service
             ha = service
             self.replication = AutoSwitchReplication(service, store, self.store_config)

@@ -84,6 +84,14 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         raise SystemExit(f"rmq-broker: {exc}") from None
     stats_log = log_files.printer("stats.log", "rmqpy.broker.stats") if log_files is not None else None
     controller = BrokerController(settings, reactor, stats_log=stats_log)
+    ha_tls_ = None
+    if settings.store.haUseTLS:  # rmqpy only: TLS on the HA port, both ways (rmqpy/store/ha/tls.py)
+        from rmqpy.store.ha.tls import ha_tls
+        try:
+            ha_tls_ = ha_tls(tls_props, reactor)
+        except ValueError as exc:  # TlsConfigError
+            raise SystemExit(f"rmq-broker: haUseTLS: {exc}") from None
+        controller.ha_connect = ha_tls_.connect
     controller.acl_plain_file = options.get("tlsProps", {}).get("rocketmq.acl.plain.file") or controller.acl_plain_file
     if client_endpoints is not None:  # tls.enable=true: register with the name servers over TLS too
         controller.namesrv_client = RemotingClient(reactor, connect_timeout=3.0, endpoint_factory=client_endpoints)
@@ -100,11 +108,13 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         listeners.append(strports.service(f"tcp:{p}:interface={host}", wrap(factory) if wrap else factory))
     # the HA port (Java listens on haListenPort = listenPort + 1, plain TCP, every role, every interface):
     # classic HA's HAService, or in controller mode AutoSwitch HA's service (rmqpy/broker/replicas/autoswitch.py);
-    # haListenAddress (rmqpy) puts it on one address, haAllowedReplicaAddresses (the services' gate) limits who
+    # haListenAddress (rmqpy) puts it on one address, haAllowedReplicaAddresses (the services' gate) limits who,
+    # haUseTLS (rmqpy) makes it TLS only
     if controller.replication.service is not None:  # None: a store that cannot replicate
         ha_host = (settings.store.haListenAddress or settings.netty.bindAddress).replace(":", "\\:")
+        ha_factory = controller.replication.service
         listeners.append(strports.service(f"tcp:{settings.store.haListenPort}:interface={ha_host}",
-                                          controller.replication.service))
+                                          ha_tls_.wrap(ha_factory) if ha_tls_ is not None else ha_factory))
     if bc.grpcServerPort >= 0:  # RocketMQ 5 clients' gRPC endpoint (rmqpy/proxy/grpc/)
         from rmqpy.proxy.grpc.activities import MessagingActivities
         from rmqpy.proxy.grpc.auth import GrpcAuth

@@ -529,6 +529,12 @@ class _Detector(protocol.Protocol):
             else:
                 self._cancel_timer()
                 self.delegate = self.factory.inner.buildProtocol(self.addr)
+            if self.delegate is None or getattr(self.delegate, "wrappedProtocol", self.delegate) is None:
+                # the inner factory refused the connection (a cap reached since the accept; the HA port)
+                self.delegate = None
+                self._cancel_timer()
+                self.transport.abortConnection()
+                return
             self.delegate.makeConnection(self.transport)
         self.delegate.dataReceived(data)
         if self._timer is not None and isinstance(self.delegate, _LoggedTLSProtocol) and self.delegate._handshakeDone:

@@ -71,6 +71,8 @@ class MessageStoreConfig:
     # everyone, as Java). See rmqpy/store/ha/gate.py.
     haListenAddress: str = ""
     haAllowedReplicaAddresses: str = ""
+    # rmqpy only: TLS on the HA port with the tls.* keys (rmqpy/store/ha/tls.py); Java's HA has none
+    haUseTLS: bool = False
     brokerRole: str = "ASYNC_MASTER"
     # classic HA (rmqpy/store/ha/): Java 4.9's names and defaults
     haMasterAddress: str = ""  # the master's HA host:port; empty: learnt from the name server

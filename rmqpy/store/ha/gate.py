@@ -15,8 +15,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
-from typing import Any, Iterable, Union
+from typing import Any, Callable, Iterable, Union
 
+from twisted.internet import protocol
 from twisted.internet.address import IPv4Address, IPv6Address
 
 from rmqpy.remoting.ratelimit import clip, limiter_for
@@ -114,6 +115,31 @@ class ReplicaGate:
         self.refused += 1
         if limiter_for(self.clock).allow(f"{self.what} refused {kind}"):
             log.warning(fmt, *args)
+
+
+class GatedFactory(protocol.Factory):
+    """``inner`` (the HA port's TLS wrapper, :mod:`rmqpy.store.ha.tls`) behind ``gate``: a peer the
+    gate refuses is closed before a byte is read, and so before any TLS handshake costs the master
+    a private-key operation. The service behind the TLS checks the gate again; only its cap can
+    differ by then."""
+
+    noisy = False
+
+    def __init__(self, inner: protocol.Factory, gate: ReplicaGate, open_now: Callable[[], int]) -> None:
+        self.inner: Any = inner  # Twisted types its buildProtocol by the factory's protocol class
+        self.gate = gate
+        self.open_now = open_now
+
+    def startFactory(self) -> None:  # noqa: N802 (Twisted's name)
+        self.inner.doStart()
+
+    def stopFactory(self) -> None:  # noqa: N802
+        self.inner.doStop()
+
+    def buildProtocol(self, addr: Any) -> protocol.Protocol | None:  # noqa: N802
+        if not self.gate.admit(addr, self.open_now()):
+            return None
+        return self.inner.buildProtocol(addr)
 
 
 def _host(addr: Any) -> str:

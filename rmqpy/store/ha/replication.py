@@ -9,7 +9,9 @@ more, as Java checks) or else the one each name server registration answers with
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
+
+from twisted.internet import protocol
 
 from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
@@ -24,7 +26,9 @@ log = logging.getLogger(__name__)
 
 
 class Replication:
-    def __init__(self, store: MessageStore, config: MessageStoreConfig, clock: Any) -> None:
+    def __init__(self, store: MessageStore, config: MessageStoreConfig, clock: Any,
+                 connect: Callable[[str, protocol.Protocol], Any] | None = None) -> None:
+        """``connect`` dials the master as a slave (None: plain TCP; the broker's TLS dial for haUseTLS)."""
         self.config = config
         self.store = store
         timings = HATimings(config.haSendHeartbeatInterval, config.haHousekeepingInterval,
@@ -39,6 +43,7 @@ class Replication:
         self._clock = clock
         self._timings = timings
         self._running = False
+        self._connect = connect
         self.apply_role(role_of(config))
 
     def apply_role(self, role: BrokerRole) -> None:
@@ -56,7 +61,7 @@ class Replication:
             fixed = config.haMasterAddress if len(config.haMasterAddress or "") >= 6 else ""
             self.update_master_ha_addr_periodically = not fixed
             self.client = HAClient(self._clock, store.get_max_phy_offset, store.append_to_commit_log,
-                                   self._timings, fixed)
+                                   self._timings, fixed, self._connect)
             if self._running:
                 self.client.start()
         else:

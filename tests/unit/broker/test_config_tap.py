@@ -79,3 +79,28 @@ def test_ha_port_listens_on_ha_listen_address(tmp_path):
     assert where == {20909: "0.0.0.0", 20911: "0.0.0.0", 20912: "127.0.0.1"}
     assert [str(n) for n in svc.controller.replication.service.gate.allowed] == ["10.0.0.0/8"]
     svc.controller.message_store.shutdown()
+
+
+def test_ha_use_tls_wraps_the_ha_port_and_the_slaves_dial(tmp_path):
+    """haUseTLS=true (rmqpy): the HA port is TLS only behind the allow-list, a slave dials with TLS;
+    keys that cannot work stop the start."""
+    from twisted.application.internet import StreamServerEndpointService
+    from twisted.internet import task
+
+    from rmqpy.store.ha.gate import GatedFactory
+    conf = tmp_path / "b.conf"
+    base = (f"storePathRootDir={tmp_path}/store\nlistenPort=20911\nmappedFileSizeCommitLog=1048576\nnamesrvAddr=\n"
+            "tls.config.file=/nonexistent/tls.properties\nhaUseTLS=true\n")
+    conf.write_text(base + "brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress=127.0.0.1:30912\n")
+    opts = tap.Options()
+    opts.parseOptions(["-c", str(conf)])
+    svc = tap.makeService(opts, reactor=task.Clock())
+    ha = [s.factory for s in svc if isinstance(s, StreamServerEndpointService) and s.endpoint._port == 20912]
+    assert len(ha) == 1 and isinstance(ha[0], GatedFactory)
+    assert svc.controller.replication.client._connect == svc.controller.ha_connect is not None
+    svc.controller.message_store.shutdown()
+    conf.write_text(base + "tls.test.mode.enable=false\n")
+    opts = tap.Options()
+    opts.parseOptions(["-c", str(conf)])
+    with pytest.raises(SystemExit, match="haUseTLS: tls.server.mode=enforcing needs"):
+        tap.makeService(opts, reactor=task.Clock())
