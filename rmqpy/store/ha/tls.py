@@ -11,6 +11,7 @@ The allow-list (:class:`~rmqpy.store.ha.gate.ReplicaGate`) is asked before the T
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from twisted.internet import defer, protocol
@@ -24,6 +25,8 @@ from rmqpy.remoting.tls import (
     server_factory_wrapper,
 )
 from rmqpy.store.ha.gate import GatedFactory
+
+log = logging.getLogger(__name__)
 
 
 class HaTls:
@@ -54,4 +57,6 @@ def ha_tls(props: dict[str, str], reactor: Any, *, use_inotify: bool | None = No
     client = client_endpoint_factory({**props, "tls.enable": "true"}, reactor, use_inotify=use_inotify)
     if server is None or client is None:  # enforcing and tls.enable=true: both are built or raise
         raise TlsConfigError("haUseTLS=true: the HA port's TLS could not be set up")
+    log.info("HA port: TLS only (haUseTLS; the TLS line with tls.server.mode=enforcing is this port's), "
+             "replicas dial their master with TLS")
     return HaTls(server, client, reactor)
