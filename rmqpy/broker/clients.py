@@ -144,12 +144,13 @@ class ConsumerGroupInfo:
 
 
 class ConsumerManager:
-    """Consumer groups; calls ``ids_changed(group, channels)`` when membership changes."""
+    """Consumer groups; calls ``ids_changed(group, size)`` when membership or subscriptions change
+    (rmqpy/broker/ids_notify.py tells the members, reading them with :meth:`channels_of`)."""
 
     log = RateLimitedLogger()  # lines any client can trigger: rate-limited per call site, values clipped
 
     def __init__(self, now_ms: Callable[[], int],
-                 ids_changed: Callable[[str, list[Any]], None] | None = None,
+                 ids_changed: Callable[[str, int], None] | None = None,
                  on_register: Callable[[str, list[SubscriptionData]], None] | None = None,
                  on_unregister: Callable[[str], None] | None = None, clock: IReactorTime | None = None) -> None:
         self.log = self.log.on(clock)
@@ -193,7 +194,11 @@ class ConsumerManager:
         self.generation[group] = self.generation.get(group, 0) + 1
         info = self.groups.get(group)
         if enabled and self.ids_changed is not None:
-            self.ids_changed(group, [c.channel for c in info.channels.values()] if info else [])
+            self.ids_changed(group, len(info.channels) if info else 0)
+
+    def channels_of(self, group: str) -> list[Any]:
+        info = self.groups.get(group)
+        return [c.channel for c in info.channels.values()] if info else []
 
     def register_consumer(self, group: str, info: ClientChannelInfo, consume_type: str, message_model: str,
                           consume_from_where: str, subs: list[SubscriptionData], notify: bool = True,

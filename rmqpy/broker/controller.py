@@ -36,6 +36,7 @@ from rmqpy.broker.configfile import ConfigManager
 from rmqpy.broker.fast_failure import BrokerFastFailure
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager
 from rmqpy.broker.handover import QueueHandover
+from rmqpy.broker.ids_notify import ConsumerIdsNotifier
 from rmqpy.broker.lifecycle import broker_core
 from rmqpy.broker.longpolling import PullRequestHoldService
 from rmqpy.broker.metrics import BrokerMetricsManager
@@ -83,7 +84,6 @@ from rmqpy.broker.transaction import TransactionalMessageService
 from rmqpy.protocol.bodies.topic import DataVersion, TopicConfig
 from rmqpy.protocol.codes import MQVersion, RequestCode
 from rmqpy.protocol.command import RemotingCommand
-from rmqpy.protocol.headers.broker import NotifyConsumerIdsChangedRequestHeader
 from rmqpy.protocol.headers.namesrv import UnRegisterBrokerRequestHeader
 from rmqpy.remoting.client import RemotingClient
 from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
@@ -141,9 +141,12 @@ class BrokerController:
         self.delay_offset_manager = DelayOffsetManager(self.config_dir)
         self.consumer_filter_manager = ConsumerFilterManager()
         self.producer_manager = ProducerManager(self.now_ms, clock=reactor)
-        self.consumer_manager = ConsumerManager(self.now_ms, ids_changed=self.notify_consumer_ids_changed,
+        self.consumer_manager = ConsumerManager(self.now_ms, ids_changed=lambda g, n: self.ids_notifier.changed(g, n),
                                                 on_register=self._register_filters,
                                                 on_unregister=self.consumer_filter_manager.unregister, clock=reactor)
+        # NOTIFY_CONSUMER_IDS_CHANGED, coalesced for large groups (rmqpy/broker/ids_notify.py)
+        self.ids_notifier = ConsumerIdsNotifier(reactor, self.consumer_manager.channels_of,
+                                                lambda: self.broker_config.notifyConsumerIdsChangedEnable)
         # the default store is built and loaded by initialize() unless one is given
         self.message_store: MessageStore = message_store  # type: ignore[assignment]
         # SYSTEM_BUSY for sends that waited too long (rmqpy/broker/fast_failure.py)
@@ -559,18 +562,6 @@ class BrokerController:
         for channel in (self.producer_manager.scan_not_active_channel(timeout)
                         + self.consumer_manager.scan_not_active_channel(timeout)):
             channel.close()
-
-    def notify_consumer_ids_changed(self, group: str, channels: list[Any]) -> None:
-        if not self.broker_config.notifyConsumerIdsChangedEnable:
-            return
-        for channel in channels:
-            request = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                              NotifyConsumerIdsChangedRequestHeader(consumerGroup=group),
-                                              oneway=True)
-            try:
-                channel.invoke_oneway(request)
-            except Exception:
-                self.log.failure("notifyConsumerIdsChanged to {c} failed", c=channel.remote_address)
 
     def _register_filters(self, group: str, subs: list[Any]) -> None:
         for sub in subs:

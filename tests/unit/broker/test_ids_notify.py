@@ -1,0 +1,57 @@
+"""NOTIFY_CONSUMER_IDS_CHANGED through a broker on a task.Clock: a small group told at each change as
+Java tells it, a large one told once per gathering window with its newest member list."""
+from __future__ import annotations
+
+from rmqpy.broker.ids_notify import IMMEDIATE_MAX_MEMBERS, MAX_DELAY_S
+from rmqpy.protocol.codes import RequestCode
+from tests.unit.broker.helpers import FakeChannel, call
+from tests.unit.broker.test_processors import heartbeat
+
+
+def notices(channel: FakeChannel) -> int:
+    return sum(1 for r in channel.oneway if r.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
+
+
+def join(broker, n: int, group: str = "G", start: int = 0) -> list[FakeChannel]:
+    channels = [FakeChannel() for _ in range(n)]
+    for i, ch in enumerate(channels, start):
+        call(broker, ch, heartbeat(f"c{i}", group, "T"))
+    return channels
+
+
+def test_a_small_group_is_told_at_each_change_as_java_tells_it(clocked_broker) -> None:
+    broker, _clock = clocked_broker
+    a, b = join(broker, 2)
+    assert (notices(a), notices(b)) == (2, 1)  # a: its own join and b's; b: its own
+    broker.channel_closed(b)
+    assert (notices(a), notices(b)) == (3, 1)
+
+
+def test_a_large_group_joining_is_told_once_per_window_with_its_newest_members(clocked_broker) -> None:
+    broker, clock = clocked_broker
+    members = join(broker, IMMEDIATE_MAX_MEMBERS)
+    told_alone = sum(notices(m) for m in members)
+    assert told_alone == IMMEDIATE_MAX_MEMBERS * (IMMEDIATE_MAX_MEMBERS + 1) // 2  # Java's N x N so far
+    # 1,000 more join within one window: nobody is told until the window ends, then each member once
+    late = join(broker, 1000, start=IMMEDIATE_MAX_MEMBERS)
+    everyone = members + late
+    assert sum(notices(m) for m in everyone) == told_alone
+    clock.advance(MAX_DELAY_S)
+    assert all(notices(m) == 1 for m in late)
+    assert sum(notices(m) for m in everyone) == told_alone + len(everyone)
+    # one more joins and one leaves in the next window: the one gone is not told, the others once more
+    everyone += join(broker, 1, start=len(everyone))
+    gone = everyone.pop(0)
+    broker.channel_closed(gone)
+    before = notices(gone)
+    clock.advance(MAX_DELAY_S)
+    assert notices(gone) == before and all(notices(m) == 2 for m in late) and notices(everyone[-1]) == 1
+    assert broker.ids_notifier.pending == {}
+
+
+def test_notifyConsumerIdsChangedEnable_false_tells_nobody(clocked_broker) -> None:  # noqa: N802 (Java's key)
+    broker, clock = clocked_broker
+    broker.broker_config.notifyConsumerIdsChangedEnable = False
+    members = join(broker, IMMEDIATE_MAX_MEMBERS + 10)
+    clock.advance(MAX_DELAY_S)
+    assert sum(notices(m) for m in members) == 0
