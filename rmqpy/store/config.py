@@ -81,10 +81,15 @@ class MessageStoreConfig:
     haTransferBatchSize: int = 1024 * 32
     haSlaveFallbehindMax: int = 1024 * 1024 * 256
     slaveTimeout: int = 3000
-    # 5.x controller mode: how many in-sync replicas a SYNC put needs (accepted; the AutoSwitch HA
-    # side that acts on them is not built yet: a controller-mode master acks a put at once)
+    # 5.x controller mode (rmqpy/broker/replicas/autoswitch.py): how many replicas a SYNC put needs,
+    # counting the master: every one of the in-sync set, or inSyncReplicas, and minInSyncReplicas before
+    # a put is written; and a replica's own handshake flags and how long it may lag in the in-sync set
     allAckInSyncStateSet: bool = False
+    inSyncReplicas: int = 1
     minInSyncReplicas: int = 1
+    syncFromLastFile: bool = False
+    asyncLearner: bool = False
+    haMaxTimeSlaveNotCatchup: int = 1000 * 15
     flushDiskType: str = "ASYNC_FLUSH"
     syncFlushTimeout: int = 1000 * 5
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"

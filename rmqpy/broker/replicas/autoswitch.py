@@ -22,14 +22,16 @@ what the broker asks of its ``replication`` (:class:`rmqpy.broker.api.Replicatio
   sends are by default) is answered once every other replica of the in-sync set acknowledged its
   end, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` (Java ``CommitLog.handleHA`` with
   ``ALL_ACK_IN_SYNC_STATE_SET`` and ``GroupTransferService.doWaitTransfer``); a set of the master
-  alone answers at once. Without it Java waits for ``inSyncReplicas`` acks, 1 by default: none, so
-  no put waits here then (``inSyncReplicas`` above 1 is not done);
+  alone answers at once. Without it Java waits for ``inSyncReplicas`` acks, the master's included:
+  1 by default, so no put waits then; with ``inSyncReplicas=k`` above 1 a put is answered once k - 1
+  connected replicas, in the set or not, acknowledged its end (Java counts connections alike), else
+  FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``;
 - with ``minInSyncReplicas`` above 1, such a put is refused before it is written while the in-sync
   set is smaller (IN_SYNC_REPLICAS_NOT_ENOUGH: SYSTEM_ERROR "in-sync replicas not enough").
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet import defer
 
@@ -48,8 +50,10 @@ class AutoSwitchReplication:
         self.service = service
         self.store = store
         self.config = config
-        #: a SYNC_MASTER's puts waiting for the in-sync set (allAckInSyncStateSet); None otherwise
+        #: a SYNC_MASTER's puts waiting for replicas (allAckInSyncStateSet, inSyncReplicas > 1); else None
         self.group_transfer: GroupTransferService[PutMessageStatus] | None = None
+        #: how far the replicas a put waits for have all acknowledged (chosen with the role)
+        self._acked_offset: Callable[[], int] = self.all_acked_offset
         service.ack_listeners.append(self._acked)
         clean = getattr(store, "clean_service", None)
         if clean is not None:  # Java's CleanCommitLogService: truncateEpochFilePrefix(minPhyOffset - 1)
@@ -67,7 +71,10 @@ class AutoSwitchReplication:
         self.store.replica_gate = None
         if role is not BrokerRole.SYNC_MASTER or self.config is None:
             return
-        if self.config.allAckInSyncStateSet:
+        acks = getattr(self.config, "inSyncReplicas", 1)
+        if self.config.allAckInSyncStateSet or acks > 1:
+            self._acked_offset = (self.all_acked_offset if self.config.allAckInSyncStateSet
+                                  else lambda: self.acked_by(acks - 1))
             self.group_transfer = GroupTransferService(self.service.clock, PutMessageStatus.PUT_OK,
                                                        PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
             self.store.replica_wait = self.replica_wait
@@ -94,18 +101,23 @@ class AutoSwitchReplication:
                 acked[r.broker_id] = max(acked.get(r.broker_id, -1), r.ack_offset)
         return min(acked.values()) if len(acked) == len(others) else -1
 
+    def acked_by(self, count: int) -> int:
+        """How far at least ``count`` connected replicas acknowledged (-1: fewer are connected)."""
+        acks = sorted((r.ack_offset for r in self.service.replicas()), reverse=True)
+        return acks[count - 1] if len(acks) >= count else -1
+
     def replica_wait(self, end_offset: int) -> PutMessageStatus | defer.Deferred[PutMessageStatus]:
-        """A SYNC put that ends at ``end_offset``: PUT_OK once the in-sync set holds it."""
+        """A SYNC put that ends at ``end_offset``: PUT_OK once the replicas it waits for hold it."""
         waiting = self.group_transfer
-        if waiting is None or len(self.service.sync_state_set()) <= 1:
+        if waiting is None or (self.config.allAckInSyncStateSet and len(self.service.sync_state_set()) <= 1):
             return PutMessageStatus.PUT_OK
-        waiting.notify_transfer_some(self.all_acked_offset())
+        waiting.notify_transfer_some(self._acked_offset())
         self.service.wakeup_all()
         return waiting.wait(end_offset, self.config.slaveTimeout)
 
     def _acked(self, broker_id: int, offset: int) -> None:
         if self.group_transfer is not None:
-            self.group_transfer.notify_transfer_some(self.all_acked_offset())
+            self.group_transfer.notify_transfer_some(self._acked_offset())
 
     def start(self) -> None:
         pass

@@ -92,11 +92,14 @@ class AutoSwitchSettings:
             haHousekeepingInterval=config.haHousekeepingInterval,
             haTransferBatchSize=config.haTransferBatchSize,
             mappedFileSizeCommitLog=config.mappedFileSizeCommitLog,
-            syncFromLastFile=_bool(props.get("syncFromLastFile", "false")),
-            asyncLearner=_bool(props.get("asyncLearner", "false")),
+            syncFromLastFile=(_bool(props["syncFromLastFile"]) if "syncFromLastFile" in props
+                              else bool(getattr(config, "syncFromLastFile", False))),
+            asyncLearner=(_bool(props["asyncLearner"]) if "asyncLearner" in props
+                          else bool(getattr(config, "asyncLearner", False))),
             allAckInSyncStateSet=(_bool(props["allAckInSyncStateSet"]) if "allAckInSyncStateSet" in props
                                   else bool(config.allAckInSyncStateSet)),
-            haMaxTimeSlaveNotCatchup=int(props.get("haMaxTimeSlaveNotCatchup", "15000")),
+            haMaxTimeSlaveNotCatchup=int(props.get("haMaxTimeSlaveNotCatchup",
+                                                   getattr(config, "haMaxTimeSlaveNotCatchup", 15000))),
         )
 
 

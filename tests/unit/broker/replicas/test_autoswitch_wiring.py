@@ -200,6 +200,38 @@ def test_with_all_ack_in_sync_state_set_a_sync_put_waits_for_every_in_sync_repli
         _stop(clock, broker)
 
 
+def test_with_in_sync_replicas_3_a_sync_put_waits_for_two_replicas_acks(tmp_path) -> None:
+    """Java's GroupTransferService without allAckInSyncStateSet: inSyncReplicas counts the master and
+    the connections that acknowledged the put's end, whether in the in-sync set or not."""
+    clock, broker, controller = _broker(tmp_path)
+    broker.store_config.inSyncReplicas = 3
+    ha = broker.autoswitch_ha
+    assert ha is not None
+    broker.start()
+    try:
+        clock.pump([1.0] * 10)
+        assert ha.is_master and broker.message_store.replica_wait is not None
+        # the master alone: no one to acknowledge, FLUSH_SLAVE_TIMEOUT after slaveTimeout (not at once)
+        alone = FakeChannel()
+        assert call(broker, alone, send_request("T")) is None
+        clock.advance(broker.store_config.slaveTimeout / 1000.0)
+        assert [r.code for r in alone.sent] == [ResponseCode.FLUSH_SLAVE_TIMEOUT]
+        a, b = ha.buildProtocol(None), ha.buildProtocol(None)
+        assert a is not None and b is not None
+        a.slave_id, b.slave_id = 2, 3
+        channel = FakeChannel()
+        assert call(broker, channel, send_request("T")) is None
+        end = broker.message_store.get_max_phy_offset()
+        a.slave_ack_offset = end
+        ha.replica_acked(a, end)
+        assert channel.sent == []  # two of three: not yet
+        b.slave_ack_offset = end
+        ha.replica_acked(b, end)
+        assert [r.code for r in channel.sent] == [ResponseCode.SUCCESS]
+    finally:
+        _stop(clock, broker)
+
+
 def test_with_min_in_sync_replicas_a_put_is_refused_before_the_write_while_the_set_is_smaller(tmp_path) -> None:
     clock, broker, controller = _broker(tmp_path)
     broker.store_config.minInSyncReplicas = 2

@@ -400,6 +400,11 @@ def test_settings_from_the_store_config_and_properties(tmp_path):
             s.asyncLearner, s.haMaxTimeSlaveNotCatchup) == (
         str(tmp_path / "epochFileCheckpoint"), True, 1000, True, False, 9000)
     assert AutoSwitchSettings.from_store_config(config, {"storePathEpochFile": "/x/e"}).storePathEpochFile == "/x/e"
+    # the broker's own file is enough: the keys are MessageStoreConfig's, as Java's
+    config = MessageStoreConfig.from_properties({"storePathRootDir": str(tmp_path), "syncFromLastFile": "true",
+                                                 "asyncLearner": "true", "haMaxTimeSlaveNotCatchup": "7000"})
+    s = AutoSwitchSettings.from_store_config(config)
+    assert (s.syncFromLastFile, s.asyncLearner, s.haMaxTimeSlaveNotCatchup) == (True, True, 7000)
 
 
 def test_all_ack_confirm_offset_is_the_least_in_sync_ack(tmp_path):
