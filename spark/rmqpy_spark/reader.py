@@ -442,10 +442,16 @@ def _decompress(body: bytes, sys_flag: int) -> bytes:
     if kind in (0, 0x300):
         return zlib.decompress(body)
     if kind == 0x100:
-        import lz4.frame  # optional
+        try:
+            import lz4.frame  # optional: only RocketMQ 5 clients set to compressType LZ4 write it
+        except ImportError as exc:
+            raise RuntimeError("an LZ4-compressed message body: pip install lz4 to read it") from exc
         return lz4.frame.decompress(body)
     if kind == 0x200:
-        import zstandard  # optional
+        try:
+            import zstandard  # optional: only RocketMQ 5 clients set to compressType ZSTD write it
+        except ImportError as exc:
+            raise RuntimeError("a ZSTD-compressed message body: pip install zstandard to read it") from exc
         return zstandard.ZstdDecompressor().decompressobj().decompress(body)
     return body
 
