@@ -24,6 +24,7 @@ from rmqpy.broker.rebalance_lock import RebalanceLockManager
 from rmqpy.broker.stats import BrokerStatsManager
 from rmqpy.broker.subscription import SubscriptionGroupManager
 from rmqpy.broker.topic import TopicConfigManager
+from rmqpy.protocol.bodies.ha import HARuntimeInfo
 from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.store.api import MessageStore
@@ -50,6 +51,10 @@ class ReplicationSide(Protocol):
     def slave_fall_behind_much(self) -> int: ...
 
     def runtime_info(self) -> dict[str, str]: ...
+
+    def ha_runtime_info(self) -> HARuntimeInfo | None:
+        """GET_BROKER_HA_STATUS's body; None: no HA service to ask."""
+        ...
 
 
 class SendMessageHook(Protocol):

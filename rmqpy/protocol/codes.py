@@ -128,6 +128,7 @@ class RequestCode(IntEnum):
     ADD_BROKER = 902
     REMOVE_BROKER = 903
     BROKER_HEARTBEAT = 904
+    GET_BROKER_HA_STATUS = 907  # mqadmin haStatus (5.x)
     # 5.x controller mode (RIP-44): a broker's requests to the controller, and the controller's to
     # the broker (NOTIFY_BROKER_ROLE_CHANGED) and mqadmin's (GET_BROKER_EPOCH_CACHE); rmqpy/broker/replicas/
     CONTROLLER_ALTER_SYNC_STATE_SET = 1001

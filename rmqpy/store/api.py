@@ -108,6 +108,10 @@ class MessageStore(Protocol):
 
     def get_min_phy_offset(self) -> int: ...
 
+    def get_master_flushed_offset(self) -> int:
+        """Java ``getMasterFlushedOffset``: the master's flushed offset the checkpoint holds (0: none)."""
+        ...
+
     def dispatch_behind_bytes(self) -> int: ...
 
     def flush_behind_bytes(self) -> int:

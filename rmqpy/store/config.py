@@ -80,6 +80,8 @@ class MessageStoreConfig:
     haHousekeepingInterval: int = 1000 * 20
     haTransferBatchSize: int = 1024 * 32
     haSlaveFallbehindMax: int = 1024 * 1024 * 256
+    # 5.x: a classic slave this far behind the master's end is not in sync (mqadmin haStatus)
+    haMaxGapNotInSync: int = 1024 * 1024 * 256
     slaveTimeout: int = 3000
     # 5.x controller mode (rmqpy/broker/replicas/autoswitch.py): how many replicas a SYNC put needs,
     # counting the master: every one of the in-sync set, or inSyncReplicas, and minInSyncReplicas before

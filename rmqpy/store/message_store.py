@@ -988,6 +988,9 @@ class MessageStore(DiskSpaceGuard):
     def get_max_phy_offset(self) -> int:
         return self.commit_log.get_max_offset()
 
+    def get_master_flushed_offset(self) -> int:
+        return self.checkpoint.master_flushed_offset if self.checkpoint is not None else 0
+
     def dispatch_behind_bytes(self) -> int:
         return 0
 

@@ -44,7 +44,8 @@ class AdminBrokerProcessor(TopicAdmin, GroupAdmin, OffsetAdmin, StatsAdmin, Conf
              RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_BROKER_CONSUME_STATS,
              RequestCode.QUERY_CONSUME_TIME_SPAN, RequestCode.QUERY_CONSUME_QUEUE, RequestCode.CLONE_GROUP_OFFSET,
              RequestCode.VIEW_BROKER_STATS_DATA, RequestCode.QUERY_CORRECTION_OFFSET,
-             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RequestCode.CONSUME_MESSAGE_DIRECTLY)
+             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RequestCode.CONSUME_MESSAGE_DIRECTLY,
+             RequestCode.GET_BROKER_HA_STATUS)
 
     def __init__(self, broker: "Broker") -> None:
         self.log = self.log.on(broker.reactor)
@@ -83,6 +84,7 @@ class AdminBrokerProcessor(TopicAdmin, GroupAdmin, OffsetAdmin, StatsAdmin, Conf
             RequestCode.QUERY_CORRECTION_OFFSET: self.query_correction_offset,
             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
+            RequestCode.GET_BROKER_HA_STATUS: self.get_broker_ha_status,
         }
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:

@@ -84,6 +84,14 @@ class StatsAdmin(AdminBase):
     def get_broker_runtime_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return self._ok(request, fastjson.dumps({"table": self.runtime_info()}).encode())
 
+    def get_broker_ha_status(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_HA_STATUS (``mqadmin haStatus``): the HA side's ``HARuntimeInfo``; Java's
+        SYSTEM_ERROR when there is none (a controller-mode broker on a store that cannot replicate)."""
+        info = self.broker.replication.ha_runtime_info()
+        if info is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, "Can not get HARuntimeInfo, may be duplicationEnable is true")
+        return self._ok(request, info.encode())
+
     def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         h = request.decode_header(GetConsumeStatsRequestHeader)

@@ -35,8 +35,10 @@ from typing import Any, Callable
 
 from twisted.internet import defer
 
+from rmqpy.protocol.bodies.ha import HARuntimeInfo
 from rmqpy.store.ha.autoswitch.service import AutoSwitchHAService
 from rmqpy.store.ha.group_transfer import GroupTransferService
+from rmqpy.store.ha.runtime import master_info, slave_info
 from rmqpy.store.results import PutMessageStatus
 from rmqpy.store.role import BrokerRole
 
@@ -154,3 +156,15 @@ class AutoSwitchReplication:
                 "haSyncStateSet": ",".join(str(i) for i in sorted(s.local_sync_state_set())),
                 "haInSyncReplicas": str(s.in_sync_replicas_nums()),
                 "haConfirmOffset": str(s.confirm_offset())}
+
+    def ha_runtime_info(self) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS (Java ``AutoSwitchHAService.getRuntimeInfo``): a replica's client, or
+        a master's connections, in sync when in the controller's set as last answered, which counts
+        the master too (``inSyncSlaveNums`` is its size - 1)."""
+        s = self.service
+        end = s.max_offset()
+        if s.is_slave:
+            flushed = self.store.get_master_flushed_offset() if self.store is not None else 0
+            return slave_info(s.client, end, flushed)
+        local = s.local_sync_state_set()
+        return master_info(end, s.connections, lambda c: c.slave_id in local, len(local) - 1)

@@ -139,3 +139,7 @@ class MasterOnlyHA:
 
     def runtime_info(self) -> dict[str, str]:
         return {"haSlaveConnections": "0"}
+
+    def ha_runtime_info(self) -> None:
+        """No HA service (Java answers GET_BROKER_HA_STATUS SYSTEM_ERROR without one)."""
+        return None

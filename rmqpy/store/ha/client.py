@@ -32,13 +32,14 @@ class HAClientProtocol(protocol.Protocol):
         self._buf = bytearray()
         self._closed = False
         self.reported = -1
-        self._last_write = 0.0
-        self._last_read = 0.0
+        #: clock seconds of the last report written and the last bytes read (haStatus shows them)
+        self.last_write = 0.0
+        self.last_read = 0.0
         self._timer: Any = None
 
     def connectionMade(self) -> None:  # noqa: N802 (Twisted's name)
         now = self.client.clock.seconds()
-        self._last_read = now
+        self.last_read = now
         self.report(self.client.max_offset())
         self._timer = self.client.clock.callLater(1.0, self._tick)
 
@@ -58,7 +59,7 @@ class HAClientProtocol(protocol.Protocol):
 
     def report(self, offset: int) -> None:
         self.reported = offset
-        self._last_write = self.client.clock.seconds()
+        self.last_write = self.client.clock.seconds()
         self.transport.write(REPORT.pack(offset))
 
     def _tick(self) -> None:
@@ -67,17 +68,18 @@ class HAClientProtocol(protocol.Protocol):
             return
         now = self.client.clock.seconds()
         t = self.client.timings
-        if now - self._last_read > t.housekeeping_ms / 1000.0:
+        if now - self.last_read > t.housekeeping_ms / 1000.0:
             self.close(f"master silent for {t.housekeeping_ms} ms")
             return
-        if now - self._last_write >= t.heartbeat_ms / 1000.0:
+        if now - self.last_write >= t.heartbeat_ms / 1000.0:
             self.report(self.client.max_offset())
         self._timer = self.client.clock.callLater(1.0, self._tick)
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         if self._closed:
             return
-        self._last_read = self.client.clock.seconds()
+        self.last_read = self.client.clock.seconds()
+        self.client.flow.add(len(data))
         buf = self._buf
         buf += data
         pos = 0

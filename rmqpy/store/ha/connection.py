@@ -23,6 +23,7 @@ from zope.interface import implementer
 
 from rmqpy.remoting.channel import address_text
 from rmqpy.remoting.ratelimit import limiter_for
+from rmqpy.store.ha.flow import ByteRate
 from rmqpy.store.ha.gate import impossible_report
 from rmqpy.store.ha.wire import HEADER, REPORT
 
@@ -63,6 +64,8 @@ class HAConnection(protocol.Protocol):
         self.slave_ack_offset = -1
         self.next_transfer_from = -1
         self.client_addr = "?"
+        #: bytes written to the slave (haStatus's TransferSpeed; Java's classic master counts only the headers)
+        self.flow = ByteRate(clock)
         self._buf = b""
         self._paused = False
         self._closed = False
@@ -153,12 +156,14 @@ class HAConnection(protocol.Protocol):
             start = self.next_transfer_from
             self.next_transfer_from += len(data)
             self.transport.write(HEADER.pack(start, len(data)) + data)
+            self.flow.add(HEADER.size + len(data))
             sent += 1
         now = self.clock.seconds()
         if sent:
             self._last_write = now
         elif now - self._last_write >= self.timings.heartbeat_ms / 1000.0:
             self.transport.write(HEADER.pack(self.next_transfer_from, 0))
+            self.flow.add(HEADER.size)
             self._last_write = now
         if self._closed or self._paused:
             return

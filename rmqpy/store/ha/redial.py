@@ -14,6 +14,7 @@ from twisted.internet import defer, protocol
 from twisted.internet.endpoints import HostnameEndpoint, connectProtocol
 
 from rmqpy.remoting.ratelimit import limiter_for
+from rmqpy.store.ha.flow import ByteRate
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class Redialer(Generic[P]):
         self.clock = clock
         self.dial_address = ""
         self.connection: P | None = None
+        #: bytes the connections read from the master (haStatus's TransferSpeed, Java's client FlowMonitor)
+        self.flow = ByteRate(clock)
         self._connecting = False
         self._stopped = True
         self._timer: Any = None

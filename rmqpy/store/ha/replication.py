@@ -13,11 +13,13 @@ from typing import Any, Callable
 
 from twisted.internet import protocol
 
+from rmqpy.protocol.bodies.ha import HARuntimeInfo
 from rmqpy.store.api import MessageStore
 from rmqpy.store.config import MessageStoreConfig
 from rmqpy.store.ha.client import HAClient
 from rmqpy.store.ha.connection import HATimings, MasterLog
 from rmqpy.store.ha.gate import ReplicaGate
+from rmqpy.store.ha.runtime import master_info, slave_info
 from rmqpy.store.ha.service import HAService
 from rmqpy.store.message_store import PutMessageStatus
 from rmqpy.store.role import BrokerRole, role_of
@@ -98,3 +100,13 @@ class Replication:
                 "haPush2SlaveMaxOffset": str(self.service.push2slave_max_offset),
                 "haSlaveAckOffset": str(self.service.slave_ack_offset()),
                 "haSlaveFallBehind": str(self.slave_fall_behind_much() if self.service.replicas() else 0)}
+
+    def ha_runtime_info(self) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS (Java ``DefaultHAService.getRuntimeInfo``): a slave's client, or a
+        master's connections, each in sync while less than ``haMaxGapNotInSync`` behind its end."""
+        store = self.store
+        end = store.get_max_phy_offset()
+        if self.client is not None:
+            return slave_info(self.client, end, store.get_master_flushed_offset())
+        gap = self.config.haMaxGapNotInSync
+        return master_info(end, self.service.connections, lambda c: end - c.slave_ack_offset < gap)

@@ -55,13 +55,14 @@ class AutoSwitchHAClientProtocol(protocol.Protocol):
         self._buf = bytearray()
         self._closed = False
         self._busy = False  # a truncation runs: frames wait in the buffer
-        self._last_read = 0.0
-        self._last_write = 0.0
+        #: clock seconds of the last bytes read and the last frame written (haStatus shows them)
+        self.last_read = 0.0
+        self.last_write = 0.0
         self._timer: Any = None
 
     def connectionMade(self) -> None:  # noqa: N802 (Twisted's name)
         now = self.clock.seconds()
-        self._last_read = now
+        self.last_read = now
         s = self.client.settings
         self._write(SLAVE_HANDSHAKE.pack(State.HANDSHAKE, int(s.syncFromLastFile), int(s.asyncLearner),
                                          self.client.broker_id))
@@ -83,7 +84,7 @@ class AutoSwitchHAClientProtocol(protocol.Protocol):
         self.transport.loseConnection()
 
     def _write(self, data: bytes) -> None:
-        self._last_write = self.clock.seconds()
+        self.last_write = self.clock.seconds()
         self.transport.write(data)
 
     def report(self, offset: int) -> None:
@@ -101,10 +102,10 @@ class AutoSwitchHAClientProtocol(protocol.Protocol):
             return
         now = self.clock.seconds()
         s = self.client.settings
-        if now - self._last_read > s.haHousekeepingInterval / 1000.0:
+        if now - self.last_read > s.haHousekeepingInterval / 1000.0:
             self.close(f"master silent for {s.haHousekeepingInterval} ms")
             return
-        if self.state is State.TRANSFER and now - self._last_write > s.haSendHeartbeatInterval / 1000.0:
+        if self.state is State.TRANSFER and now - self.last_write > s.haSendHeartbeatInterval / 1000.0:
             self.report(self.reported)
         self._timer = self.clock.callLater(1.0, self._tick)
 
@@ -112,7 +113,8 @@ class AutoSwitchHAClientProtocol(protocol.Protocol):
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         if self._closed:
             return
-        self._last_read = self.clock.seconds()
+        self.last_read = self.clock.seconds()
+        self.client.flow.add(len(data))
         self._buf += data
         self._process()
 

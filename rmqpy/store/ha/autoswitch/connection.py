@@ -38,6 +38,7 @@ from rmqpy.store.ha.autoswitch.wire import (
     SLAVE_REPORT,
     State,
 )
+from rmqpy.store.ha.flow import ByteRate
 from rmqpy.store.ha.gate import impossible_report
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ class AutoSwitchHAConnection(protocol.Protocol):
         self.last_master_max_offset = -1
         self.last_transfer_time = 0.0
         self.client_addr = "?"
+        #: bytes written to the replica, every frame (haStatus's TransferSpeed, as Java's writer hook)
+        self.flow = ByteRate(self.clock)
         self._buf = bytearray()
         self._handshaken = False
         self._paused = False
@@ -143,7 +146,7 @@ class AutoSwitchHAConnection(protocol.Protocol):
         entries = epochs.entries()[-MAX_EPOCH_ENTRIES:]
         max_offset = self.service.store.get_max_phy_offset()
         body = b"".join(EPOCH_ENTRY.pack(e.epoch, e.start_offset) for e in entries)
-        self.transport.write(MASTER_HANDSHAKE.pack(State.HANDSHAKE, len(body), max_offset, epochs.last_epoch()) + body)
+        self._write(MASTER_HANDSHAKE.pack(State.HANDSHAKE, len(body), max_offset, epochs.last_epoch()) + body)
         self._last_write = self.clock.seconds()
 
     def _report(self, offset: int) -> None:
@@ -204,6 +207,10 @@ class AutoSwitchHAConnection(protocol.Protocol):
         return MASTER_TRANSFER.pack(State.TRANSFER, len(body), offset, epoch, start,
                                     self.service.confirm_offset()) + body
 
+    def _write(self, data: bytes) -> None:
+        self.transport.write(data)
+        self.flow.add(len(data))
+
     def wakeup(self) -> None:
         """New data was appended: send it unless paused or not started."""
         if self.next_transfer_from >= 0 and self.current_epoch >= 0 and not self._paused and not self._closed \
@@ -248,7 +255,7 @@ class AutoSwitchHAConnection(protocol.Protocol):
             self.next_transfer_from += len(data)
             self.last_master_max_offset = store.get_max_phy_offset()
             self.last_transfer_time = self.clock.seconds()
-            self.transport.write(self._frame(start, data))
+            self._write(self._frame(start, data))
             sent += 1
         now = self.clock.seconds()
         if sent:
@@ -267,7 +274,7 @@ class AutoSwitchHAConnection(protocol.Protocol):
     def _heartbeat_if_due(self) -> None:
         now = self.clock.seconds()
         if now - self._last_write > self.settings.haSendHeartbeatInterval / 1000.0:
-            self.transport.write(self._frame(self.next_transfer_from, b""))
+            self._write(self._frame(self.next_transfer_from, b""))
             self._last_write = now
 
     # IPushProducer
