@@ -27,6 +27,7 @@ from rmqpy.client import Message, Producer, PullConsumer, PullStatus
 from rmqpy.protocol.codes import RequestCode
 from tests.interop import clients, jvm, servers
 from tests.interop.test_controller_mode_java import _sections
+from tests.interop.test_ha_java import _ha_status
 from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
@@ -135,6 +136,14 @@ def test_replica_copies_an_rmqpy_master_and_takes_over_after_kill9(java_built, c
         assert sss["#MasterBrokerId"] == "1" and sss["#SyncStateSetNums"] == "2", sss
         in_sync = sorted(v for k, v in sss.items() if k.startswith("InSyncReplica"))
         assert [f"brokerId={i}" in v and "alive=true" in v for i, v in zip((1, 2), in_sync)] == [True, True], sss
+        # mqadmin haStatus on the master: its replica, in the in-sync set (OK, #InSyncSlaveNum its size - 1),
+        # every acknowledged byte held (each SEND_OK waited for it)
+        fields, rows = _ha_status(client_host, ns_addr, a)
+        assert fields == {"#MasterAddr": a, "#MasterCommitLogMaxOffset": str(end), "#SlaveNum": "1",
+                          "#InSyncSlaveNum": "1"}, fields
+        [[slave_addr, ack, diff, _speed, status, transfer_from]] = rows
+        assert slave_addr.rsplit(":", 1)[0] == ip and (ack, diff, status, transfer_from) == \
+            (str(end), "0", "OK", str(end)), rows
 
         # kill -9 of the master: the controller elects the replica, sends succeed again
         brokers["py-a"].kill9()
