@@ -163,7 +163,7 @@ class AutoSwitchReplication:
         the master too (``inSyncSlaveNums`` is its size - 1)."""
         s = self.service
         end = s.max_offset()
-        if s.is_slave:
+        if not s.is_master:  # a replica, or no role yet (Java's controller-mode broker starts as SLAVE)
             flushed = self.store.get_master_flushed_offset() if self.store is not None else 0
             return slave_info(s.client, end, flushed)
         local = s.local_sync_state_set()

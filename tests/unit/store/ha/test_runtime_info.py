@@ -135,6 +135,10 @@ def test_classic_master_without_slaves(tmp_path):
 def test_autoswitch_master_in_sync_by_its_sync_state_set_and_the_replica_side(tmp_path):
     m, r = _autoswitch_pair(tmp_path)
     ms = _service(m)
+    # no role yet: a replica with no master (Java's controller-mode broker starts as SLAVE)
+    assert _wire(AutoSwitchReplication(ms, m.store).ha_runtime_info())["haClientRuntimeInfo"] == {
+        "lastReadTimestamp": 0, "lastWriteTimestamp": 0, "masterFlushOffset": 0, "maxOffset": 0,
+        "transferredByteInSecond": 0}
     ms.set_local_broker_id(1)
     ms.change_to_master(1)
     _put(m, 30)
