@@ -382,9 +382,10 @@ REMOTING_VERSION = 409
 
 
 def remoting_request(addr: str, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"",
-                     timeout: float = 3.0) -> tuple[int, str | None, dict, bytes]:
+                     timeout: float = 5.0) -> tuple[int, str | None, dict, bytes]:
     """Sends one JSON-serialised RemotingCommand and returns the reply's
-    (code, remark, extFields, body). Raises OSError on connection problems."""
+    (code, remark, extFields, body). Raises OSError on connection problems. The default timeout is
+    mqadmin's (DefaultMQAdminExt, 5 s): a loaded Java broker's GET_BROKER_RUNTIME_INFO passed 3 s."""
     host, port = addr.rsplit(":", 1)
     header = {"code": code, "flag": 0, "language": "JAVA", "opaque": 1,
               "serializeTypeCurrentRPC": "JSON", "version": REMOTING_VERSION}

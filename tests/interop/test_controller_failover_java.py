@@ -40,11 +40,18 @@ COUNT = 300
 
 
 def _runtime(addr: str) -> dict[str, str]:
+    """A broker's runtime table; {} while it cannot answer (a wait's poll, across a kill)."""
     try:
-        code, _remark, _ext, body = jvm.remoting_request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-    except (OSError, ValueError):
+        return _runtime_now(addr)
+    except (OSError, ValueError, AssertionError):
         return {}
-    return json.loads(body)["table"] if code == 0 else {}
+
+
+def _runtime_now(addr: str) -> dict[str, str]:
+    """A broker's runtime table, which it must answer now (not a poll): a failure says why."""
+    code, remark, _ext, body = jvm.remoting_request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert code == 0, (addr, code, remark)
+    return json.loads(body)["table"]
 
 
 def _commit_log(store: Path, end: int) -> bytes:
@@ -113,7 +120,7 @@ def test_replica_copies_an_rmqpy_master_and_takes_over_after_kill9(java_built, c
         if replica == "rmqpy":
             wait_until(lambda: _runtime(b).get("haConnectedToMaster") == "true", 30,
                        what="py-b connected to py-a's HA port", diag=lambda: tail("py-b"))
-            assert _runtime(b)["haMasterAddress"] == f"{ip}:{int(a.rsplit(':', 1)[1]) + 1}"
+            assert _runtime_now(b)["haMasterAddress"] == f"{ip}:{int(a.rsplit(':', 1)[1]) + 1}"
         wait_until(lambda: _runtime(a).get("haSyncStateSet") == "1,2", 60, what="py-b in py-a's in-sync set",
                    diag=lambda: tail("py-a") + tail("py-b"))
         up = time.monotonic() - t0
@@ -126,9 +133,9 @@ def test_replica_copies_an_rmqpy_master_and_takes_over_after_kill9(java_built, c
         sent = ev.of("sent")
         assert len(sent) == COUNT and {(e["brokerName"], e["status"]) for e in sent} == {(SET, "SEND_OK")}
         acked = {e["keys"] for e in sent}
-        end = int(_runtime(a)["commitLogMaxOffset"])
+        end = int(_runtime_now(a)["commitLogMaxOffset"])
         # allAckInSyncStateSet: each SEND_OK came after py-b held the message, nothing to wait for
-        assert int(_runtime(b)["commitLogMaxOffset"]) >= end
+        assert int(_runtime_now(b)["commitLogMaxOffset"]) >= end
         assert _commit_log(_store(tmp_path / "py-b"), end) == _commit_log(tmp_path / "py-a" / "store", end)
 
         sss = _sections(clients.mqadmin(client_host, JAVA, ["getSyncStateSet", "-a", ctl, "-b", SET], ns_addr),
@@ -186,7 +193,7 @@ def test_replica_copies_an_rmqpy_master_and_takes_over_after_kill9(java_built, c
                                                port=port_a, host=ip)
         wait_until(lambda: _runtime(a).get("haMasterAddress") == f"{ip}:{int(b.rsplit(':', 1)[1]) + 1}", 30,
                    what="py-a a replica of py-b", diag=lambda: tail("py-a"))
-        new_end = int(_runtime(b)["commitLogMaxOffset"])
+        new_end = int(_runtime_now(b)["commitLogMaxOffset"])
         wait_until(lambda: int(_runtime(a).get("commitLogMaxOffset", -1)) >= new_end, 30, what="py-a caught up",
                    diag=lambda: tail("py-a"))
         assert _commit_log(tmp_path / "py-a" / "store", new_end) == _commit_log(_store(tmp_path / "py-b"), new_end)
