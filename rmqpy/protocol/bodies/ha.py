@@ -37,7 +37,10 @@ class HAConnectionRuntimeInfo:
                 "transferFromWhere": self.transferFromWhere, "transferredByteInSecond": self.transferredByteInSecond}
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> HAConnectionRuntimeInfo:
+        if not isinstance(obj, dict):
+            raise ValueError(f"{cls.__name__} is {type(obj).__name__}, not an object")
         return cls(str(obj.get("addr") or ""), _long(obj, "slaveAckOffset"), _long(obj, "diff"),
                    bool(obj.get("inSync", False)), _long(obj, "transferredByteInSecond"),
                    _long(obj, "transferFromWhere"))
@@ -63,7 +66,10 @@ class HAClientRuntimeInfo:
         return out
 
     @classmethod
+    @body_decoder
     def from_json(cls, obj: dict[str, Any]) -> HAClientRuntimeInfo:
+        if not isinstance(obj, dict):
+            raise ValueError(f"{cls.__name__} is {type(obj).__name__}, not an object")
         addr = obj.get("masterAddr")
         return cls(None if addr is None else str(addr), _long(obj, "transferredByteInSecond"),
                    _long(obj, "maxOffset"), _long(obj, "lastReadTimestamp"), _long(obj, "lastWriteTimestamp"),
