@@ -62,8 +62,26 @@ class SyncStateSet:
 
 
 @dataclass(frozen=True)
+class BrokerMemberGroup:
+    """A set's replicas by id (Java ``BrokerMemberGroup``), in the election's answer."""
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[int, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerAddrs": dict(self.brokerAddrs), "brokerName": self.brokerName, "cluster": self.cluster}
+
+
+@dataclass(frozen=True)
 class ElectMasterResponseBody:
     syncStateSet: frozenset[int] = frozenset()
+    brokerMemberGroup: BrokerMemberGroup | None = None
+
+    def encode(self) -> bytes:
+        obj: dict[str, Any] = {"syncStateSet": sorted(self.syncStateSet)}
+        if self.brokerMemberGroup is not None:
+            obj["brokerMemberGroup"] = self.brokerMemberGroup.to_json()
+        return fastjson.dumps(obj).encode("utf-8")
 
     @classmethod
     @body_decoder
@@ -106,3 +124,41 @@ class EpochEntryCache:
         return cls(str(obj.get("clusterName") or ""), str(obj.get("brokerName") or ""),
                    _number(obj.get("brokerId", 0), "brokerId", _LONG), entries,
                    _number(obj.get("maxOffset", 0), "maxOffset", _LONG))
+
+
+@dataclass(frozen=True)
+class ReplicaIdentity:
+    brokerName: str
+    brokerId: int
+    brokerAddress: str | None
+    alive: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"alive": self.alive, "brokerAddress": self.brokerAddress, "brokerId": self.brokerId,
+                "brokerName": self.brokerName}
+
+
+@dataclass(frozen=True)
+class ReplicasInfo:
+    masterBrokerId: int | None
+    masterAddress: str | None
+    masterEpoch: int
+    syncStateSetEpoch: int
+    inSyncReplicas: list[ReplicaIdentity]
+    notInSyncReplicas: list[ReplicaIdentity]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"inSyncReplicas": [r.to_json() for r in self.inSyncReplicas], "masterAddress": self.masterAddress,
+                "masterBrokerId": self.masterBrokerId, "masterEpoch": self.masterEpoch,
+                "notInSyncReplicas": [r.to_json() for r in self.notInSyncReplicas],
+                "syncStateSetEpoch": self.syncStateSetEpoch}
+
+
+@dataclass
+class BrokerReplicasInfo:
+    """CONTROLLER_GET_SYNC_STATE_DATA's answer (``mqadmin getSyncStateSet``), by broker name."""
+    replicasInfoTable: dict[str, ReplicasInfo] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return fastjson.dumps({"replicasInfoTable": {n: r.to_json() for n, r in self.replicasInfoTable.items()}}
+                              ).encode("utf-8")

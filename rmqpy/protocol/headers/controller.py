@@ -112,3 +112,19 @@ class NotifyBrokerRoleChangedRequestHeader(CommandHeader):
     masterEpoch: int | None = optional()
     syncStateSetEpoch: int | None = optional()
     masterBrokerId: Long | None = optional()
+
+
+@header
+class AlterSyncStateSetResponseHeader(CommandHeader):
+    """CONTROLLER_ALTER_SYNC_STATE_SET's answer (the controller writes it; a broker reads the body)."""
+    newSyncStateSetEpoch: int = optional(0)
+
+
+@header
+class CleanControllerBrokerDataRequestHeader(CommandHeader):
+    """CLEAN_BROKER_DATA (1011), ``mqadmin cleanBrokerMetadata``."""
+    clusterName: str | None = optional()
+    brokerName: str = required()
+    brokerControllerIdsToClean: str | None = optional()
+    isCleanLivingBroker: bool = optional(False)
+    invokeTime: Long = optional(0)
