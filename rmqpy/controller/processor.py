@@ -1,0 +1,149 @@
+"""ControllerRequestProcessor: the controller's request codes (Java ``ControllerRequestProcessor``).
+
+Answered by every controller: BROKER_HEARTBEAT (each keeps its own liveness) and
+CONTROLLER_GET_METADATA_INFO (who leads; brokers and mqadmin ask any controller for it). Every other
+code goes through the leader's scheduler; a controller that is not the leader answers
+CONTROLLER_NOT_LEADER "The controller is not in leader state", as Java's ``EventScheduler`` does
+(without the leader's address: Java's answer has none, callers ask GET_METADATA_INFO). An entry
+the log does not commit within 5 s is SYSTEM_ERROR, as Java's ``future.get(5 s)`` throwing.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from rmqpy.controller import replicas
+from rmqpy.controller.manager import ControllerManager, NotLeader, broker_names_body
+from rmqpy.controller.replicas import Result
+from rmqpy.protocol.bodies.controller import SyncStateSet
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.controller import (
+    AlterSyncStateSetRequestHeader,
+    ApplyBrokerIdRequestHeader,
+    CleanControllerBrokerDataRequestHeader,
+    ElectMasterRequestHeader,
+    GetMetaDataResponseHeader,
+    GetNextBrokerIdRequestHeader,
+    GetReplicaInfoRequestHeader,
+    RegisterBrokerToControllerRequestHeader,
+)
+from rmqpy.protocol.headers.namesrv import BrokerHeartbeatRequestHeader
+
+Handler = Callable[[Any, RemotingCommand], Any]
+
+
+class ControllerRequestProcessor:
+    log = Logger()
+
+    def __init__(self, manager: ControllerManager, config_text: Callable[[], str] | None = None) -> None:
+        self.manager = manager
+        self.config_text = config_text
+        self.handlers: dict[int, Handler] = {
+            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self.alter_sync_state_set,
+            RequestCode.CONTROLLER_ELECT_MASTER: self.elect_master,
+            RequestCode.CONTROLLER_GET_REPLICA_INFO: self.get_replica_info,
+            RequestCode.CONTROLLER_GET_METADATA_INFO: self.get_metadata,
+            RequestCode.BROKER_HEARTBEAT: self.heartbeat,
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self.get_sync_state_data,
+            RequestCode.GET_CONTROLLER_CONFIG: self.get_config,
+            RequestCode.CLEAN_BROKER_DATA: self.clean_broker_data,
+            RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self.get_next_broker_id,
+            RequestCode.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
+            RequestCode.CONTROLLER_REGISTER_BROKER: self.register_broker,
+        }
+
+    def process_request(self, channel: Any, request: RemotingCommand) -> Any:
+        return self.handlers[request.code](channel, request)
+
+    # ------------------------------------------------------------------ helpers
+    def _answer(self, request: RemotingCommand, compute: Callable[[Any], Result], write: bool,
+                after: Callable[[Result], Any] | None = None) -> defer.Deferred[RemotingCommand]:
+        d = self.manager.run(compute, write)
+        if after is not None:
+            d.addCallback(lambda r: (after(r), r)[1])
+
+        def ok(result: Result) -> RemotingCommand:
+            return request.response(result.code, result.remark, header=result.header, body=result.body)
+
+        def failed(failure: Any) -> RemotingCommand:
+            if failure.check(NotLeader):
+                return request.response(ResponseCode.CONTROLLER_NOT_LEADER, str(failure.value))
+            if failure.check(defer.TimeoutError, defer.CancelledError):
+                return request.response(ResponseCode.SYSTEM_ERROR, "java.util.concurrent.TimeoutException")
+            self.log.warn("controller request {code} failed: {err}", code=request.code, err=failure.getErrorMessage())
+            return request.response(ResponseCode.SYSTEM_ERROR, failure.getErrorMessage())
+
+        return d.addCallbacks(ok, failed)
+
+    # ------------------------------------------------------------------ handlers
+    def alter_sync_state_set(self, channel: Any, request: RemotingCommand) -> Any:
+        h = request.decode_header(AlterSyncStateSetRequestHeader)
+        new = SyncStateSet.decode(request.body)
+        return self._answer(request, lambda s: replicas.alter_sync_state_set(
+            s, h.brokerName or "", h.masterBrokerId, h.masterEpoch, new, self.manager.heartbeats.is_active), True)
+
+    def elect_master(self, channel: Any, request: RemotingCommand) -> Any:
+        h = request.decode_header(ElectMasterRequestHeader)
+        m = self.manager
+
+        def notify(result: Result) -> None:
+            if result.code == ResponseCode.SUCCESS and m.config.notifyBrokerRoleChanged:
+                m.notify_role_changed(h.brokerName, result)
+
+        return self._answer(request, lambda s: replicas.elect_master(
+            s, h.brokerName, h.brokerId, bool(h.designateElect), m.policy, m.config.enableElectUncleanMaster),
+            True, notify)
+
+    def get_replica_info(self, channel: Any, request: RemotingCommand) -> Any:
+        h = request.decode_header(GetReplicaInfoRequestHeader)
+        return self._answer(request, lambda s: replicas.replica_info(s, h.brokerName or ""), False)
+
+    def get_metadata(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        meta = self.manager.metadata()
+        return request.response(ResponseCode.SUCCESS, header=GetMetaDataResponseHeader(
+            meta.get("group"), meta.get("controllerLeaderId"), meta.get("controllerLeaderAddress"),
+            bool(meta.get("isLeader")), meta.get("peers")))
+
+    def heartbeat(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        h = request.decode_header(BrokerHeartbeatRequestHeader)
+        if h.brokerId is None:
+            return request.response(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        self.manager.heartbeats.on_heartbeat(h.clusterName, h.brokerName, h.brokerAddr, h.brokerId,
+                                             h.heartbeatTimeoutMills, channel, h.epoch, h.maxOffset,
+                                             h.confirmOffset, h.electionPriority)
+        return request.response(ResponseCode.SUCCESS, "Heart beat success")
+
+    def get_sync_state_data(self, channel: Any, request: RemotingCommand) -> Any:
+        names = broker_names_body(request.body)
+        if not names:
+            return request.response(ResponseCode.SYSTEM_ERROR)
+        return self._answer(request, lambda s: replicas.sync_state_data(
+            s, names, self.manager.heartbeats.is_active), False)
+
+    def get_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        text = self.config_text() if self.config_text is not None else ""
+        return request.response(ResponseCode.SUCCESS, body=text.encode("utf-8") if text else None)
+
+    def clean_broker_data(self, channel: Any, request: RemotingCommand) -> Any:
+        h = request.decode_header(CleanControllerBrokerDataRequestHeader)
+        return self._answer(request, lambda s: replicas.clean_broker_data(
+            s, h.clusterName, h.brokerName, h.brokerControllerIdsToClean, bool(h.isCleanLivingBroker),
+            self.manager.heartbeats.is_active), True)
+
+    def get_next_broker_id(self, channel: Any, request: RemotingCommand) -> Any:
+        h = request.decode_header(GetNextBrokerIdRequestHeader)
+        return self._answer(request, lambda s: replicas.next_broker_id(s, h.clusterName, h.brokerName or ""), False)
+
+    def apply_broker_id(self, channel: Any, request: RemotingCommand) -> Any:
+        h = request.decode_header(ApplyBrokerIdRequestHeader)
+        return self._answer(request, lambda s: replicas.apply_broker_id(
+            s, h.clusterName, h.brokerName or "", h.appliedBrokerId, h.registerCheckCode or ""), True)
+
+    def register_broker(self, channel: Any, request: RemotingCommand) -> Any:
+        h = request.decode_header(RegisterBrokerToControllerRequestHeader)
+        return self._answer(request, lambda s: replicas.register_broker(
+            s, h.clusterName or "", h.brokerName or "", h.brokerId, h.brokerAddress or "",
+            self.manager.heartbeats.is_active), True)
