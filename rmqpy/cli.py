@@ -14,7 +14,8 @@ import sys
 
 from twisted.python import usage
 
-TAP_MODULES = {"rmq-namesrv": "rmqpy.namesrv.tap", "rmq-broker": "rmqpy.broker.tap"}
+TAP_MODULES = {"rmq-namesrv": "rmqpy.namesrv.tap", "rmq-broker": "rmqpy.broker.tap",
+               "rmq-controller": "rmqpy.controller.tap"}
 
 
 def _run_tap(tap: str, program: str, argv: list[str] | None) -> None:
@@ -38,3 +39,8 @@ def mqnamesrv(argv: list[str] | None = None) -> None:
 
 def mqbroker(argv: list[str] | None = None) -> None:
     _run_tap("rmq-broker", "mqbroker", argv)
+
+
+def mqcontroller(argv: list[str] | None = None) -> None:
+    """Java's ``bin/mqcontroller -c controller.conf``."""
+    _run_tap("rmq-controller", "mqcontroller", argv)

@@ -123,6 +123,9 @@ class PySyncObjLog:
             # a command sent while no leader is known fails at once instead of waiting in a queue:
             # only the leader sends commands, and it answers its callers itself
             commandsWaitLeader=False,
+            # PySyncObj retries a peer it could not reach every 5 s by default: a set started (or
+            # restarted) together then waited up to that long for its first leader
+            connectionRetryTime=1.0,
         )
         self._consumer = _consumer_class()(self)
         own = self.raft_peers[self.self_id]

@@ -17,7 +17,7 @@ LAYERS = [
     ["rmqpy.acl"],
     ["rmqpy.auth"],
     ["rmqpy.common.metrics", "rmqpy.common.startup"],
-    ["rmqpy.namesrv", "rmqpy.broker"],
+    ["rmqpy.namesrv", "rmqpy.broker", "rmqpy.controller"],
     ["rmqpy.proxy"],
     ["rmqpy.tools", "rmqpy.client", "rmqpy.cli", "rmqpy.conf", "rmqpy"],
 ]

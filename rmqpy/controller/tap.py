@@ -1,0 +1,93 @@
+"""``twistd rmq-controller``: ControllerStartup's options (``-c controller.conf``, ``-p``, ``-m``), plus
+``-D key=value`` for any key and ``--version``. Keys of Java's ControllerConfig that rmqpy does not
+act on are read and reported on stderr, one line each, as the other taps report unknown keys."""
+from __future__ import annotations
+
+import sys
+
+from rmqpy.common.properties import PropertiesError, apply_properties, config_items, format_properties, load_properties
+from rmqpy.common.startup import ServerOptions, ServerRoot, check_defines, check_ports_free
+from rmqpy.controller.config import IMPORTANT_KEYS, NOT_APPLIED, ControllerConfig, netty_server_config
+from rmqpy.remoting.netty_config import NettyServerConfig
+from rmqpy.remoting.tls_hook import tls_properties
+
+
+class Options(ServerOptions):
+    tap_name = "rmq-controller"
+    synopsis = "[-c controller.conf] [-D key=value ...] [-p | -m | --version]"
+    longdesc = ("Apache RocketMQ 5-compatible controller on PySyncObj (Raft): serves brokers and mqadmin on its "
+                "own controllerDLegerPeers address. -D key=value sets any config key on top of the -c file.")
+    optParameters = [
+        ["configFile", "c", None, "Controller config properties file"],
+    ]
+    optFlags = [
+        ["printConfigItem", "p", "Print all config items and exit"],
+        ["printImportantConfig", "m", "Print important config items and exit"],
+    ]
+
+
+def _warn(message: str) -> None:
+    print(f"rmq-controller: warning: {message}", file=sys.stderr)
+
+
+def build_configs(options: Options) -> tuple[ControllerConfig, NettyServerConfig]:
+    config, netty = ControllerConfig(), netty_server_config()
+    props: dict[str, str] = {}
+    if options["configFile"]:
+        props = load_properties(options["configFile"])
+    for key in sorted(set(props) | set(options.get("defines", {}))):
+        if key in NOT_APPLIED:
+            _warn(f"config key {key!r} is not used: {NOT_APPLIED[key]}")
+    jraft_keys = {k for k in NOT_APPLIED if k.startswith("jRaft")}
+    props = {k: v for k, v in props.items() if k not in jraft_keys}
+    try:
+        apply_properties([config, netty], props, warn=_warn)
+    except PropertiesError as exc:
+        raise PropertiesError(f"{options['configFile']}: {exc}" if options["configFile"] else str(exc)) from None
+    defines = {k: v for k, v in options.get("defines", {}).items() if k not in jraft_keys}
+    if defines:
+        try:
+            check_defines([config, netty], defines)
+            apply_properties([config, netty], defines)
+        except PropertiesError as exc:
+            raise PropertiesError(f"-D {exc}") from None
+    if config.controllerType.strip().lower() not in ("dledger", "jraft"):
+        raise PropertiesError(f"controllerType {config.controllerType!r} is neither DLedger nor jRaft")
+    if config.controllerType.strip().lower() == "jraft":
+        _warn("controllerType jRaft: rmqpy's controller runs on PySyncObj and reads controllerDLeger* keys")
+    if options["configFile"]:
+        config.configStorePath = options["configFile"]
+    options["tlsProps"] = tls_properties(props, options)
+    return config, netty
+
+
+def makeService(options: Options):  # noqa: N802 (Twisted's name)
+    from rmqpy.controller.service import ConfigError, ControllerService
+    try:
+        config, netty = build_configs(options)
+    except PropertiesError as exc:
+        raise SystemExit(f"rmq-controller: {exc}") from None
+    if options["printConfigItem"] or options["printImportantConfig"]:
+        items = config_items(config) + config_items(netty)
+        if options["printImportantConfig"]:
+            items = [(k, v) for k, v in items if k in IMPORTANT_KEYS]
+        sys.stdout.write(format_properties(items))
+        sys.stdout.flush()
+        raise SystemExit(0)
+    from rmqpy.common import logbridge
+    logbridge.install()  # PySyncObj logs through stdlib logging
+    from rmqpy.remoting import tls_hook
+    try:
+        wrap = tls_hook.server_wrapper(options.get("tlsProps", {}))
+    except ValueError as exc:
+        raise SystemExit(f"rmq-controller: {exc}") from None
+    try:
+        controller = ControllerService(config, netty, wrap_factory=wrap)
+    except ConfigError as exc:
+        raise SystemExit(f"rmq-controller: {exc}") from None
+    host = netty.bindAddress
+    check_ports_free(Options.tap_name, host, (controller.server.port,))
+    top = ServerRoot(Options.tap_name)
+    top.controller = controller  # type: ignore[attr-defined]
+    controller.setServiceParent(top)
+    return top
