@@ -26,8 +26,9 @@ class ConfigError(ValueError):
 
 
 def store_path(config: ControllerConfig) -> str:
-    """Java DLedger's default: ``~/DledgerController`` when controllerStorePath is blank."""
-    return config.controllerStorePath or os.path.join(os.path.expanduser("~"), "DledgerController")
+    """Java ``ControllerConfig.getControllerStorePath``: ``~/DLedgerController`` (the
+    controllerType + "Controller") when controllerStorePath is blank."""
+    return config.controllerStorePath or os.path.join(os.path.expanduser("~"), f"{config.controllerType}Controller")
 
 
 class ControllerService(service.MultiService):
