@@ -63,14 +63,14 @@ class ControllerManager(service.Service):
 
     @property
     def state(self) -> ReplicasState:
-        return self.rlog.state  # type: ignore[no-any-return]
+        return self.rlog.state
 
     def is_leader(self) -> bool:
         return bool(self.rlog.leader_ready)
 
     # ------------------------------------------------------------------ service
     def startService(self) -> None:
-        super().startService()  # type: ignore[no-untyped-call]
+        super().startService()
         # Java: the heartbeat scan starts 2 s after start, then every scanNotActiveBrokerInterval
         self._first_scan = self.clock.callLater(2.0, self._start_broker_scan)
         self.rlog.start()
@@ -80,13 +80,13 @@ class ControllerManager(service.Service):
         self._scan_brokers.start(self.config.scanNotActiveBrokerInterval / 1000.0)
 
     def stopService(self) -> defer.Deferred[None]:
-        super().stopService()  # type: ignore[no-untyped-call]
+        super().stopService()
         if self._first_scan is not None and self._first_scan.active():
             self._first_scan.cancel()
         for loop in (self._scan_brokers, self._scan_masters):
             if loop.running:
                 loop.stop()
-        return self.rlog.stop()  # type: ignore[no-any-return]
+        return self.rlog.stop()
 
     def _on_role(self, leader: bool) -> None:
         if leader:
@@ -186,10 +186,13 @@ class ControllerManager(service.Service):
             try:
                 d = self.send_oneway(address, request)
                 if isinstance(d, defer.Deferred):
-                    d.addErrback(lambda f, a=address: self.log.warn(
-                        "Failed to notify broker {addr} that role changed: {err}", addr=a, err=f.getErrorMessage()))
+                    d.addErrback(self._notify_failed, address)
             except Exception as exc:
                 self.log.warn("Failed to notify broker {addr} that role changed: {err}", addr=address, err=exc)
+
+    def _notify_failed(self, failure: Any, address: str) -> None:
+        self.log.warn("Failed to notify broker {addr} that role changed: {err}", addr=address,
+                      err=failure.getErrorMessage())
 
     # ------------------------------------------------------------------ metadata
     def metadata(self) -> dict[str, Any]:

@@ -57,7 +57,7 @@ class LocalLog:
 def _consumer_class() -> type:
     from pysyncobj import SyncObjConsumer, replicated
 
-    class ReplicatedState(SyncObjConsumer):  # type: ignore[misc]
+    class ReplicatedState(SyncObjConsumer):
         """What PySyncObj replicates and snapshots: the state as a plain dump (``_data``)."""
 
         def __init__(self, log: PySyncObjLog) -> None:
@@ -65,14 +65,14 @@ def _consumer_class() -> type:
             super().__init__()
             self._data: dict[str, Any] = {}
 
-        @replicated  # type: ignore[misc]
+        @replicated
         def apply_events(self, wires: list[tuple[Any, ...]]) -> int:
             with self._owner.lock:
                 for wire in wires:
                     self._owner.state.apply(event_from_wire(wire))
             return len(wires)
 
-        @replicated  # type: ignore[misc]
+        @replicated
         def noop(self) -> int:
             return 0
 

@@ -206,7 +206,8 @@ def sync_state_data(state: ReplicasState, broker_names: list[str], alive: ValidP
         if not state.contains(name):
             continue
         info, replica = state.sync_state[name], state.replica_info[name]
-        in_sync, not_in_sync = [], []
+        in_sync: list[ReplicaIdentity] = []
+        not_in_sync: list[ReplicaIdentity] = []
         for broker_id, address in sorted(replica.id_table().items()):
             identity = ReplicaIdentity(name, broker_id, address, alive(replica.clusterName, name, broker_id))
             (in_sync if broker_id in info.syncStateSet else not_in_sync).append(identity)

@@ -129,7 +129,7 @@ EVENT_TYPES: dict[str, type[Event]] = {t.kind: t for t in (
 def event_from_wire(wire: tuple[Any, ...] | list[Any]) -> Event:
     kind, *values = wire
     cls = EVENT_TYPES[kind]
-    return cls(*(tuple(v) if isinstance(v, list) else v for v in values))  # type: ignore[call-arg]
+    return cls(*(tuple(v) if isinstance(v, list) else v for v in values))
 
 
 class ReplicasState:
@@ -152,7 +152,7 @@ class ReplicasState:
         elif isinstance(event, ElectMasterEvent):
             if self.contains(event.brokerName):
                 info = self.sync_state[event.brokerName]
-                if event.newMasterElected:
+                if event.newMasterElected and event.newMasterBrokerId is not None:
                     info.update_master(event.newMasterBrokerId)
                     info.update_sync_state_set(frozenset((event.newMasterBrokerId,)))
                 else:  # the old master is gone and no replica could take over: keep the set
