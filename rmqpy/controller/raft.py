@@ -140,6 +140,10 @@ class PySyncObjLog:
         if sync is None:
             return defer.succeed(None)
         from twisted.internet import threads
+        from twisted.internet.interfaces import IReactorThreads
+        if not IReactorThreads.providedBy(self.reactor):  # a test's clock: wait here
+            sync.destroy_synchronous()
+            return defer.succeed(None)
         return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), sync.destroy_synchronous)
 
     def leader_id(self) -> str | None:

@@ -52,6 +52,10 @@ class ControllerService(service.MultiService):
                 raise ValueError(f"controllerDLegerSelfId {config.controllerDLegerSelfId!r} is not one of "
                                  f"controllerDLegerPeers {sorted(self.peers)}")
             self.raft_peers = raft_peers(config, self.peers)
+            low, high = config.controllerRaftMinTimeoutMillis, config.controllerRaftMaxTimeoutMillis
+            if not 300 < low <= high:  # PySyncObj: above 3 x its 100 ms append period
+                raise ValueError(f"controllerRaftMinTimeoutMillis ({low}) must be over 300 and at most "
+                                 f"controllerRaftMaxTimeoutMillis ({high})")
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.self_id = config.controllerDLegerSelfId
