@@ -4,6 +4,7 @@ act on are read and reported on stderr, one line each, as the other taps report 
 from __future__ import annotations
 
 import sys
+from typing import Callable
 
 from rmqpy.common.properties import PropertiesError, apply_properties, config_items, format_properties, load_properties
 from rmqpy.common.startup import ServerOptions, ServerRoot, check_defines, check_ports_free
@@ -30,21 +31,30 @@ def _warn(message: str) -> None:
     print(f"rmq-controller: warning: {message}", file=sys.stderr)
 
 
+NOT_APPLIED_WARNING = "config key {key!r} is not used: {why}"
+_JRAFT_KEYS = frozenset(k for k in NOT_APPLIED if k.startswith("jRaft"))
+
+
+def without_jraft_keys(props: dict[str, str], warn: Callable[[str], None]) -> dict[str, str]:
+    """``props`` less Java's JraftConfig keys (no rmqpy class has them), each key of Java's
+    ControllerConfig that rmqpy does not act on reported through ``warn``."""
+    for key in sorted(props):
+        if key in NOT_APPLIED:
+            warn(NOT_APPLIED_WARNING.format(key=key, why=NOT_APPLIED[key]))
+    return {k: v for k, v in props.items() if k not in _JRAFT_KEYS}
+
+
 def build_configs(options: Options) -> tuple[ControllerConfig, NettyServerConfig]:
     config, netty = ControllerConfig(), netty_server_config()
     props: dict[str, str] = {}
     if options["configFile"]:
         props = load_properties(options["configFile"])
-    for key in sorted(set(props) | set(options.get("defines", {}))):
-        if key in NOT_APPLIED:
-            _warn(f"config key {key!r} is not used: {NOT_APPLIED[key]}")
-    jraft_keys = {k for k in NOT_APPLIED if k.startswith("jRaft")}
-    props = {k: v for k, v in props.items() if k not in jraft_keys}
+    props = without_jraft_keys(props, _warn)
     try:
         apply_properties([config, netty], props, warn=_warn)
     except PropertiesError as exc:
         raise PropertiesError(f"{options['configFile']}: {exc}" if options["configFile"] else str(exc)) from None
-    defines = {k: v for k, v in options.get("defines", {}).items() if k not in jraft_keys}
+    defines = without_jraft_keys(options.get("defines", {}), _warn)
     if defines:
         try:
             check_defines([config, netty], defines)

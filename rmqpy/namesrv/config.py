@@ -47,6 +47,9 @@ class NamesrvConfig:
     logMaxFileSize: int = 128 * 1024 * 1024
     logMaxIndex: int = 10
     logRollingPolicy: str = "size"
+    # 5.x: run the controller in this process (rmqpy/controller/, on PySyncObj), on its own
+    # controllerDLegerPeers address; its keys (ControllerConfig's) are read from the same file
+    enableControllerInNamesrv: bool = False
 
 
 def netty_server_config() -> NettyServerConfig:

@@ -6,6 +6,8 @@ import sys
 
 from rmqpy.common.properties import PropertiesError, apply_properties, config_items, format_properties, load_properties
 from rmqpy.common.startup import ServerOptions, ServerRoot, check_defines, check_ports_free
+from rmqpy.controller.config import ControllerConfig
+from rmqpy.controller.tap import without_jraft_keys
 from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig, netty_server_config
 from rmqpy.remoting.tls_hook import tls_properties
 
@@ -26,22 +28,29 @@ class Options(ServerOptions):
 
 
 def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
-    config, netty = NamesrvConfig(), netty_server_config()
+    """The name server's configs; the controller's keys (Java's ControllerConfig, read from the same
+    file as NamesrvStartup reads them) go to ``options["controllerConfig"]``."""
+    config, netty, controller = NamesrvConfig(), netty_server_config(), ControllerConfig()
+    options["controllerConfig"] = controller
     props: dict[str, str] = {}
     if options["configFile"]:
         props = load_properties(options["configFile"])
     if options["listenPort"]:
         props["listenPort"] = options["listenPort"]
+
+    def warn(message: str) -> None:
+        print(f"rmq-namesrv: warning: {message}", file=sys.stderr)
+
+    props = without_jraft_keys(props, warn)
     try:
-        apply_properties([config, netty], props,
-                         warn=lambda m: print(f"rmq-namesrv: warning: {m}", file=sys.stderr))
+        apply_properties([config, netty, controller], props, warn=warn)
     except PropertiesError as exc:
         raise PropertiesError(f"{options['configFile']}: {exc}" if options["configFile"] else str(exc)) from None
-    defines = options.get("defines", {})
+    defines = without_jraft_keys(options.get("defines", {}), warn)
     if defines:
         try:
-            check_defines([config, netty], defines)
-            apply_properties([config, netty], defines)
+            check_defines([config, netty, controller], defines)
+            apply_properties([config, netty, controller], defines)
         except PropertiesError as exc:
             raise PropertiesError(f"-D {exc}") from None
     if options["configFile"]:  # NamesrvStartup: UPDATE_NAMESRV_CONFIG writes back to the -c file
@@ -84,4 +93,13 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
     top = ServerRoot(Options.tap_name)
     top.controller = NamesrvController(config, netty, wrap_factory=wrap)  # type: ignore[attr-defined]
     top.controller.setServiceParent(top)  # type: ignore[attr-defined]
+    if config.enableControllerInNamesrv:  # NamesrvStartup: the controller beside the name server
+        from rmqpy.controller.service import ConfigError, ControllerService
+        try:
+            embedded = ControllerService(options["controllerConfig"], netty, wrap_factory=wrap)
+        except ConfigError as exc:
+            raise SystemExit(f"rmq-namesrv: {exc}") from None
+        check_ports_free(Options.tap_name, netty.bindAddress, (embedded.server.port,))
+        top.embedded_controller = embedded  # type: ignore[attr-defined]
+        embedded.setServiceParent(top)
     return top

@@ -2,7 +2,8 @@
 side by side, request for request.
 
 Apache's name server with its controller embedded (one DLedger peer) and one rmqpy controller (one
-PySyncObj peer) get the same raw remoting requests, on an empty state and then along one broker
+PySyncObj peer; ``mqcontroller`` on its own, or in rmqpy's name server with
+``enableControllerInNamesrv=true``) get the same raw remoting requests, on an empty state and then along one broker
 set's life (apply id, register, elect, alter the SyncStateSet, the admin's election, clean): each
 answer's code, remark, header fields and body (fastjson text, byte for byte) must be the same, but
 for the controller's own address, which is masked.
@@ -25,13 +26,17 @@ JAVA = "5.3.3"
 C, N = "CmpCluster", "broker-cmp"
 
 
-def start_rmqpy_controller(tmp: Path) -> tuple[servers.ServerProcess, str]:
+def start_rmqpy_controller(tmp: Path, where: str) -> tuple[servers.ServerProcess, str]:
     port, raft = servers.free_port(), servers.free_port()
-    conf = servers.write_conf(tmp / "controller.conf", {
-        "controllerDLegerGroup": "ctl", "controllerDLegerPeers": f"n0-127.0.0.1:{port}",
-        "controllerDLegerSelfId": "n0", "controllerRaftPeers": f"n0-127.0.0.1:{raft}",
-        "controllerStorePath": tmp / "store"})
-    proc = servers.ServerProcess("rmq-controller", ["-c", str(conf)], tmp, port).start()
+    keys = {"controllerDLegerGroup": "ctl", "controllerDLegerPeers": f"n0-127.0.0.1:{port}",
+            "controllerDLegerSelfId": "n0", "controllerRaftPeers": f"n0-127.0.0.1:{raft}",
+            "controllerStorePath": tmp / "store"}
+    if where == "namesrv":  # rmqpy's name server with the controller in its process, as Apache's here
+        proc = servers.start_namesrv(tmp, props={"enableControllerInNamesrv": True, **keys})
+        servers.wait_port("127.0.0.1", port, 20, proc.proc, proc.log)
+    else:
+        conf = servers.write_conf(tmp / "controller.conf", keys)
+        proc = servers.ServerProcess("rmq-controller", ["-c", str(conf)], tmp, port).start()
     return proc, f"127.0.0.1:{port}"
 
 
@@ -78,9 +83,10 @@ def masked(value: object, addr: str) -> object:
     return json.loads(text.replace(addr, "<controller>"))
 
 
-def test_controller_answers_are_apaches(java_built, tmp_path: Path):
+@pytest.mark.parametrize("where", ["standalone", "namesrv"])
+def test_controller_answers_are_apaches(java_built, tmp_path: Path, where: str):
     ns, _ns_addr, java_ctl = jvm.start_java_namesrv_with_controller(JAVA, tmp_path / "ns", "127.0.0.1")
-    py, py_ctl = start_rmqpy_controller(tmp_path / "py")
+    py, py_ctl = start_rmqpy_controller(tmp_path / "py", where)
     try:
         wait_until(lambda: ask(py_ctl, RequestCode.CONTROLLER_GET_METADATA_INFO)[2].get("isLeader") == "true", 20,
                    what="the rmqpy controller leading", diag=lambda: py.log_tail(2000))

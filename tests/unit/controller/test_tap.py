@@ -50,3 +50,21 @@ def test_mqcontroller_is_the_tap(tmp_path):
     run = subprocess.run([sys.executable, "-c", code, "-m", "-D", "controllerDLegerSelfId=n7"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and "controllerDLegerSelfId=n7" in run.stdout, run
+
+
+def test_name_server_runs_the_controller_with_enable_controller_in_namesrv(tmp_path):
+    from rmqpy.controller.service import ControllerService
+    from rmqpy.namesrv import tap as namesrv_tap
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("listenPort=0\nenableControllerInNamesrv=true\ncontrollerDLegerGroup=g\n"
+                    "controllerDLegerPeers=n0-127.0.0.1:0\ncontrollerDLegerSelfId=n0\n"
+                    f"controllerStorePath={tmp_path / 'ctl'}\nkvConfigPath={tmp_path / 'kv.json'}\n")
+    options = namesrv_tap.Options()
+    options.parseOptions(["-c", str(conf)])
+    top = namesrv_tap.makeService(options)
+    assert isinstance(top.embedded_controller, ControllerService)
+    assert top.embedded_controller.self_id == "n0" and top.embedded_controller.config.controllerDLegerGroup == "g"
+    options = namesrv_tap.Options()
+    conf.write_text("listenPort=0\ncontrollerDLegerPeers=n0-127.0.0.1:0\n")
+    options.parseOptions(["-c", str(conf)])
+    assert not hasattr(namesrv_tap.makeService(options), "embedded_controller")  # keys read, no controller
