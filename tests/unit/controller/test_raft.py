@@ -78,6 +78,10 @@ def test_replicate_fail_over_and_restart(tmp_path):
         # the leader answers once applied here; the others apply it too
         assert nodes[leader].state.sync_state["b"].masterBrokerId == 1
         wait(clock, lambda: all(n.state.dump() == nodes[leader].state.dump() for n in nodes.values()))
+        # a snapshot (PySyncObj's log compaction, every 5 min in production): the state's dump is written
+        for node in nodes.values():
+            node._sync.forceLogCompaction()
+        wait(clock, lambda: all((tmp_path / p / "raft.dump").exists() for p in nodes))
 
         # the leader goes: another one takes over with the same state
         nodes[leader].stop()
@@ -96,6 +100,7 @@ def test_replicate_fail_over_and_restart(tmp_path):
         for node in nodes.values():
             node.start()
         third = wait(clock, lambda: next((p for p, n in nodes.items() if n.leader_ready), None))
+        wait(clock, lambda: "b" in nodes[third].state.sync_state)
         info = nodes[third].state.sync_state["b"]
         assert (info.masterBrokerId, info.masterEpoch, info.syncStateSet) == (1, 2, {1})
         assert nodes[third].state.replica_info["b"].nextAssignBrokerId == 2
