@@ -14,6 +14,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from rmqpy.common.properties import PropertiesError, apply_properties, parse_properties
 from rmqpy.controller import replicas
 from rmqpy.controller.manager import ControllerManager, NotLeader, broker_names_body
 from rmqpy.controller.replicas import Result
@@ -38,9 +39,11 @@ Handler = Callable[[Any, RemotingCommand], Any]
 class ControllerRequestProcessor:
     log = Logger()
 
-    def __init__(self, manager: ControllerManager, config_text: Callable[[], str] | None = None) -> None:
+    def __init__(self, manager: ControllerManager, config_text: Callable[[], str] | None = None,
+                 configs: Callable[[], list[Any]] | None = None) -> None:
         self.manager = manager
         self.config_text = config_text
+        self.configs = configs
         self.handlers: dict[int, Handler] = {
             RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self.alter_sync_state_set,
             RequestCode.CONTROLLER_ELECT_MASTER: self.elect_master,
@@ -49,6 +52,7 @@ class ControllerRequestProcessor:
             RequestCode.BROKER_HEARTBEAT: self.heartbeat,
             RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self.get_sync_state_data,
             RequestCode.GET_CONTROLLER_CONFIG: self.get_config,
+            RequestCode.UPDATE_CONTROLLER_CONFIG: self.update_config,
             RequestCode.CLEAN_BROKER_DATA: self.clean_broker_data,
             RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self.get_next_broker_id,
             RequestCode.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
@@ -126,6 +130,29 @@ class ControllerRequestProcessor:
     def get_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         text = self.config_text() if self.config_text is not None else ""
         return request.response(ResponseCode.SUCCESS, body=text.encode("utf-8") if text else None)
+
+    def update_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """Java ``handleUpdateControllerConfig``: the keys of ``configBlackList`` (and configBlackList,
+        configStorePath, rocketmqHome) are refused; the others set in memory (rmqpy does not write
+        them back to the -c file, as Java's Configuration.persist does)."""
+        if request.body:
+            try:
+                props = parse_properties(request.body.decode("utf-8"))
+            except (UnicodeDecodeError, PropertiesError) as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+            black = {"configBlackList", "configStorePath", "rocketmqHome",
+                     *(k for k in self.manager.config.configBlackList.split(";") if k)}
+            if black & set(props):
+                return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+            if self.configs is not None:
+                try:
+                    unknown = apply_properties(self.configs(), props)
+                except PropertiesError as exc:
+                    return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+                if unknown:
+                    self.log.warn("UPDATE_CONTROLLER_CONFIG: unknown config keys ignored: {keys}",
+                                  keys=ascii(unknown[:5])[:200])
+        return request.response(ResponseCode.SUCCESS)
 
     def clean_broker_data(self, channel: Any, request: RemotingCommand) -> Any:
         h = request.decode_header(CleanControllerBrokerDataRequestHeader)

@@ -67,7 +67,8 @@ class ControllerService(service.MultiService):
                                          metadata=self.metadata)
         self.manager.setServiceParent(self)
         self.dispatcher = RequestDispatcher()
-        self.processor = ControllerRequestProcessor(self.manager, self.all_configs_text)
+        self.processor = ControllerRequestProcessor(self.manager, self.all_configs_text,
+                                                    lambda: [self.config, self.netty])
         self.dispatcher.register(self.processor.handlers, self.processor)
         self.dispatcher.add_channel_listener(self)
         self.factory = RemotingServerFactory(self.dispatcher, reactor, netty.frameMaxLength)

@@ -168,3 +168,16 @@ def test_heartbeat_keeps_the_highest_epoch_and_offset():
     assert (info.epoch, info.maxOffset) == (2, 50)
     heartbeat(p, 1, ch, epoch=2, offset=60)
     assert manager.heartbeats.live_info(C, N, 1).maxOffset == 60
+
+
+def test_controller_config_get_and_update_with_the_black_list():
+    clock, manager, _, sent = setup()
+    config_objects = [manager.config]
+    p = ControllerRequestProcessor(manager, lambda: "notifyBrokerRoleChanged=true\n", lambda: config_objects)
+    r = call(p, RequestCode.GET_CONTROLLER_CONFIG)
+    assert (r.code, r.body) == (ResponseCode.SUCCESS, b"notifyBrokerRoleChanged=true\n")
+    r = call(p, RequestCode.UPDATE_CONTROLLER_CONFIG, body=b"configStorePath=/tmp/x\n")
+    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+    r = call(p, RequestCode.UPDATE_CONTROLLER_CONFIG, body=b"notifyBrokerRoleChanged=false\nscanInactiveMasterInterval=700\n")
+    assert r.code == ResponseCode.SUCCESS
+    assert manager.config.notifyBrokerRoleChanged is False and manager.config.scanInactiveMasterInterval == 700
