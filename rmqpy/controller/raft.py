@@ -54,8 +54,28 @@ class LocalLog:
         return defer.succeed(None)
 
 
+def pysyncobj() -> Any:
+    """The ``pysyncobj`` module, imported without its side effect on ``socket``.
+
+    PySyncObj 0.3.17's ``win_inet_pton`` (imported by its TCP transport) sets ``socket.inet_ntop``
+    to a Windows-only function on every platform; on Linux that function raises TypeError on any
+    call, in the whole process (measured: rmqpy's message-id code, which formats addresses with
+    ``inet_ntop``, failed after a controller had started). The original is put back.
+    """
+    import socket
+    saved = socket.inet_ntop
+    try:
+        import pysyncobj as module
+        import pysyncobj.tcp_connection  # noqa: F401 (the module that patches)
+    finally:
+        socket.inet_ntop = saved
+    return module
+
+
 def _consumer_class() -> type:
-    from pysyncobj import SyncObjConsumer, replicated
+    lib = pysyncobj()
+    SyncObjConsumer: Any = lib.SyncObjConsumer  # noqa: N806 (the library's names)
+    replicated: Any = lib.replicated
 
     class ReplicatedState(SyncObjConsumer):
         """What PySyncObj replicates and snapshots: the state as a plain dump (``_data``)."""
@@ -112,7 +132,8 @@ class PySyncObjLog:
         self._claiming = False
 
     def start(self) -> None:
-        from pysyncobj import SyncObj, SyncObjConf
+        lib = pysyncobj()
+        SyncObj, SyncObjConf = lib.SyncObj, lib.SyncObjConf  # noqa: N806 (the library's names)
         os.makedirs(self.store_path, exist_ok=True)
         conf = SyncObjConf(
             journalFile=os.path.join(self.store_path, "raft.journal"),
@@ -179,8 +200,7 @@ class PySyncObjLog:
         if error == 0:
             d.callback(None)
         else:
-            from pysyncobj import FAIL_REASON
-            names = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
+            names = {v: k for k, v in vars(pysyncobj().FAIL_REASON).items() if isinstance(v, int)}
             d.errback(NotLeaderError(f"the replicated log refused the entry: {names.get(error, error)}"))
 
     def _poll_role(self) -> None:

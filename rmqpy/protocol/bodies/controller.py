@@ -144,13 +144,15 @@ class ReplicasInfo:
     masterAddress: str | None
     masterEpoch: int
     syncStateSetEpoch: int
-    inSyncReplicas: list[ReplicaIdentity]
-    notInSyncReplicas: list[ReplicaIdentity]
+    # Java's inSyncReplicas / notInSyncReplicas (named otherwise here: docs/configuration.md's
+    # generator counts an attribute of that name as a use of the MessageStoreConfig key)
+    in_sync: list[ReplicaIdentity]
+    not_in_sync: list[ReplicaIdentity]
 
     def to_json(self) -> dict[str, Any]:
-        return {"inSyncReplicas": [r.to_json() for r in self.inSyncReplicas], "masterAddress": self.masterAddress,
+        return {"inSyncReplicas": [r.to_json() for r in self.in_sync], "masterAddress": self.masterAddress,
                 "masterBrokerId": self.masterBrokerId, "masterEpoch": self.masterEpoch,
-                "notInSyncReplicas": [r.to_json() for r in self.notInSyncReplicas],
+                "notInSyncReplicas": [r.to_json() for r in self.not_in_sync],
                 "syncStateSetEpoch": self.syncStateSetEpoch}
 
 

@@ -115,3 +115,10 @@ def test_append_without_a_running_log_fails_as_not_leader(tmp_path):
     failures: list = []
     node.append([]).addErrback(failures.append)
     assert failures and failures[0].check(NotLeaderError)
+
+
+def test_importing_pysyncobj_leaves_socket_inet_ntop_working():
+    """PySyncObj 0.3.17 replaces socket.inet_ntop with a Windows-only function on import."""
+    from rmqpy.controller.raft import pysyncobj
+    pysyncobj()
+    assert socket.inet_ntop(socket.AF_INET, b"\x7f\x00\x00\x01") == "127.0.0.1"
