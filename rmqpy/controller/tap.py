@@ -50,6 +50,9 @@ def build_configs(options: Options) -> tuple[ControllerConfig, NettyServerConfig
     if options["configFile"]:
         props = load_properties(options["configFile"])
     props = without_jraft_keys(props, _warn)
+    if "listenPort" in props or "listenPort" in options.get("defines", {}):
+        _warn("config key 'listenPort' is not used: a controller listens on its own controllerDLegerPeers "
+              "address, as Java's DLedger controller")
     try:
         apply_properties([config, netty], props, warn=_warn)
     except PropertiesError as exc:

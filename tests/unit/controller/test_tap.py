@@ -32,7 +32,7 @@ def test_config_file_keys_and_the_ones_not_applied(tmp_path, capsys):
     conf.write_text("controllerDLegerGroup=group1\ncontrollerDLegerPeers=n0-127.0.0.1:9878\n"
                     "controllerDLegerSelfId=n0\ncontrollerStorePath=/tmp/x\nscanNotActiveBrokerInterval=1000\n"
                     "notifyBrokerRoleChanged=false\nenableElectUncleanMaster=true\nmappedFileSize=1024\n"
-                    "jRaftGroupId=g\nnoSuchKey=1\n")
+                    "jRaftGroupId=g\nnoSuchKey=1\nlistenPort=9999\n")
     options = Options()
     options.parseOptions(["-c", str(conf)])
     config, _ = build_configs(options)
@@ -42,6 +42,7 @@ def test_config_file_keys_and_the_ones_not_applied(tmp_path, capsys):
     assert "'mappedFileSize' is not used: PySyncObj keeps its own journal file" in err
     assert "'jRaftGroupId' is not used" in err
     assert "unknown config key 'noSuchKey' ignored" in err
+    assert "'listenPort' is not used: a controller listens on its own controllerDLegerPeers address" in err
 
 
 def test_mqcontroller_is_the_tap(tmp_path):
