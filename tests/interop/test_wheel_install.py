@@ -64,7 +64,9 @@ def test_wheel_in_a_fresh_venv_runs_a_name_server_and_broker_for_a_java_client(j
     assert where.startswith(str(venv)), where
     assert where.splitlines()[1] == str(sorted([  # the checkout's conf/ samples, all of them
         "2m-2s-sync/broker-a-s.properties", "2m-2s-sync/broker-a.properties", "2m-2s-sync/broker-b-s.properties",
-        "2m-2s-sync/broker-b.properties", "broker.conf", "multi-core/broker.conf", "namesrv.conf"])), where
+        "2m-2s-sync/broker-b.properties", "broker.conf", "controller/controller-n0.conf",
+        "controller/controller-n1.conf", "controller/controller-n2.conf", "multi-core/broker.conf",
+        "namesrv.conf"])), where
     # ./run.sh --brokers N's configurations, from the installed sample, outside any checkout
     made = _run([str(bin_ / "python"), "-m", "rmqpy.tools.multibroker", "2", str(run_dir / "multi")],
                 cwd=run_dir, env=env)
@@ -107,7 +109,7 @@ def test_wheel_in_a_fresh_venv_runs_a_name_server_and_broker_for_a_java_client(j
 
 def test_editable_install_in_a_fresh_venv_finds_both_taps_and_the_spark_package(tmp_path):
     """``pip install -e .`` (README: "or pip install -e . in a checkout") in a venv of its own, with no
-    PYTHONPATH and outside the checkout: Twisted's plugin discovery finds both taps, and rmqpy and
+    PYTHONPATH and outside the checkout: Twisted's plugin discovery finds the three taps, and rmqpy and
     rmqpy_spark import from the checkout (setup.py's EditableWheel; it rests on setuptools' private
     _StaticPth, so a setuptools release that moves it fails here)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
@@ -122,7 +124,8 @@ def test_editable_install_in_a_fresh_venv_finds_both_taps_and_the_spark_package(
                   "print(sorted(p.tapname for p in getPlugins(IServiceMaker) if p.tapname.startswith('rmq'))); "
                   "print(rmqpy.__file__); import importlib.util as u; print(u.find_spec('rmqpy_spark').origin)"],
                  env=env, cwd=tmp_path).splitlines()
-    assert found[0] == "['rmq-broker', 'rmq-namesrv']", found
+    assert found[0] == "['rmq-broker', 'rmq-controller', 'rmq-namesrv']", found
     assert found[1] == str(ROOT / "rmqpy" / "__init__.py"), found
     assert found[2] == str(ROOT / "spark" / "rmqpy_spark" / "__init__.py"), found
     assert (venv / "bin" / "mqbroker").exists() and (venv / "bin" / "rmqpy-admin").exists()
+    assert (venv / "bin" / "mqcontroller").exists()
