@@ -43,6 +43,7 @@ export RMQPY_INTEROP_ISOLATION
 phase "setup_host.sh" bash tests/interop/setup_host.sh
 phase "java/build.sh" bash tests/interop/java/build.sh
 if [ -f tests/interop/go/build.sh ]; then phase "go/build.sh" bash tests/interop/go/build.sh; fi
+if [ -f tests/interop/go5/build.sh ]; then phase "go5/build.sh" bash tests/interop/go5/build.sh; fi
 # a full run rewrites the published compatibility table (scenario x client)
 export RMQPY_COMPAT_REPORT="${RMQPY_COMPAT_REPORT:-$PWD/docs/compatibility.md}"
 # two workers, one per core: 28 min instead of 50 in one process, every test passing; with 3, Java

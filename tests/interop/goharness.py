@@ -3,6 +3,9 @@
 ``ensure_built()`` runs ``tests/interop/go/build.sh`` (a no-op while the binary is up to date);
 ``run(host, args)`` runs ``bin/harness`` inside a client host and returns its JSON events;
 ``popen(host, args, out)`` starts a long-running one (a consumer) writing events to ``out``.
+
+The Go 5.x gRPC client (github.com/apache/rocketmq-clients/golang/v5) has its own harness in
+tests/interop/go5: ``ensure_built5()`` builds it (``tests/interop/go5/build.sh``), ``BINARY5`` is it.
 """
 from __future__ import annotations
 
@@ -18,9 +21,12 @@ from tests.interop.jvm import Events, _parse_lines
 GO_DIR = Path(__file__).resolve().parent / "go"
 BINARY = GO_DIR / "bin" / "harness"
 CLIENT_VERSION = "v2.1.2"  # github.com/apache/rocketmq-client-go/v2, see go/go.mod
+GO5_DIR = Path(__file__).resolve().parent / "go5"
+BINARY5 = GO5_DIR / "bin" / "harness"
+CLIENT5_VERSION = "v5.1.2"  # github.com/apache/rocketmq-clients/golang/v5, see go5/go.mod
 
 _lock = threading.Lock()
-_built = False
+_built: set[Path] = set()
 
 
 class GoHarnessError(RuntimeError):
@@ -29,22 +35,29 @@ class GoHarnessError(RuntimeError):
         self.events = events
 
 
-def available() -> bool:
+def available(binary: Path = BINARY) -> bool:
     """True when the harness is built or can be (a Go toolchain is on PATH)."""
-    return BINARY.exists() or shutil.which("go") is not None
+    return binary.exists() or shutil.which("go") is not None
+
+
+def _ensure(directory: Path, binary: Path, timeout: float) -> Path:
+    with _lock:
+        if directory not in _built:
+            proc = subprocess.run(["bash", str(directory / "build.sh")], capture_output=True, text=True,
+                                  timeout=timeout)
+            if proc.returncode != 0:
+                raise RuntimeError(f"tests/interop/{directory.name}/build.sh failed ({proc.returncode}):\n"
+                                   f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+            _built.add(directory)
+    return binary
 
 
 def ensure_built(timeout: float = 900) -> Path:
-    global _built
-    with _lock:
-        if not _built:
-            proc = subprocess.run(["bash", str(GO_DIR / "build.sh")], capture_output=True, text=True,
-                                  timeout=timeout)
-            if proc.returncode != 0:
-                raise RuntimeError(f"tests/interop/go/build.sh failed ({proc.returncode}):\n"
-                                   f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-            _built = True
-    return BINARY
+    return _ensure(GO_DIR, BINARY, timeout)
+
+
+def ensure_built5(timeout: float = 900) -> Path:
+    return _ensure(GO5_DIR, BINARY5, timeout)
 
 
 def _events(stdout: str, returncode: int, stderr: str, cmd: list[str]) -> Events:
