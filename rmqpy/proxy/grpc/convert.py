@@ -17,18 +17,21 @@ from rmqpy.protocol.sysflag import COMPRESSED_FLAG
 
 Code = pb.Code
 
-# MessageConst.STRING_HASH_SET: properties that are not the user's (the ones that matter here)
+# MessageConst.STRING_HASH_SET of 5.3.3, exactly: the proxy refuses them as user properties of a send and
+# leaves them out of a received message's user properties (GrpcConverter.buildUserAttributes). Not in it,
+# so a client sees them as user properties from the proxy: __SHARDINGKEY (a FIFO message's group, also its
+# message_group: seen with the Go client 5.1.2, tests/interop/test_grpc_go5.py), __STARTDELIVERTIME,
+# TRACE_CONTEXT, CHECK_IMMUNITY_TIME_IN_SECONDS, __transactionId__, INNER_NUM, INNER_BASE,
+# INNER_MULTI_DISPATCH. The born host is PROPERTY_BORN_HOST, "__BORNHOST"
 SYSTEM_PROPERTIES = frozenset((
     "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
     "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
     "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "UNIQ_KEY", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME",
     "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO",
     "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER",
-    "MSG_TYPE", "__STARTDELIVERTIME", "__SHARDINGKEY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC",
-    "TIMER_DELAY_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS",
-    "TIMER_DEL_UNIQKEY", "BORN_HOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID",
-    "TRACE_CONTEXT", "CHECK_IMMUNITY_TIME_IN_SECONDS", "TRAN_PREPARED_QUEUE_OFFSET", "INNER_NUM", "INNER_BASE",
-    "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET", "CLIENT_RECEIVE_TIME", "__TRANSACTIONID__",
+    "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
+    "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS", "TIMER_DEL_UNIQKEY",
+    "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
 ))
 
 # ResponseBuilder.RESPONSE_CODE_MAPPING of 5.3.3, and the codes its activities answer for the rest
@@ -88,7 +91,7 @@ def to_grpc_message(msg: MessageExt, receipt_handle: str | None) -> Any:
     else:
         sp.message_type = pb.MessageType.NORMAL
     _ts(sp.born_timestamp, msg.born_timestamp)
-    sp.born_host = props.get("BORN_HOST") or _host(msg.born_host)
+    sp.born_host = props.get("__BORNHOST") or _host(msg.born_host)
     _ts(sp.store_timestamp, msg.store_timestamp)
     sp.store_host = _host(msg.store_host)
     deliver = props.get("TIMER_DELIVER_MS", "")

@@ -281,3 +281,36 @@ def test_several_messages_in_one_send_are_each_stored_and_answered(env) -> None:
         acts.broker.reactor.advance(5)  # an empty receive is held the proxy's minimum long polling, 5 s
         got += [r.message.body for r in _result(waiting) if r.WhichOneof("content") == "message"]
     assert sorted(got) == [b"b0", b"b1", b"b2"]
+
+
+def test_user_properties_are_all_but_the_proxys_system_ones(env) -> None:
+    """5.3.3's GrpcConverter.buildUserAttributes leaves out MessageConst.STRING_HASH_SET only: a FIFO
+    message's group comes back as its message_group and as the user property __SHARDINGKEY (what the Go
+    client 5.1.2 showed through Apache's proxy); the born host is stored as the proxy's __BORNHOST. A
+    send refuses the keys of that set (TIMER_DELAY_LEVEL is one), not the others (__STARTDELIVERTIME)."""
+    acts, ch = env
+    m = _message("GrpcT", b"fifo", msg_id="MSGID-F")
+    m.system_properties.message_group = "ga"
+    m.system_properties.born_host = "client-host"
+    m.user_properties["i"] = "0"
+    m.user_properties["__STARTDELIVERTIME"] = "1"
+    sent = _result(acts.send_message(spb.SendMessageRequest(messages=[m]), ch))
+    assert sent.status.code == pb.Code.OK, sent
+    got = []
+    for qid in (0, 1):
+        req = spb.ReceiveMessageRequest(group=pb.Resource(name="gf"), batch_size=16,
+                                        message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcT"), id=qid))
+        req.invisible_duration.seconds = 30
+        req.long_polling_timeout.seconds = 0
+        waiting = acts.receive_message(req, ch, 10_000)
+        acts.broker.reactor.advance(5)
+        got += [r.message for r in _result(waiting) if r.WhichOneof("content") == "message"]
+    [msg] = got
+    assert dict(msg.user_properties) == {"i": "0", "__STARTDELIVERTIME": "1", "__SHARDINGKEY": "ga"}
+    assert msg.system_properties.message_group == "ga" and msg.system_properties.born_host == "client-host"
+    bad = _message("GrpcT", b"x", msg_id="MSGID-X")
+    bad.user_properties["TIMER_DELAY_LEVEL"] = "1"
+    with pytest.raises(Refused) as err:
+        acts.send_message(spb.SendMessageRequest(messages=[bad]), ch)
+    assert (err.value.code, err.value.message) == (pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                                                   "property is used by system: TIMER_DELAY_LEVEL")

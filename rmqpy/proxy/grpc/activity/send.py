@@ -159,7 +159,7 @@ class SendMessageActivity:
         if sp.HasField("trace_context"):
             props["TRACE_CONTEXT"] = sp.trace_context[:1024]
         if sp.born_host:
-            props["BORN_HOST"] = sp.born_host[:128]
+            props["__BORNHOST"] = sp.born_host[:128]  # MessageConst.PROPERTY_BORN_HOST
         born = duration_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
         props["BORN_TIMESTAMP"] = str(born)
         header = SendMessageRequestHeaderV2(
