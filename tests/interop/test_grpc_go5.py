@@ -327,8 +327,9 @@ def test_two_consumers_with_receives_in_flight_receive_each_message_once(run: Ru
     got = ev.of("received")
     _once(got, sent)
     assert all(r["attempt"] == 1 and r["topic"] == "GoOnce" for r in got), got
-    # the user's properties and only them
+    # the user's properties and only them; the born host the client sent (its host name)
     assert all(r["properties"] == {"i": r["body"].split("-")[1]} for r in got), got
+    assert {r["bornHost"] for r in got} == {run.sent.done["hostname"]}, got
     assert sorted(a["msgId"] for a in ev.of("acked")) == sorted(s["msgId"] for s in sent)
     split = {n: len(run.consumed[n].of("received")) for n in ("once-1", "once-2")}
     print(f"{run.kind}: received by consumer {split}, by receive in flight "
@@ -336,12 +337,24 @@ def test_two_consumers_with_receives_in_flight_receive_each_message_once(run: Ru
 
 
 def test_fifo_message_groups_keep_their_order_with_receives_in_flight(run: Run) -> None:
-    """In each message group the deliveries that were acked came in send order (the receive events in
-    the order they were printed: a group's next receive can only come after the ack of the one before,
-    which follows its receive event); a-1, not acked the first time, came back as attempt 2."""
+    """No message of a group is delivered while one before it is neither acked nor in the same receive
+    (the events in the order printed: "acking" is printed before the ack is sent); in each message group
+    the deliveries that were acked came in send order; a-1, not acked the first time, came back as
+    attempt 2 (and a-2 as attempt 2 too where it came in a-1's receive and was held)."""
     sent = run.sent_to("GoFifo")
     ev = run.events("fifo")
     got = ev.of("received")
+    acking: set[str] = set()
+    batches: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for e in ev:
+        if e["event"] == "acking":
+            acking.add(e["body"])
+        elif e["event"] == "received":
+            g, i = e["body"].split("-")
+            batch = batches[(e["worker"], e["receive"])]
+            before = {f"{g}-{j}" for j in range(int(i))}
+            assert before <= acking | set(batch), f"{e['body']} delivered while {sorted(before - acking)} in flight"
+            batch.append(e["body"])
     for r in got:
         group = "ga" if r["body"].startswith("a") else "gb"
         # the proxy's user properties are all but MessageConst.STRING_HASH_SET, which lacks the
@@ -397,3 +410,19 @@ def test_unacked_message_comes_back_as_attempt_2_and_a_nack_sooner(run: Run) -> 
     assert again["at"] - first["at"] < INVISIBLE_S * 1000, by_body
     assert [c["body"] for c in ev.of("changed")] == ["r-1"]
     assert sorted(a["body"] for a in ev.of("acked")) == ["r-0", "r-1"]
+
+
+AWAIT_S = 5  # the harness's -await (the SimpleConsumer's awaitDuration)
+REQUEST_TIMEOUT_S = 3  # the Go client's request timeout (client_options.go), also sent in its settings
+
+
+def test_an_empty_receive_is_answered_with_half_the_request_timeout_to_spare(run: Run) -> None:
+    """The Go client sends no long_polling_timeout and gives a receive awaitDuration + its 3 s request
+    timeout; the proxy holds an empty one that deadline less half the request timeout
+    (ReceiveMessageActivity: 6.5 s here), rmqpy alike (rmqpy/proxy/grpc/polling.py)."""
+    empty = sorted(ms for ev in run.consumed.values() for d in ev.of("done") for ms in d.get("emptyMs") or [])
+    print(f"{run.kind}: {len(empty)} empty receives, ms: min {empty[:1]}, median "
+          f"{empty[len(empty) // 2:len(empty) // 2 + 1]}, max {empty[-1:]}")
+    assert empty, "no receive came back empty"
+    deadline_ms = (AWAIT_S + REQUEST_TIMEOUT_S) * 1000
+    assert empty[-1] < deadline_ms - REQUEST_TIMEOUT_S * 1000 / 2 + 500, empty

@@ -19,7 +19,8 @@
 // -hold-group the messages after it in its batch and message group are not acked either (a FIFO
 // consumer that failed); the first delivery of a body named by -change B=D gets
 // ChangeInvisibleDuration(D) instead of an ack (D short: a nack). It stops -linger after N acks
-// (N > 0), when -stop-file exists, or at -timeout (exit 3 when N > 0 and fewer were acked).
+// (N > 0), when -stop-file exists, or at -timeout (exit 3 when N > 0 and fewer were acked). Its done
+// event counts the receives that returned and lists how long each empty one (MESSAGE_NOT_FOUND) took.
 package main
 
 import (
@@ -218,7 +219,8 @@ func produce(o opts) int {
 			sent++
 		}
 	}
-	emit(map[string]interface{}{"event": "done", "sent": sent, "failed": failed, "at": now()})
+	host, _ := os.Hostname() // what the client sends as each message's born host
+	emit(map[string]interface{}{"event": "done", "sent": sent, "failed": failed, "hostname": host, "at": now()})
 	if failed > 0 {
 		return 1
 	}
@@ -239,6 +241,9 @@ func received(mv *rmq.MessageView, worker, receive int) map[string]interface{} {
 	}
 	if d := mv.GetDeliveryTimestamp(); d != nil {
 		ev["deliverAt"] = d.UnixMilli()
+	}
+	if h := mv.GetBornHost(); h != nil {
+		ev["bornHost"] = *h
 	}
 	return ev
 }
@@ -279,7 +284,8 @@ func simpleConsume(o opts) int {
 		}
 		change[b] = dur
 	}
-	acked := 0
+	acked, receives := 0, 0
+	var emptyMs []int64 // how long each empty receive (MESSAGE_NOT_FOUND: the long poll ran out) took
 	stop := make(chan struct{})
 	var stopOnce sync.Once
 	stopNow := func() { stopOnce.Do(func() { close(stop) }) }
@@ -299,8 +305,13 @@ func simpleConsume(o opts) int {
 				default:
 				}
 				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+				began := time.Now()
 				mvs, err := c.Receive(ctx, int32(o.batch), o.invisible)
+				took := time.Since(began).Milliseconds()
 				cancel()
+				mu.Lock()
+				receives++
+				mu.Unlock()
 				if err != nil {
 					select {
 					case <-stop:
@@ -309,6 +320,9 @@ func simpleConsume(o opts) int {
 					}
 					// an empty long poll: the client answers the server's MESSAGE_NOT_FOUND as an error
 					if st, ok := rmq.AsErrRpcStatus(err); ok && st.GetCode() == int32(v2.Code_MESSAGE_NOT_FOUND) {
+						mu.Lock()
+						emptyMs = append(emptyMs, took)
+						mu.Unlock()
 						continue
 					}
 					emit(map[string]interface{}{"event": "receive-error", "worker": w, "receive": n,
@@ -351,6 +365,9 @@ func simpleConsume(o opts) int {
 						emit(ev)
 						continue
 					}
+					// before the ack is sent: a server may deliver what follows in a FIFO group only after
+					emit(map[string]interface{}{"event": "acking", "msgId": mv.GetMessageId(), "body": body,
+						"worker": w, "receive": n, "at": now()})
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					err := c.Ack(ctx, mv)
 					cancel()
@@ -392,9 +409,11 @@ func simpleConsume(o opts) int {
 	}
 	mu.Lock()
 	n := acked
+	done := map[string]interface{}{"event": "done", "acked": n, "expected": o.count, "timedOut": timedOut,
+		"receives": receives, "emptyMs": emptyMs, "at": now()}
 	mu.Unlock()
 	// receives still in flight end with their long poll; what they bring is not needed any more
-	emit(map[string]interface{}{"event": "done", "acked": n, "expected": o.count, "timedOut": timedOut, "at": now()})
+	emit(done)
 	finished := make(chan struct{})
 	go func() {
 		_ = c.GracefulStop()
