@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 VERSION_RE = re.compile(r"\b(4\.9\.8|5\.3\.3)\b")
-MODULE_CLIENTS = {"test_go_client": "go v2", "test_python_client": "python (ours)", "test_grpc_java": "java grpc 5.0.8"}
+MODULE_CLIENTS = {"test_go_client": "go v2", "test_python_client": "python (ours)", "test_grpc_java": "java grpc 5.0.8",
+                  "test_grpc_go5": "go grpc 5.1.2"}
 SYMBOL = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "xfailed": "xfail (known gap)",
           "xpassed": "pass (xfail)"}
 

@@ -98,7 +98,14 @@ EXPECTED: dict[str, tuple[tuple[str, ...], list[str]]] = {
     "redo": (("redo",), ["r-0", "r-1"]),
 }
 LINGER_S = 2.0  # after every scenario has its messages, to catch extra deliveries
-RUN_TIMEOUT_S = 75.0  # from the first send
+RUN_TIMEOUT_S = 50.0  # from the first send (the longest wait, the reference's revive, took 19-20 s)
+#: the reference's own timing, seen by test_grpc_java (a changed checkpoint never back within 60 s in two of
+#: four loaded runs; not in this module's runs so far): Apache's 5.3.3 PopReviveService.consumeReviveMessage
+#: moves a revive queue's end time forward only while the timer store has neither a dequeue nor an enqueue
+#: backlog, so a changed checkpoint alone in its revive queue can wait for later traffic there. The run
+#: does not wait for the nacked message on the reference; its test is an xfail there if it did not come
+JAVA_REVIVE_WAITS = ("Apache's 5.3.3 revive moves a revive queue's end time only without timer backlog: "
+                     "a lone changed checkpoint can wait for later traffic")
 
 
 class Target:
@@ -217,9 +224,11 @@ def _read(path: Path) -> jvm.Events:
     return jvm.Events(jvm._parse_lines(path.read_text(errors="replace"))) if path.exists() else jvm.Events()
 
 
-def _satisfied(outs: dict[str, Path]) -> Callable[[], bool]:
+def _satisfied(outs: dict[str, Path], kind: str) -> Callable[[], bool]:
     def check() -> bool:
-        for names, bodies in EXPECTED.values():
+        for scenario, (names, bodies) in EXPECTED.items():
+            if scenario == "redo" and kind == "java-proxy":
+                bodies = ["r-0"]  # JAVA_REVIVE_WAITS
             acked = {e["body"] for n in names for e in _read(outs[n]).of("acked")}
             if not set(bodies) <= acked:
                 return False
@@ -255,7 +264,7 @@ def run_scenarios(t: Target) -> Run:
         assert produced.returncode == 0, f"{t.kind}: produce exited {produced.returncode}: {sent[-4:]}\n" \
                                          f"{produced.stderr[-3000:]}"
         outs = {name: out for name, (_, out, _) in procs.items()}
-        if wait_until(_satisfied(outs), max(1.0, RUN_TIMEOUT_S - (time.monotonic() - started)), 0.25):
+        if wait_until(_satisfied(outs, t.kind), max(1.0, RUN_TIMEOUT_S - (time.monotonic() - started)), 0.25):
             time.sleep(LINGER_S)
         took = time.monotonic() - started
         stop.touch()
@@ -393,7 +402,8 @@ def test_tag_and_sql92_filters_receive_exactly_their_subset(run: Run, name: str,
 
 def test_unacked_message_comes_back_as_attempt_2_and_a_nack_sooner(run: Run) -> None:
     """r-0 not acked (invisible 10 s) comes back as attempt 2 not before 10 s; r-1 given 2 s by
-    ChangeInvisibleDuration comes back as attempt 2 after them, before r-0's 10 s were over."""
+    ChangeInvisibleDuration comes back as attempt 2 after those 2 s, before r-0's 10 s were over (on the
+    reference: or an xfail, JAVA_REVIVE_WAITS)."""
     sent = run.sent_to("GoRedo")
     ev = run.events("redo")
     got = ev.of("received")
@@ -401,12 +411,15 @@ def test_unacked_message_comes_back_as_attempt_2_and_a_nack_sooner(run: Run) -> 
     for r in got:
         by_body[r["body"]].append(r)
     assert sorted(by_body) == ["r-0", "r-1"] and {r["msgId"] for r in got} == {s["msgId"] for s in sent}, got
+    nacked = by_body["r-1"]
+    if run.kind == "java-proxy" and (len(nacked) == 1 or nacked[1]["at"] - nacked[0]["at"] >= INVISIBLE_S * 1000):
+        pytest.xfail(f"{JAVA_REVIVE_WAITS}: {nacked}")
     for body, hidden_s in (("r-0", INVISIBLE_S), ("r-1", NACK_S)):
         first, again = by_body[body]  # two deliveries each, no more
         assert (first["attempt"], again["attempt"]) == (1, 2), by_body
         # hidden from the server's receive (before first["at"]) or change on
         assert again["at"] - first["at"] >= hidden_s * 1000 - 1000, by_body
-    first, again = by_body["r-1"]
+    first, again = nacked
     assert again["at"] - first["at"] < INVISIBLE_S * 1000, by_body
     assert [c["body"] for c in ev.of("changed")] == ["r-1"]
     assert sorted(a["body"] for a in ev.of("acked")) == ["r-0", "r-1"]
