@@ -9,7 +9,9 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rmqpy.broker.pop.receipt import parse_receipt
 from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
 from rmqpy.protocol.bodies.topic import TopicConfig
+from rmqpy.protocol.message import MessageExt
 from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
+from rmqpy.proxy.grpc.convert import to_grpc_message
 from tests.unit.broker.helpers import FakeChannel, make_broker, send_request
 
 
@@ -314,3 +316,15 @@ def test_user_properties_are_all_but_the_proxys_system_ones(env) -> None:
         acts.send_message(spb.SendMessageRequest(messages=[bad]), ch)
     assert (err.value.code, err.value.message) == (pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
                                                    "property is used by system: TIMER_DELAY_LEVEL")
+
+
+def test_the_born_host_is_read_from_javas_property() -> None:
+    """GrpcConverter.buildSystemProperties reads MessageConst.PROPERTY_BORN_HOST, "__BORNHOST" (what the proxy
+    writes for a gRPC send, rmqpy too), else the stored born host; rmqpy's former key "BORN_HOST" is a user
+    property to the proxy, so to rmqpy."""
+    msg = MessageExt(topic="T", body=b"x", properties={"UNIQ_KEY": "ID", "__BORNHOST": "client:1", "BORN_HOST": "old"},
+                     born_host=("10.0.0.1", 5000))
+    m = to_grpc_message(msg, None)
+    assert m.system_properties.born_host == "client:1" and dict(m.user_properties) == {"BORN_HOST": "old"}
+    del msg.properties["__BORNHOST"]
+    assert to_grpc_message(msg, None).system_properties.born_host == "10.0.0.1:5000"
