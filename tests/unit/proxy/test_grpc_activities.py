@@ -328,3 +328,25 @@ def test_the_born_host_is_read_from_javas_property() -> None:
     assert m.system_properties.born_host == "client:1" and dict(m.user_properties) == {"BORN_HOST": "old"}
     del msg.properties["__BORNHOST"]
     assert to_grpc_message(msg, None).system_properties.born_host == "10.0.0.1:5000"
+
+
+def test_a_user_property_sharding_key_makes_a_fifo_message(env) -> None:
+    """__SHARDINGKEY is no system key to proxy 5.3.3, so a send may carry it as a user property, and
+    TopicMessageType.parseFromMessageProperty then finds a FIFO message: a NORMAL topic refuses it."""
+    acts, ch = env
+    tc = TopicConfig("GrpcNormal")
+    tc.attributes = {"message.type": "NORMAL"}
+    acts.broker.topic_config_manager.update_topic_config(tc)
+    m = _with_user(_message("GrpcNormal", b"x"), {"__SHARDINGKEY": "g"})
+    with pytest.raises(Refused) as err:
+        acts.send_message(spb.SendMessageRequest(messages=[m]), ch)
+    assert err.value.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    assert "the expected type is NORMAL, but actual type is FIFO" in err.value.message
+    sent = _result(acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcNormal", b"y")]), ch))
+    assert sent.status.code == pb.Code.OK, sent
+
+
+def _with_user(m: pb.Message, props: dict[str, str]) -> pb.Message:
+    for k, v in props.items():
+        m.user_properties[k] = v
+    return m

@@ -45,10 +45,12 @@ def consistent_hash(key: int, buckets: int) -> int:
 
 
 def message_type(m: Any) -> str:
-    """``TopicMessageType.parseFromMessageProperty`` of the properties the message will have."""
+    """``TopicMessageType.parseFromMessageProperty`` of the properties the message will have: a user
+    property __SHARDINGKEY (not a system key to the proxy) makes it FIFO as a message group does."""
     sp = m.system_properties
     return "TRANSACTION" if sp.message_type == pb.MessageType.TRANSACTION else \
-        "DELAY" if sp.HasField("delivery_timestamp") else "FIFO" if sp.message_group else "NORMAL"
+        "DELAY" if sp.HasField("delivery_timestamp") else \
+        "FIFO" if sp.message_group or "__SHARDINGKEY" in m.user_properties else "NORMAL"
 
 
 def check_message_type(tc: Any, m: Any) -> None:
