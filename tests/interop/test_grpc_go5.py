@@ -319,6 +319,7 @@ def run(request, runs) -> Run:
     r = runs[request.param]
     if not isinstance(r, Run):
         pytest.fail(f"{request.param}: the run failed:\n{r}")
+    print(f"{r.kind}: the end of the servers' logs (shown when a test fails):\n{r.logs}")
     return r
 
 
