@@ -6,7 +6,7 @@ brokers and mqadmin reach it at (``controllerAddr``): as in Java, a controller s
 remoting protocol on its own peer address. Raft itself cannot share that port (PySyncObj speaks
 its own protocol), so it runs on the peer's port plus ``controllerRaftPortOffset`` unless
 ``controllerRaftPeers`` (same format) names its addresses. The keys Java has for things rmqpy does
-not do (JRaft, DLedger's mapped files, thread pools, metrics exporters) are read and reported as
+not do (JRaft, DLedger's mapped files, thread pools) are read and reported as
 not applying (:data:`NOT_APPLIED`), never silently taken.
 """
 from __future__ import annotations
@@ -39,7 +39,14 @@ class ControllerConfig:
     isProcessReadEvent: bool = False
     notifyBrokerRoleChanged: bool = True
     scanInactiveMasterInterval: int = 5_000
+    # Java's metrics keys: DISABLE or PROM (rmqpy/controller/metrics.py), on metricsPromExporterHost
+    # (bindAddress when blank, 0.0.0.0 by default as Java's):metricsPromExporterPort; in rmqpy's name
+    # server the name server's endpoint serves the controller's samples too
     metricsExporterType: str = "DISABLE"
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = 5557
+    metricsLabel: str = ""
+    metricsInDelta: bool = False
     configBlackList: str = "configBlackList;configStorePath"
     # rmqpy: where PySyncObj listens (see the module's text)
     controllerRaftPeers: str = ""
@@ -55,7 +62,6 @@ NOT_APPLIED = {
     "controllerRequestThreadPoolQueueCapacity": "requests are served on the reactor",
     "mappedFileSize": "PySyncObj keeps its own journal file",
     "isProcessReadEvent": "reads are answered from the leader's applied state",
-    "metricsExporterType": "the controller exports no metrics yet",
     "jRaftGroupId": "the controller runs on PySyncObj, not JRaft",
     "jRaftServerId": "the controller runs on PySyncObj, not JRaft",
     "jRaftInitConf": "the controller runs on PySyncObj, not JRaft",

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from twisted.application import service
 from twisted.internet import defer, task
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from rmqpy.controller import replicas
 from rmqpy.controller.config import ControllerConfig
@@ -46,6 +47,8 @@ class ControllerManager(service.Service):
                  send_oneway: Callable[[str, RemotingCommand], Any] | None = None,
                  metadata: Callable[[], dict[str, Any]] | None = None) -> None:
         self.config = config
+        #: set by the service when metrics are exported (rmqpy.controller.metrics.ControllerMetrics)
+        self.metrics: Any = None
         self.rlog = replicated_log
         self.clock = clock
         self.send_oneway = send_oneway
@@ -89,6 +92,8 @@ class ControllerManager(service.Service):
         return self.rlog.stop()
 
     def _on_role(self, leader: bool) -> None:
+        if self.metrics is not None:  # Java: LEADER once the initial entry committed, as leader_ready
+            self.metrics.record_role("leader" if leader else "follower")
         if leader:
             interval = self.config.scanInactiveMasterInterval / 1000.0
             if not self._scan_masters.running:
@@ -110,11 +115,29 @@ class ControllerManager(service.Service):
                 result = compute(self.rlog.state)
             if not write or not result.events:
                 return defer.succeed(result)
+            started = self.clock.seconds()
             d = self.rlog.append(result.events)
             d.addTimeout(WAIT_TIMEOUT, self.clock)
+            if self.metrics is not None:
+                d.addBoth(self._appended, started)
             return d.addCallback(lambda _: result)
 
         return self._serial.run(locked)
+
+    def _appended(self, outcome: Any, started: float) -> Any:
+        """Java ``appendToDLedgerAndWait``'s dledger_op_total / dledger_op_latency, for PySyncObj."""
+        if isinstance(outcome, Failure):
+            status = "timeout" if outcome.check(defer.TimeoutError, defer.CancelledError) else "failed"
+        else:
+            status = "success"
+        self.metrics.append_done(status, started)
+        return outcome
+
+    def counted_election(self, cluster: str | None, broker_name: str | None, result: Result) -> Result:
+        """An election computed on the leader, counted by its result (Java ``electMaster``)."""
+        if self.metrics is not None:
+            self.metrics.election(cluster, broker_name, result.code)
+        return result
 
     # ------------------------------------------------------------------ elections
     def on_broker_inactive(self, cluster: str | None, broker_name: str, broker_id: int | None) -> None:
@@ -157,8 +180,8 @@ class ControllerManager(service.Service):
         return None
 
     def elect(self, broker_name: str, broker_id: int | None, designate: bool) -> defer.Deferred[Result]:
-        d = self.run(lambda s: replicas.elect_master(s, broker_name, broker_id, designate, self.policy,
-                                                     self.config.enableElectUncleanMaster), True)
+        d = self.run(lambda s: self.counted_election("", broker_name, replicas.elect_master(
+            s, broker_name, broker_id, designate, self.policy, self.config.enableElectUncleanMaster)), True)
 
         def notify(result: Result) -> Result:
             if result.code == ResponseCode.SUCCESS and self.config.notifyBrokerRoleChanged:

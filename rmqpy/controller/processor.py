@@ -17,6 +17,7 @@ from twisted.logger import Logger
 from rmqpy.common.properties import PropertiesError, apply_properties, parse_properties
 from rmqpy.controller import replicas
 from rmqpy.controller.manager import ControllerManager, NotLeader, broker_names_body
+from rmqpy.controller.metrics import FAILED, SUCCESS, TIMEOUT, ControllerMetrics
 from rmqpy.controller.replicas import Result
 from rmqpy.protocol.bodies.controller import SyncStateSet
 from rmqpy.protocol.codes import RequestCode, ResponseCode
@@ -40,8 +41,9 @@ class ControllerRequestProcessor:
     log = Logger()
 
     def __init__(self, manager: ControllerManager, config_text: Callable[[], str] | None = None,
-                 configs: Callable[[], list[Any]] | None = None) -> None:
+                 configs: Callable[[], list[Any]] | None = None, metrics: ControllerMetrics | None = None) -> None:
         self.manager = manager
+        self.metrics = metrics
         self.config_text = config_text
         self.configs = configs
         self.handlers: dict[int, Handler] = {
@@ -60,11 +62,45 @@ class ControllerRequestProcessor:
         }
 
     def process_request(self, channel: Any, request: RemotingCommand) -> Any:
-        return self.handlers[request.code](channel, request)
+        """The handler's answer; with metrics, counted as Java's ``processRequest`` counts it."""
+        metrics = self.metrics
+        started = self.manager.clock.seconds()
+        try:
+            result = self.handlers[request.code](channel, request)
+        except Exception:
+            if metrics is not None:
+                metrics.request_done(request.code, FAILED, started)
+            raise
+        if isinstance(result, defer.Deferred):
+            return result.addCallbacks(self._answered, self._failed, (request, started), None, (request, started))
+        if metrics is not None:
+            metrics.request_done(request.code, SUCCESS, started)
+        return result
+
+    def _answered(self, response: RemotingCommand, request: RemotingCommand, started: float) -> RemotingCommand:
+        if self.metrics is not None:
+            self.metrics.request_done(request.code, SUCCESS, started)
+        return response
+
+    def _failed(self, failure: Any, request: RemotingCommand, started: float) -> RemotingCommand:
+        """A scheduled request that did not complete: CONTROLLER_NOT_LEADER (an answer, as Java's
+        scheduler makes it), or SYSTEM_ERROR as Java's remoting answers an exception."""
+        if failure.check(NotLeader):
+            status, response = SUCCESS, request.response(ResponseCode.CONTROLLER_NOT_LEADER, str(failure.value))
+        elif failure.check(defer.TimeoutError, defer.CancelledError):
+            status, response = TIMEOUT, request.response(ResponseCode.SYSTEM_ERROR,
+                                                         "java.util.concurrent.TimeoutException")
+        else:
+            self.log.warn("controller request {code} failed: {err}", code=request.code, err=failure.getErrorMessage())
+            status, response = FAILED, request.response(ResponseCode.SYSTEM_ERROR, failure.getErrorMessage())
+        if self.metrics is not None:
+            self.metrics.request_done(request.code, status, started)
+        return response
 
     # ------------------------------------------------------------------ helpers
     def _answer(self, request: RemotingCommand, compute: Callable[[Any], Result], write: bool,
                 after: Callable[[Result], Any] | None = None) -> defer.Deferred[RemotingCommand]:
+        """The result as the answer; a failure goes on to :meth:`_failed` (process_request)."""
         d = self.manager.run(compute, write)
         if after is not None:
             d.addCallback(lambda r: (after(r), r)[1])
@@ -72,15 +108,7 @@ class ControllerRequestProcessor:
         def ok(result: Result) -> RemotingCommand:
             return request.response(result.code, result.remark, header=result.header, body=result.body)
 
-        def failed(failure: Any) -> RemotingCommand:
-            if failure.check(NotLeader):
-                return request.response(ResponseCode.CONTROLLER_NOT_LEADER, str(failure.value))
-            if failure.check(defer.TimeoutError, defer.CancelledError):
-                return request.response(ResponseCode.SYSTEM_ERROR, "java.util.concurrent.TimeoutException")
-            self.log.warn("controller request {code} failed: {err}", code=request.code, err=failure.getErrorMessage())
-            return request.response(ResponseCode.SYSTEM_ERROR, failure.getErrorMessage())
-
-        return d.addCallbacks(ok, failed)
+        return d.addCallback(ok)
 
     # ------------------------------------------------------------------ handlers
     def alter_sync_state_set(self, channel: Any, request: RemotingCommand) -> Any:
@@ -97,8 +125,8 @@ class ControllerRequestProcessor:
             if result.code == ResponseCode.SUCCESS and m.config.notifyBrokerRoleChanged:
                 m.notify_role_changed(h.brokerName, result)
 
-        return self._answer(request, lambda s: replicas.elect_master(
-            s, h.brokerName, h.brokerId, bool(h.designateElect), m.policy, m.config.enableElectUncleanMaster),
+        return self._answer(request, lambda s: m.counted_election(h.clusterName, h.brokerName, replicas.elect_master(
+            s, h.brokerName, h.brokerId, bool(h.designateElect), m.policy, m.config.enableElectUncleanMaster)),
             True, notify)
 
     def get_replica_info(self, channel: Any, request: RemotingCommand) -> Any:

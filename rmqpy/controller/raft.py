@@ -130,6 +130,8 @@ class PySyncObjLog:
         self._poller.clock = reactor
         self._raft_leader = False
         self._claiming = False
+        #: told ``(status, started)`` of each initial entry a new leader commits (dledger_op_total)
+        self.append_observer: Callable[[str, float], None] | None = None
 
     def start(self) -> None:
         lib = pysyncobj()
@@ -222,11 +224,14 @@ class PySyncObjLog:
         if self._claiming:
             return
         self._claiming = True
+        started = self.reactor.seconds()
         d: defer.Deferred[None] = defer.Deferred()
         self._consumer.noop(callback=self._callback(d))
 
         def ok(_: None) -> None:
             self._claiming = False
+            if self.append_observer is not None:
+                self.append_observer("success", started)
             if self._raft_leader and self._sync is not None and self._sync._isLeader():
                 self.leader_ready = True
                 self.log.info("controller {id} is the leader (term {term})", id=self.self_id,
@@ -235,6 +240,8 @@ class PySyncObjLog:
 
         def failed(f: Any) -> None:
             self._claiming = False
+            if self.append_observer is not None:
+                self.append_observer("failed", started)
             self.log.warn("controller leader's initial entry failed: {err}; retrying", err=f.getErrorMessage())
             if self._raft_leader:
                 self.reactor.callLater(self.poll, self._claim)

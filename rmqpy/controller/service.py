@@ -1,6 +1,7 @@
 """ControllerService: one controller of a set as a Twisted service tree: the remoting port on its
 own ``controllerDLegerPeers`` address, the request processor, PySyncObj's replicated state under
-``controllerStorePath``, and the manager's scans."""
+``controllerStorePath``, the manager's scans, and with ``metricsExporterType=PROM`` the metrics
+(:mod:`rmqpy.controller.metrics`) on ``metricsPromExporterPort``."""
 from __future__ import annotations
 
 import os
@@ -9,9 +10,11 @@ from typing import Any
 from twisted.application import service
 from twisted.logger import Logger
 
+from rmqpy.common.metrics import exporter_enabled, metrics_service
 from rmqpy.common.properties import config_items, format_properties
 from rmqpy.controller.config import ControllerConfig, parse_peers, raft_peers
 from rmqpy.controller.manager import ControllerManager
+from rmqpy.controller.metrics import ControllerMetrics
 from rmqpy.controller.processor import ControllerRequestProcessor
 from rmqpy.controller.raft import PySyncObjLog
 from rmqpy.remoting.client import RemotingClient
@@ -35,7 +38,9 @@ class ControllerService(service.MultiService):
     log = Logger()
 
     def __init__(self, config: ControllerConfig, netty: NettyServerConfig, reactor: Any = None,
-                 wrap_factory: FactoryWrapper | None = None) -> None:
+                 wrap_factory: FactoryWrapper | None = None, serve_metrics: bool = True) -> None:
+        """``serve_metrics``: with ``metricsExporterType=PROM``, listen on the metrics port; False when
+        another endpoint (the name server's) serves :attr:`metrics`' registry."""
         super().__init__()
         if reactor is None:
             from twisted.internet import reactor as default_reactor
@@ -66,9 +71,18 @@ class ControllerService(service.MultiService):
         self.manager = ControllerManager(config, self.rlog, reactor, send_oneway=self.client.invoke_oneway,
                                          metadata=self.metadata)
         self.manager.setServiceParent(self)
+        self.metrics: ControllerMetrics | None = None
+        if exporter_enabled(config.metricsExporterType, "controller", self.log):
+            self.metrics = ControllerMetrics(config, self.peers[self.self_id], store_path(config), reactor,
+                                             self.manager.heartbeats.active_counts)
+            self.manager.metrics = self.metrics
+            self.rlog.append_observer = self.metrics.append_done
+            if serve_metrics:
+                metrics_service(self.metrics.registry, config.metricsPromExporterHost or netty.bindAddress,
+                                config.metricsPromExporterPort, "controller metrics").setServiceParent(self)
         self.dispatcher = RequestDispatcher()
         self.processor = ControllerRequestProcessor(self.manager, self.all_configs_text,
-                                                    lambda: [self.config, self.netty])
+                                                    lambda: [self.config, self.netty], self.metrics)
         self.dispatcher.register(self.processor.handlers, self.processor)
         self.dispatcher.add_channel_listener(self)
         self.factory = RemotingServerFactory(self.dispatcher, reactor, netty.frameMaxLength)

@@ -100,6 +100,8 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         raise SystemExit(f"rmq-controller: {exc}") from None
     host = netty.bindAddress
     check_ports_free(Options.tap_name, host, (controller.server.port,))
+    if controller.metrics is not None:
+        check_ports_free(Options.tap_name, config.metricsPromExporterHost or host, (config.metricsPromExporterPort,))
     top = ServerRoot(Options.tap_name)
     top.controller = controller  # type: ignore[attr-defined]
     controller.setServiceParent(top)

@@ -96,7 +96,13 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
     if config.enableControllerInNamesrv:  # NamesrvStartup: the controller beside the name server
         from rmqpy.controller.service import ConfigError, ControllerService
         try:
-            embedded = ControllerService(options["controllerConfig"], netty, wrap_factory=wrap)
+            # one metrics endpoint: the name server's serves the controller's samples too (Java's name
+            # server exports none; its controller's exporter reads the same metrics* keys)
+            ns_metrics = top.controller.metrics  # type: ignore[attr-defined]
+            embedded = ControllerService(options["controllerConfig"], netty, wrap_factory=wrap,
+                                         serve_metrics=ns_metrics is None)
+            if ns_metrics is not None and embedded.metrics is not None:
+                ns_metrics.registry.register(embedded.metrics.collector)
         except ConfigError as exc:
             raise SystemExit(f"rmq-namesrv: {exc}") from None
         check_ports_free(Options.tap_name, netty.bindAddress, (embedded.server.port,))
