@@ -640,16 +640,17 @@ def controller_leader(addr: str) -> str:
     return ext.get("controllerLeaderAddress", "") if code == 0 else ""
 
 
-def start_java_namesrv_with_controller(version: str, workdir: Path, ip: str,
-                                       timeout: float = 30.0) -> tuple[JavaProcess, str, str]:
+def start_java_namesrv_with_controller(version: str, workdir: Path, ip: str, timeout: float = 30.0,
+                                       props: Mapping[str, object] | None = None) -> tuple[JavaProcess, str, str]:
     """Apache's name server with its controller embedded (``enableControllerInNamesrv``, DLedger with one
     peer), once the controller has elected itself (a broker started before that waits for its 5 s
-    retry): (process, name server address, controller address), both on ``ip``."""
+    retry): (process, name server address, controller address), both on ``ip``. ``props`` adds keys
+    (the controller's metrics*, say)."""
     ctl = f"{ip}:{free_port()}"
     ns = start_java_namesrv(version, workdir=workdir, props={
         "bindAddress": "0.0.0.0", "enableControllerInNamesrv": True, "controllerDLegerGroup": "ctl",
         "controllerDLegerPeers": f"n0-{ctl}", "controllerDLegerSelfId": "n0",
-        "controllerStorePath": str(workdir / "controller"), "mappedFileSize": 4 * 1024 * 1024})
+        "controllerStorePath": str(workdir / "controller"), "mappedFileSize": 4 * 1024 * 1024, **(props or {})})
     deadline = time.monotonic() + timeout
     while controller_leader(ctl) != ctl:
         if time.monotonic() > deadline:
