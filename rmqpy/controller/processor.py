@@ -72,7 +72,8 @@ class ControllerRequestProcessor:
                 metrics.request_done(request.code, FAILED, started)
             raise
         if isinstance(result, defer.Deferred):
-            return result.addCallbacks(self._answered, self._failed, (request, started), None, (request, started))
+            return result.addCallbacks(self._answered, self._failed, callbackArgs=(request, started),
+                                       errbackArgs=(request, started))
         if metrics is not None:
             metrics.request_done(request.code, SUCCESS, started)
         return result
