@@ -188,3 +188,38 @@ def test_elections_counted_by_result_active_brokers_per_set_and_role(tmp_path: P
     assert not [n for n, _, _ in scrape(metrics) if n == "active_broker_num"]
     manager._on_role(False)
     assert value(scrape(metrics), "role") == 0
+
+
+def _keys(tmp_path: Path, port: int) -> list[str]:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        ctl = s.getsockname()[1]
+    keys = {"controllerDLegerGroup": "ctl", "controllerDLegerPeers": f"n0-127.0.0.1:{ctl}",
+            "controllerDLegerSelfId": "n0", "controllerStorePath": tmp_path / "store",
+            "metricsExporterType": "PROM", "metricsPromExporterHost": "127.0.0.1", "metricsPromExporterPort": port}
+    return [a for k, v in keys.items() for a in ("-D", f"{k}={v}")]
+
+
+def test_one_endpoint_in_the_name_server_and_its_own_for_a_standalone_controller(tmp_path: Path) -> None:
+    """rmqpy's name server with the controller: the name server's endpoint serves the controller's
+    samples too (the metrics* keys are the same in both configs); ``rmq-controller``: its own."""
+    from rmqpy.controller import tap as controller_tap
+    from rmqpy.namesrv import tap as namesrv_tap
+
+    def endpoints(parent) -> list:  # rmqpy.common.metrics.metrics_service's
+        return [s for s in parent if type(s).__name__ == "MetricsServer"]
+
+    o = namesrv_tap.Options()
+    o.parseOptions(["-D", "listenPort=0", "-D", f"kvConfigPath={tmp_path}/kv.json", "-D", "enableControllerInNamesrv=true",
+                    *_keys(tmp_path, 0)])
+    top = namesrv_tap.makeService(o)
+    assert len(endpoints(top.controller)) == 1 and not endpoints(top.embedded_controller)
+    text = generate_latest(top.controller.metrics.registry).decode()
+    assert 'otel_scope_info{otel_scope_name="controller"}' in text and 'role{address="127.0.0.1:' in text
+    assert 'otel_scope_name="namesrv-meter"' in text
+    o = controller_tap.Options()
+    o.parseOptions(_keys(tmp_path, 0))
+    top = controller_tap.makeService(o)
+    assert len(endpoints(top.controller)) == 1
+
