@@ -38,7 +38,7 @@ against Apache's 5.3.3 name server with its controller embedded; a family appear
 The latency buckets are Java's view: 1, 3, 5, 10, 30, 50, 100, 300, 500 us, the same in ms, and 1,
 3, 5, 10 s (in microseconds). Differences: Java's samples carry a timestamp, and its ``# TYPE``
 lines name a family without its unit (prometheus-client names it as its samples) and keep a
-counter's ``_total``, and the last bucket's bound is ``le="1.0E7"`` there, ``le="10000000.0"`` here.
+counter's ``_total``. The ``le`` values are written as Java writes them (``le="1.0E7"``).
 
 Nothing here runs a timer; the hooks update plain dicts on the reactor, and
 :class:`~rmqpy.common.metrics.CallbackCollector` makes the families when Prometheus scrapes.
@@ -92,6 +92,26 @@ ELECTION_RESULTS = {
 SUCCESS, FAILED, TIMEOUT = "success", "failed", "timeout"
 
 
+def java_double(value: float) -> str:
+    """Java ``Double.toString`` for the bucket bounds: ``1000000.0``, ``1.0E7`` from 10^7 up."""
+    if value == float("inf"):
+        return "+Inf"
+    if abs(value) < 1e7:
+        return repr(float(value))
+    mantissa, _, exponent = f"{value:e}".partition("e")
+    return f"{float(mantissa)!r}E{int(exponent)}"
+
+
+class JavaHistogram(Histogram):
+    """A :class:`~rmqpy.common.metrics.Histogram` whose ``le`` values are written as Java's exporter
+    writes them (``le="1.0E7"``)."""
+
+    __slots__ = ()
+
+    def buckets(self) -> list[tuple[str, float]]:
+        return [(java_double(float(le)), n) for le, n in super().buckets()]
+
+
 def base_labels(address: str, group: str, peer_id: str, metrics_label: str = "",
                 delta: bool = False) -> dict[str, str]:
     """Java's ``LABEL_MAP`` (``newAttributesBuilder``), ``otel_scope_name`` first."""
@@ -139,10 +159,10 @@ class ControllerMetrics:
                              config.metricsLabel, config.metricsInDelta)
         self.label_names, self.label_values = list(labels), list(labels.values())
         self.requests: dict[tuple[str, str], int] = {}
-        self.request_latency: dict[str, Histogram] = {}
+        self.request_latency: dict[str, JavaHistogram] = {}
         self.elections: dict[tuple[str, str, str], int] = {}
         self.appends: dict[str, int] = {}
-        self.append_latency = Histogram(LATENCY_BUCKETS_US)
+        self.append_latency = JavaHistogram(LATENCY_BUCKETS_US)
         self.role = "follower"
         self.collector = CallbackCollector(self.families)
         self.registry = CollectorRegistry(auto_describe=False)
@@ -159,7 +179,7 @@ class ControllerMetrics:
         if status == SUCCESS:
             hist = self.request_latency.get(request_type)
             if hist is None:
-                hist = self.request_latency[request_type] = Histogram(LATENCY_BUCKETS_US)
+                hist = self.request_latency[request_type] = JavaHistogram(LATENCY_BUCKETS_US)
             hist.observe(self._micros(started))
 
     def election(self, cluster: str | None, broker_set: str | None, response_code: int) -> None:

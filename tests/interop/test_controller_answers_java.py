@@ -91,8 +91,8 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def controller_samples(port: int) -> set[tuple[str, frozenset]]:
-    """The controller's samples at ``port`` as (name, labels): ``address`` masked, ``le`` as a
-    number (Java writes 1.0E7), the name server's own samples (rmqpy's endpoint) left out."""
+    """The controller's samples at ``port`` as (name, labels): ``address`` masked, the name server's
+    own samples (rmqpy's endpoint) left out."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
     out = set()
@@ -105,8 +105,6 @@ def controller_samples(port: int) -> set[tuple[str, frozenset]]:
             continue
         if "address" in labels:
             labels["address"] = "<controller>"
-        if "le" in labels:
-            labels["le"] = str(float(labels["le"]))
         out.add((m.group(1), frozenset(labels.items())))
     return out
 
