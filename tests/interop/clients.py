@@ -28,6 +28,37 @@ def mqadmin(host, version: str, args: Sequence[str], namesrv_addr: str, timeout:
     return proc.stdout
 
 
+#: what separates the commands of :func:`mqadmin_batch` on the launcher's command line
+_BATCH_SEP = "--mqadmin-batch-next--"
+MQADMIN_BATCH_MAIN = "io.rmqpy.interop.harness.MQAdminBatch"
+
+
+def mqadmin_batch(host, version: str, commands: Sequence[Sequence[str]], namesrv_addr: str,
+                  timeout: float = 120) -> list[str]:
+    """Runs several mqadmin commands one after the other in one JVM inside ``host`` (the harness'
+    MQAdminBatch: MQAdminStartup.main once per command, each unchanged) and returns each one's
+    stdout. For set-up (topics and groups): one JVM start instead of one per command (about 1 s
+    of CPU each, measured 0.6-1.5 s of wall time per updateTopic)."""
+    jvm.ensure_built()
+    argv: list[str] = []
+    for command in commands:
+        args = [str(a) for a in command]
+        argv += [_BATCH_SEP, args[0], "-n", namesrv_addr, *args[1:]]
+    home = jvm.default_home()
+    props = {"rmq.logback.configurationFile": "rmq.tools.logback.xml"}
+    cmd = jvm.java_cmd(version, MQADMIN_BATCH_MAIN, [jvm.MQADMIN_MAIN, _BATCH_SEP, *argv[1:]], props, kind="harness",
+                       home=home)
+    proc = host.run(cmd, timeout=timeout, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
+    outs, rest = [], proc.stdout
+    for n in range(len(commands)):
+        out, found, rest = rest.partition(f"#mqadmin-batch-end {n}\n")
+        assert found, (f"mqadmin batch exited {proc.returncode} before the end of command {n} "
+                       f"{list(commands[n])}:\n{proc.stdout}\n{proc.stderr[-3000:]}")
+        outs.append(out)
+    assert proc.returncode == 0, f"mqadmin batch exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    return outs
+
+
 def harness(host, version: str, args: Sequence[str], timeout: float = 120, check: bool = True,
             sysprops: dict[str, str] | None = None) -> jvm.Events:
     """Run our Java harness (the official client inside) in ``host``; returns its JSON events."""

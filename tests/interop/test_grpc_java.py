@@ -84,12 +84,16 @@ class Target:
             self.cluster.close()
             print(self.cluster.broker.log_tail(3000))
 
-    def admin(self, *args: str) -> None:
-        out = clients.mqadmin(self.host, VERSION, [args[0], "-c", "DefaultCluster", *args[1:]], self.cluster.ns_addr)
-        assert "success" in out or "isOrder=true" in out, out
+    def admin(self, *commands: list[str]) -> None:
+        """mqadmin COMMAND -c DefaultCluster ARGS for each command (one JVM for all of them)."""
+        outs = clients.mqadmin_batch(self.host, VERSION, [[c[0], "-c", "DefaultCluster", *c[1:]] for c in commands],
+                                     self.cluster.ns_addr)
+        for out in outs:
+            assert "success" in out or "isOrder=true" in out, out
 
-    def create_topic(self, topic: str, *extra: str) -> None:
-        self.admin("updateTopic", "-t", topic, "-r", "4", "-w", "4", *extra)
+    @staticmethod
+    def topic_command(topic: str, *extra: str) -> list[str]:
+        return ["updateTopic", "-t", topic, "-r", "4", "-w", "4", *extra]
 
     def harness_cmd(self, command: str, *args: str) -> tuple[list[str], Path]:
         home = jvm.default_home()
@@ -148,10 +152,12 @@ class Run:
 
 
 def run_scenarios(t: Target, tmp: Path) -> Run:
+    admin = []
     for name, (topic, topic_opts, group, _, _) in SCENARIOS.items():
-        t.create_topic(topic, *topic_opts)
+        admin.append(t.topic_command(topic, *topic_opts))
         if name == "fifo":
-            t.admin("updateSubGroup", "-g", group, "-o", "true")
+            admin.append(["updateSubGroup", "-g", group, "-o", "true"])
+    t.admin(*admin)
     sends = ";".join(f"{topic},{spec}" for topic, _, _, specs, _ in SCENARIOS.values() for spec in specs)
     runs = {name: [consumer[0], "--topic", topic, "--group", group, *consumer[1:]]
             for name, (topic, _, group, _, consumer) in SCENARIOS.items()}
@@ -426,8 +432,7 @@ def _start_push(t: Target, topic: str, group: str, tmp: Path) -> tuple[subproces
     finds the consumer's broker through it, and local mode registers a gRPC consumer without the
     HEART_BEAT that creates it; rmqpy's heartbeat creates it), its events file and its client id once
     the broker lists it."""
-    t.create_topic(topic)
-    t.create_topic(f"%RETRY%{group}")
+    t.admin(t.topic_command(topic), t.topic_command(f"%RETRY%{group}"))
     cmd, home = t.harness_cmd("push", "--topic", topic, "--group", group, "-c", "2", "--timeout-s", "90")
     out, err = tmp / f"{group}.out", tmp / f"{group}.err"
     with open(out, "w") as fo, open(err, "w") as fe:

@@ -28,9 +28,7 @@ public final class FastExit {
             System.err.println("usage: FastExit MAIN_CLASS [args...]");
             System.exit(2);
         }
-        Thread watcher = new Thread(FastExit::watch, "fastexit-watcher");
-        watcher.setDaemon(true);
-        watcher.start();
+        startWatcher();
         Method main = Class.forName(argv[0]).getMethod("main", String[].class);
         try {
             main.invoke(null, (Object) Arrays.copyOfRange(argv, 1, argv.length));
@@ -40,6 +38,13 @@ public final class FastExit {
         System.out.flush();
         System.err.flush();
         System.exit(0);
+    }
+
+    /** Starts the thread that cuts the wait at the end of each remoting client shutdown (see above). */
+    static void startWatcher() {
+        Thread watcher = new Thread(FastExit::watch, "fastexit-watcher");
+        watcher.setDaemon(true);
+        watcher.start();
     }
 
     private static void watch() {
