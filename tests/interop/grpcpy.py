@@ -37,6 +37,14 @@ class PyGrpc:
         out = self.mqadmin("updateSubGroup", "-c", "DefaultCluster", "-g", group, *extra)
         assert "success" in out, out
 
+    def create_topic_and_group(self, topic: str, topic_extra: tuple[str, ...], group: str, *extra: str) -> None:
+        """:meth:`create_topic` then :meth:`create_group`, both in one mqadmin JVM (clients.mqadmin_batch)."""
+        outs = clients.mqadmin_batch(self.host, VERSION, [
+            ["updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "4", "-w", "4", *topic_extra],
+            ["updateSubGroup", "-c", "DefaultCluster", "-g", group, *extra]], self.ns_addr)
+        for out in outs:
+            assert "success" in out, out
+
     def _argv(self, args: tuple[str, ...]) -> list[str]:
         return [sys.executable, str(CLIENT), self.endpoint, *args]
 
@@ -119,8 +127,7 @@ def offsets_on_disk(store: Path, topic: str, group: str) -> dict[int, int]:
 def check_fifo_order(g: PyGrpc, topic: str, group: str) -> None:
     """A FIFO topic, an orderly group, one message group: a message not acked holds back the ones
     after it until it comes again (its second attempt); all are acked in the order sent."""
-    g.create_topic(topic, "-o", "true", "-a", "+message.type=FIFO")
-    g.create_group(group, "-o", "true")
+    g.create_topic_and_group(topic, ("-o", "true", "-a", "+message.type=FIFO"), group, "-o", "true")
     sent = g.client("produce", topic, "6", "g1").of("sent")
     assert len(sent) == 6
     got = g.client("receive", topic, group, "6", "10", "--skip", "grpc-2", "--linger", "2").of("received")
@@ -147,8 +154,7 @@ def check_transactions(g: PyGrpc, topic: str, group: str) -> None:
 def check_dead_letter_after_max_attempts(g: PyGrpc, topic: str, group: str) -> None:
     """A group with retryMaxTimes 0 gives the client max attempts 1: a message received and not
     acked is not delivered again but forwarded to %DLQ%group, where mqadmin finds it."""
-    g.create_topic(topic)
-    g.create_group(group, "-r", "0")
+    g.create_topic_and_group(topic, (), group, "-r", "0")
     sent = g.client("produce", topic, "1").of("sent")
     first = g.client("receive", topic, group, "1", "10", "--no-ack").of("received")
     assert [r["msgId"] for r in first] == [sent[0]["msgId"]]
@@ -174,8 +180,7 @@ def check_fifo_push_consumer_forwards_to_dlq(g: PyGrpc, topic: str, group: str) 
     """A FIFO PushConsumer (orderly group, retryMaxTimes 1: max attempts 2) whose listener fails one
     message: the client consumes it twice, forwards it to %DLQ%group (ForwardMessageToDeadLetterQueue),
     and goes on with the rest of the message group in order."""
-    g.create_topic(topic, "-o", "true", "-a", "+message.type=FIFO")
-    g.create_group(group, "-o", "true", "-r", "1")
+    g.create_topic_and_group(topic, ("-o", "true", "-a", "+message.type=FIFO"), group, "-o", "true", "-r", "1")
     sent = g.client("produce", topic, "4", "g1").of("sent")
     got = g.client("push", topic, group, "3", "--fail", "grpc-1").of("consumed")
     assert [(r["body"], r["result"]) for r in got] == [
@@ -211,8 +216,7 @@ def check_retry_backoff_from_group_policy(g: PyGrpc, topic: str, group: str) -> 
     attempts 3). Each delay is a lower bound only: a revived message waits for the broker's revive
     scan (rmqpy: 2 to 3 s more), and the Java 5.3.3 broker wakes no pop polling for it (the client
     gets it with its next receive, up to the 20 s long polling later)."""
-    g.create_topic(topic)
-    g.create_group(group, "-r", "2", "-p", BACKOFF_POLICY)
+    g.create_topic_and_group(topic, (), group, "-r", "2", "-p", BACKOFF_POLICY)
     g.client("produce", topic, "1")
     got = g.client("push", topic, group, "1", "--fail", "grpc-0", "--fail-times", "2", "--wait", "130",
                    timeout=170).of("consumed")
