@@ -23,15 +23,18 @@ The client runs in the client host (tests/interop/java/grpc/, ``GrpcHarness``). 
 One server set per target (module-scoped). The scenarios share it, each on its own topic and group,
 and run together to keep CI short: one consumer per scenario starts (all in parallel), then one
 producer sends for all of them (the longest consumer waits out two invisible times); each test
-asserts on its own scenario's events.
+asserts on its own scenario's events. While a target's consumers wait, the next target's servers
+start (``Prestarts``).
 """
 from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -151,7 +154,9 @@ class Run:
         return [e for e in produced.of("sent") if e["topic"] == topic], consumed
 
 
-def run_scenarios(t: Target, tmp: Path) -> Run:
+def run_scenarios(t: Target, tmp: Path, while_waiting: Callable[[], None] | None = None) -> Run:
+    """``while_waiting``: called once everything is sent, while the consumers wait out their invisible
+    times and check-backs (20-30 s of next to no CPU)."""
     admin = []
     for name, (topic, topic_opts, group, _, _) in SCENARIOS.items():
         admin.append(t.topic_command(topic, *topic_opts))
@@ -186,6 +191,8 @@ def run_scenarios(t: Target, tmp: Path) -> Run:
             proc.kill()
         raise
     consumed = {}
+    if while_waiting is not None:
+        while_waiting()
     for name, (proc, out, err) in procs.items():
         try:
             proc.wait(120)
@@ -198,12 +205,88 @@ def run_scenarios(t: Target, tmp: Path) -> Run:
     return Run(t.kind, sent, consumed)
 
 
-@pytest.fixture(scope="module", params=["rmqpy", "rmqpy-proxy", "java-proxy"])
-def run(request, java_built, client_host, tmp_path_factory) -> Run:
-    tmp = tmp_path_factory.mktemp(f"grpc-java-{request.param}")
-    t = Target(request.param, client_host, tmp)
+#: a server set of this module: (fixture, its param)
+Key = tuple[str, str]
+
+
+class Prestarts:
+    """The module's server sets, in the order its selected tests first use them. A set that takes long
+    to start (Apache's proxy, Java servers: 20-40 s, mostly CPU) is started in a thread while the
+    previous target's consumers wait out their invisible times (``run_scenarios``' ``while_waiting``),
+    instead of alone after them; rmqpy's own starts in seconds, when its tests come."""
+
+    def __init__(self, request, host, tmp_path_factory) -> None:
+        self.host, self.tmp_path_factory = host, tmp_path_factory
+        self.order: list[Key] = []
+        for item in request.session.items:
+            if item.module is not request.module or not hasattr(item, "callspec"):
+                continue
+            for name in ("run", "relay_target"):
+                key = (name, item.callspec.params.get(name))
+                if name in item.fixturenames and key not in self.order:
+                    self.order.append(key)
+        self.started: dict[Key, tuple[threading.Thread, dict]] = {}
+
+    def _start(self, key: Key) -> tuple[Target, Path]:
+        name, kind = key
+        tmp = self.tmp_path_factory.mktemp(f"grpc-java-{kind}" if name == "run" else f"grpc-java-relay-{kind}")
+        if name == "relay_target":
+            return (Target("rmqpy", self.host, tmp) if kind == "rmqpy" else LocalProxyTarget(self.host, tmp)), tmp
+        return Target(kind, self.host, tmp), tmp
+
+    def start_next(self, after: Key) -> None:
+        """Starts, in a thread, the first server set after ``after`` that is not rmqpy's own."""
+        following = self.order[self.order.index(after) + 1:] if after in self.order else []
+        key = next((k for k in following if k[1] != "rmqpy"), None)
+        if key is None or key in self.started:
+            return
+        box: dict = {}
+
+        def start() -> None:
+            try:
+                box["started"] = self._start(key)
+            except BaseException as exc:  # raised by take()
+                box["error"] = exc
+
+        thread = threading.Thread(target=start, name=f"grpc-java-start-{key[1]}", daemon=True)
+        thread.start()
+        self.started[key] = (thread, box)
+
+    def take(self, key: Key) -> tuple[Target, Path]:
+        """The server set of ``key``: the one started ahead (once it is up), or started now."""
+        if key not in self.started:
+            return self._start(key)
+        thread, box = self.started.pop(key)
+        thread.join(300)
+        if "error" in box:
+            raise box["error"]
+        assert "started" in box, f"{key} did not start within 300 s"
+        return box["started"]
+
+    def close(self) -> None:
+        """Stops what was started ahead and never taken (its tests failed before, or were not run)."""
+        for thread, box in self.started.values():
+            thread.join(300)
+            if "started" in box:
+                box["started"][0].close()
+        self.started.clear()
+
+
+@pytest.fixture(scope="module")
+def prestarts(request, java_built, client_host, tmp_path_factory):
+    p = Prestarts(request, client_host, tmp_path_factory)
     try:
-        yield run_scenarios(t, tmp)
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture(scope="module", params=["rmqpy", "rmqpy-proxy", "java-proxy"])
+def run(request, prestarts: Prestarts) -> Run:
+    key = ("run", request.param)
+    t, tmp = prestarts.take(key)
+    try:
+        yield run_scenarios(t, tmp, while_waiting=lambda: prestarts.start_next(key))
     finally:
         t.close()
 
@@ -393,9 +476,8 @@ class LocalProxyTarget(Target):
 
 
 @pytest.fixture(scope="module", params=["rmqpy", "java-proxy-local"])
-def relay_target(request, java_built, client_host, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"grpc-java-relay-{request.param}")
-    t = Target("rmqpy", client_host, tmp) if request.param == "rmqpy" else LocalProxyTarget(client_host, tmp)
+def relay_target(request, prestarts: Prestarts):
+    t, _ = prestarts.take(("relay_target", request.param))
     try:
         yield t
     finally:
