@@ -25,6 +25,7 @@ offsets and sends UNREGISTER_CLIENT).
 from __future__ import annotations
 
 import collections
+import copy
 import shutil
 import tempfile
 import time
@@ -77,17 +78,45 @@ JAVA = [pytest.param(("java", v), id=f"javabroker-{v}") for v in VERSIONS]
 
 
 @pytest.fixture(scope="module")
-def env(request, java_built, client_host):
-    server, version, *client = request.param
-    workdir = Path(tempfile.mkdtemp(prefix=f"rmqpy-groups-{server}-"))
-    e = None
+def started(java_built, client_host):
+    """The server set in use, shared by the params of ``env`` that need the same one: rmqpy's for both
+    client versions, the Java 5.3.3 one for both its client versions. Started when a param first needs
+    it and stopped when a param needs another one (pytest runs a module-scoped param's tests
+    together) or at the end of the module. Each test uses its own topics and groups (``uniq``)."""
+    current: dict[tuple[str, str], Env] = {}
+
+    def close_all() -> None:
+        while current:
+            _, e = current.popitem()
+            try:
+                e.close()
+            finally:
+                shutil.rmtree(e.workdir, ignore_errors=True)
+
+    def get(server: str, version: str) -> Env:
+        key = (server, "" if server == "rmqpy" else version)
+        if key not in current:
+            close_all()
+            workdir = Path(tempfile.mkdtemp(prefix=f"rmqpy-groups-{server}-"))
+            try:
+                current[key] = Env(server, version, client_host, workdir)
+            except BaseException:
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise
+        return current[key]
+
     try:
-        e = Env(server, version, client_host, workdir, *client)
-        yield e
+        yield get
     finally:
-        if e is not None:
-            e.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        close_all()
+
+
+@pytest.fixture(scope="module")
+def env(request, started):
+    server, version, *client = request.param
+    e = copy.copy(started(server, version))  # this param's client version on the shared servers
+    e.version = client[0] if client else version
+    return e
 
 
 def uniq(prefix: str, version: str) -> str:
