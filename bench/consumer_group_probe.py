@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -141,21 +142,24 @@ async def drive(addr: str, pid: int, a: argparse.Namespace) -> dict:
 def run_target(target: str, a: argparse.Namespace, jvm: Any, servers: Any) -> dict:
     """A fresh name server and broker of ``target``, the clients against it, then both stopped."""
     work = Path(tempfile.mkdtemp(prefix=f"rmqpy-cg-{target}-"))
-    if target == "rmqpy":
-        ns = servers.start_namesrv(work / "ns")
-        broker = servers.start_broker(work / "broker", ns.addr, {"brokerName": "probe"})
-        try:
-            return asyncio.run(drive(broker.addr, broker.proc.pid, a))
-        finally:
-            broker.stop()
-            ns.stop()
-    jns = jvm.start_java_namesrv(a.java, workdir=work / "ns")
-    jb = jvm.start_java_broker(a.java, work / "broker", jns.addr, {"brokerName": "probe"}, heap_mb=1024)
     try:
-        return asyncio.run(drive(f"127.0.0.1:{jb.port}", jb.pid, a))
+        if target == "rmqpy":
+            ns = servers.start_namesrv(work / "ns")
+            broker = servers.start_broker(work / "broker", ns.addr, {"brokerName": "probe"})
+            try:
+                return asyncio.run(drive(broker.addr, broker.proc.pid, a))
+            finally:
+                broker.stop()
+                ns.stop()
+        jns = jvm.start_java_namesrv(a.java, workdir=work / "ns")
+        jb = jvm.start_java_broker(a.java, work / "broker", jns.addr, {"brokerName": "probe"}, heap_mb=1024)
+        try:
+            return asyncio.run(drive(f"127.0.0.1:{jb.port}", jb.pid, a))
+        finally:
+            jb.stop(30)
+            jns.stop(10)
     finally:
-        jb.stop(30)
-        jns.stop(10)
+        shutil.rmtree(work, ignore_errors=True)  # the store reserves its files' blocks: gigabytes
 
 
 def main() -> int:
