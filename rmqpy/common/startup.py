@@ -99,6 +99,40 @@ def check_defines(configs: Iterable[Any], defines: dict[str, str]) -> None:
                               + (": unknown config key" if len(unknown) == 1 else ": unknown config keys"))
 
 
+def apply_file_and_defines(configs: list[Any], props: dict[str, str], defines: dict[str, str],
+                           config_file: str | None, warn: Any) -> None:
+    """A tap's configuration: the ``-c`` file's keys (unknown ones warned about), then the ``-D``
+    overrides, which must each name a key of ``configs``; a PropertiesError names where it came from."""
+    from rmqpy.common.properties import apply_properties
+    try:
+        apply_properties(configs, props, warn=warn)
+    except PropertiesError as exc:
+        raise PropertiesError(f"{config_file}: {exc}" if config_file else str(exc)) from None
+    if defines:
+        try:
+            check_defines(configs, defines)
+            apply_properties(configs, defines)
+        except PropertiesError as exc:
+            raise PropertiesError(f"-D {exc}") from None
+
+
+def print_config_if_asked(options: Any, configs: list[Any], important_keys: Iterable[str]) -> None:
+    """``-p`` (every key) or ``-m`` (the important ones): the configuration on stdout, then exit 0,
+    as Java's startups do."""
+    if not (options["printConfigItem"] or options["printImportantConfig"]):
+        return
+    import sys
+
+    from rmqpy.common.properties import config_items, format_properties
+    items = [item for config in configs for item in config_items(config)]
+    if options["printImportantConfig"]:
+        important = set(important_keys)
+        items = [(k, v) for k, v in items if k in important]
+    sys.stdout.write(format_properties(items))
+    sys.stdout.flush()
+    raise SystemExit(0)
+
+
 class StartupError(SystemExit, Exception):
     """Ends the process with its one-line message and exit code 1. An ``Exception`` too, so that a
     ``twistd`` daemon reports it to the waiting parent (which also exits 1) instead of hanging."""

@@ -6,8 +6,14 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from rmqpy.common.properties import PropertiesError, apply_properties, config_items, format_properties, load_properties
-from rmqpy.common.startup import ServerOptions, ServerRoot, check_defines, check_ports_free
+from rmqpy.common.properties import PropertiesError, load_properties
+from rmqpy.common.startup import (
+    ServerOptions,
+    ServerRoot,
+    apply_file_and_defines,
+    check_ports_free,
+    print_config_if_asked,
+)
 from rmqpy.controller.config import IMPORTANT_KEYS, NOT_APPLIED, ControllerConfig, netty_server_config
 from rmqpy.remoting.netty_config import NettyServerConfig
 from rmqpy.remoting.tls_hook import tls_properties
@@ -53,17 +59,8 @@ def build_configs(options: Options) -> tuple[ControllerConfig, NettyServerConfig
     if "listenPort" in props or "listenPort" in options.get("defines", {}):
         _warn("config key 'listenPort' is not used: a controller listens on its own controllerDLegerPeers "
               "address, as Java's DLedger controller")
-    try:
-        apply_properties([config, netty], props, warn=_warn)
-    except PropertiesError as exc:
-        raise PropertiesError(f"{options['configFile']}: {exc}" if options["configFile"] else str(exc)) from None
-    defines = without_jraft_keys(options.get("defines", {}), _warn)
-    if defines:
-        try:
-            check_defines([config, netty], defines)
-            apply_properties([config, netty], defines)
-        except PropertiesError as exc:
-            raise PropertiesError(f"-D {exc}") from None
+    apply_file_and_defines([config, netty], props, without_jraft_keys(options.get("defines", {}), _warn),
+                           options["configFile"], _warn)
     if config.controllerType.strip().lower() not in ("dledger", "jraft"):
         raise PropertiesError(f"controllerType {config.controllerType!r} is neither DLedger nor jRaft")
     if config.controllerType.strip().lower() == "jraft":
@@ -80,13 +77,7 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         config, netty = build_configs(options)
     except PropertiesError as exc:
         raise SystemExit(f"rmq-controller: {exc}") from None
-    if options["printConfigItem"] or options["printImportantConfig"]:
-        items = config_items(config) + config_items(netty)
-        if options["printImportantConfig"]:
-            items = [(k, v) for k, v in items if k in IMPORTANT_KEYS]
-        sys.stdout.write(format_properties(items))
-        sys.stdout.flush()
-        raise SystemExit(0)
+    print_config_if_asked(options, [config, netty], IMPORTANT_KEYS)
     from rmqpy.common import logbridge
     logbridge.install()  # PySyncObj logs through stdlib logging
     from rmqpy.remoting import tls_hook

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from rmqpy.common.properties import PropertiesError, apply_properties, config_items, format_properties, load_properties
-from rmqpy.common.startup import ServerOptions, ServerRoot, check_defines, check_ports_free
+from rmqpy.common.properties import PropertiesError, load_properties
+from rmqpy.common.startup import (
+    ServerOptions,
+    ServerRoot,
+    apply_file_and_defines,
+    check_ports_free,
+    print_config_if_asked,
+)
 from rmqpy.controller.config import ControllerConfig
 from rmqpy.controller.tap import without_jraft_keys
 from rmqpy.namesrv.config import IMPORTANT_KEYS, NamesrvConfig, NettyServerConfig, netty_server_config
@@ -42,17 +48,8 @@ def build_configs(options: Options) -> tuple[NamesrvConfig, NettyServerConfig]:
         print(f"rmq-namesrv: warning: {message}", file=sys.stderr)
 
     props = without_jraft_keys(props, warn)
-    try:
-        apply_properties([config, netty, controller], props, warn=warn)
-    except PropertiesError as exc:
-        raise PropertiesError(f"{options['configFile']}: {exc}" if options["configFile"] else str(exc)) from None
-    defines = without_jraft_keys(options.get("defines", {}), warn)
-    if defines:
-        try:
-            check_defines([config, netty, controller], defines)
-            apply_properties([config, netty, controller], defines)
-        except PropertiesError as exc:
-            raise PropertiesError(f"-D {exc}") from None
+    apply_file_and_defines([config, netty, controller], props, without_jraft_keys(options.get("defines", {}), warn),
+                           options["configFile"], warn)
     if options["configFile"]:  # NamesrvStartup: UPDATE_NAMESRV_CONFIG writes back to the -c file
         config.configStorePath = options["configFile"]
     # TLS (issue 6): tls.* keys of the -c file, then -D overrides
@@ -66,13 +63,7 @@ def makeService(options: Options):  # noqa: N802 (Twisted's name)
         config, netty = build_configs(options)
     except PropertiesError as exc:
         raise SystemExit(f"rmq-namesrv: {exc}") from None
-    if options["printConfigItem"] or options["printImportantConfig"]:
-        items = config_items(config) + config_items(netty)
-        if options["printImportantConfig"]:
-            items = [(k, v) for k, v in items if k in IMPORTANT_KEYS]
-        sys.stdout.write(format_properties(items))
-        sys.stdout.flush()
-        raise SystemExit(0)
+    print_config_if_asked(options, [config, netty], IMPORTANT_KEYS)
     check_ports_free(Options.tap_name, netty.bindAddress, (netty.listenPort,))
     if config.metricsExporterType.strip().upper() == "PROM":
         check_ports_free(Options.tap_name, config.metricsPromExporterHost or netty.bindAddress,
