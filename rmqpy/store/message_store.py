@@ -183,6 +183,10 @@ class MessageStore(DiskSpaceGuard):
         cfg = self.config
         if not cfg.readOnly:
             os.makedirs(cfg.storePathRootDir, exist_ok=True)
+            # as DefaultMessageStore's constructor: the runtime info's disk ratios (clusterList's
+            # #SPACE) are of these directories, -1 while one is missing
+            os.makedirs(cfg.commitlog_dir, exist_ok=True)
+            os.makedirs(cfg.consume_queue_dir, exist_ok=True)
             self._lock()
         self.last_exit_ok = not os.path.exists(cfg.abort_path)
         log.info("message store load: last exit %s", "OK" if self.last_exit_ok else "ABNORMAL")

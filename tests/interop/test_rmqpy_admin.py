@@ -75,6 +75,11 @@ def test_cluster_list_and_broker_status_print_what_mqadmin_prints(cluster) -> No
     assert a[1].split()[:5] == b[1].split()[:5]   # cluster, broker, id, address, version; then rates
     # rmqpy reports itself as 5.3.3 and active, as a 5.3.3 master is (issue 33: was V4_9_8, false)
     assert b[1].split()[4] == "V5_3_3" and b[1].split()[-1] == "true" and b[0].split()[-1] == "#ACTIVATED", b
+    # mqadmin 4.9.8 has no #ACTIVATED column; its #Version column is the broker's brokerVersionDesc
+    old = [line for line in clients.mqadmin(host, "4.9.8", ["clusterList"], c.ns_addr).splitlines()
+           if line.startswith(("#Cluster", "DefaultCluster"))]
+    assert len(old) == 2 and old[0].split()[6] == "#Version" and old[1].split()[4] == "V5_3_3", old
+    assert 0.0 <= float(old[1].split()[-1]) <= 1.0, old  # #SPACE: the store's disk use, as Java's, not -1
     a = [line.split(":")[0].strip() for line in ours(c, "brokerStatus", "-b", c.broker_addr).splitlines()]
     b = [line.split(":")[0].strip() for line in theirs(c, host, "brokerStatus", "-b", c.broker_addr).splitlines()]
     assert a == b and "brokerVersionDesc" in a

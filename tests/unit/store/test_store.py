@@ -408,6 +408,14 @@ def test_delete_topics_and_runtime_info(harness):
     assert info["commitLogMaxOffset"] == str(s.get_max_phy_offset())
 
 
+def test_a_fresh_store_reports_its_disk_ratios(harness):
+    """Java's store makes its commitlog and consumequeue directories when it is built, so a broker
+    that has stored nothing yet shows its disk use in clusterList's #SPACE, not -1."""
+    info = harness.open().runtime_info()
+    assert 0.0 <= float(info["commitLogDiskRatio"]) <= 1.0, info["commitLogDiskRatio"]
+    assert 0.0 <= float(info["consumeQueueDiskRatio"]) <= 1.0, info["consumeQueueDiskRatio"]
+
+
 def test_retention_deletes_old_files(harness):
     s = harness.open(fileReservedTime=1)
     for _i in range(800):
