@@ -9,7 +9,8 @@ exists (issue 30: documentation that rots). Without starting anything:
   silently ignored by a server, so a reader would never know).
 
 The Python blocks that talk to servers run in tests/interop/test_python_client.py; the README's two
-commands run in tests/interop/test_run_sh.py and test.sh itself.
+commands run in tests/interop/test_run_sh.py and test.sh itself; every documented ``rmqpy-admin`` and
+``curl`` line runs against a live cluster in tests/interop/test_docs_commands.py.
 """
 from __future__ import annotations
 
