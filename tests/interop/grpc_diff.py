@@ -435,7 +435,8 @@ def cases(handles: bool = True) -> list[Case]:
     out.append(Case("ReceiveMessage", "deadline-below-min-polling", lambda t: _receive(polling=MIN_POLLING_MS),
                     timeout=3))
     for k, (exp, sql) in (("tag-empty", ("", False)), ("tag-or", ("a||b", False)), ("tag-non-ascii", ("标签", False)),
-                          ("sql-bad", ("a >", True)), ("sql-ok", ("a > 1", True)), ("tag-long", ("t" * 70_000, False))):
+                          ("sql-bad", ("a >", True)), ("sql-empty", ("", True)), ("sql-ok", ("a > 1", True)),
+                          ("tag-long", ("t" * 70_000, False))):
         out.append(Case("ReceiveMessage", f"filter={k}", lambda t, e=exp, s=sql: _receive(expression=e, sql=s),
                         timeout=15))
     for kind in ("FIFO", "DELAY", "TRANSACTION"):

@@ -95,6 +95,23 @@ def test_send_receive_ack(env) -> None:
     assert _result(acts.ack_message(bad, ch)).entries[0].status.code == pb.Code.INVALID_RECEIPT_HANDLE
 
 
+def test_an_empty_sql92_filter_is_refused_as_the_proxy_refuses_it(env) -> None:
+    """Found by bench/grpc_diff_long.py (seed 11): proxy 5.3.3's FilterAPI.build refuses an empty SQL92
+    expression; rmqpy took it as "*" and the broker's SQL parser failed (INTERNAL_SERVER_ERROR). An empty
+    tag expression is every message, on both."""
+    acts, ch = env
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name="g1"), batch_size=4,
+                                    message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcT"), id=0),
+                                    filter_expression=pb.FilterExpression(type=pb.FilterType.SQL, expression=""))
+    req.invisible_duration.seconds = 30
+    req.long_polling_timeout.seconds = 0
+    with pytest.raises(Refused) as err:
+        acts.receive_message(req, ch, 10_000)
+    assert (err.value.code, err.value.message) == (pb.Code.ILLEGAL_FILTER_EXPRESSION, "Expression can't be null! SQL92")
+    req.filter_expression.type = pb.FilterType.TAG
+    acts.receive_message(req, ch, 10_000)  # taken: a long poll for any message (the clock does not move)
+
+
 def test_consistent_hash_is_guavas() -> None:
     """Values printed by Guava 32.0.1 Hashing.consistentHash(key.hashCode(), n) (the proxy's queue of a
     message group); "order-7" has a negative Java hash."""

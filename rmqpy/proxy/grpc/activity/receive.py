@@ -60,6 +60,8 @@ class ReceiveMessageActivity:
             raise Refused(exc.code, exc.message) from None
         fe = req.filter_expression
         exp_type = "SQL92" if fe.type == pb.FilterType.SQL else "TAG"
+        if exp_type == "SQL92" and not fe.expression:  # FilterAPI.build: only a tag expression may be empty
+            raise Refused(Code.ILLEGAL_FILTER_EXPRESSION, "Expression can't be null! SQL92")
         exp = fe.expression or "*"
         if len(exp) > MAX_FILTER_EXPRESSION:
             raise Refused(Code.ILLEGAL_FILTER_EXPRESSION, "filter expression is too long")
