@@ -434,6 +434,9 @@ def cases(handles: bool = True) -> list[Case]:
         out.append(Case("ReceiveMessage", f"polling={k}", lambda t, ms=ms: _receive(polling=ms), timeout=25))
     out.append(Case("ReceiveMessage", "deadline-below-min-polling", lambda t: _receive(polling=MIN_POLLING_MS),
                     timeout=3))
+    # the polling time is the proxy's first check: before a blank topic or a bad group
+    out.append(Case("ReceiveMessage", "deadline-below-min-polling-blank-topic",
+                    lambda t: _receive(topic="", group="a\x01", polling=MIN_POLLING_MS), timeout=3))
     for k, (exp, sql) in (("tag-empty", ("", False)), ("tag-or", ("a||b", False)), ("tag-non-ascii", ("标签", False)),
                           ("sql-bad", ("a >", True)), ("sql-empty", ("", True)), ("sql-ok", ("a > 1", True)),
                           ("tag-long", ("t" * 70_000, False))):

@@ -112,6 +112,21 @@ def test_an_empty_sql92_filter_is_refused_as_the_proxy_refuses_it(env) -> None:
     acts.receive_message(req, ch, 10_000)  # taken: a long poll for any message (the clock does not move)
 
 
+def test_a_deadline_too_short_to_poll_is_checked_before_the_topic_and_group(env) -> None:
+    """Proxy 5.3.3's ReceiveMessageActivity computes the polling time first; found by
+    bench/grpc_diff_long.py --seed 12 (a blank topic or a bad group with a short deadline)."""
+    acts, ch = env
+    req = spb.ReceiveMessageRequest(group=pb.Resource(name="a\x01"), batch_size=4,
+                                    message_queue=pb.MessageQueue(topic=pb.Resource(name=""), id=0))
+    req.invisible_duration.seconds = 30
+    with pytest.raises(Refused) as err:
+        acts.receive_message(req, ch, 3_000, client_version="5.0.8")
+    assert err.value.code == pb.Code.ILLEGAL_POLLING_TIME
+    with pytest.raises(Refused) as err:
+        acts.receive_message(req, ch, 10_000, client_version="5.0.8")
+    assert err.value.code == pb.Code.ILLEGAL_TOPIC
+
+
 def test_consistent_hash_is_guavas() -> None:
     """Values printed by Guava 32.0.1 Hashing.consistentHash(key.hashCode(), n) (the proxy's queue of a
     message group); "order-7" has a negative Java hash."""

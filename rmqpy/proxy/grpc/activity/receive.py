@@ -41,6 +41,13 @@ class ReceiveMessageActivity:
 
     def receive_message(self, req: Any, ch: LocalChannel, remaining_ms: int,
                         client_version: str = "") -> defer.Deferred[list[Any]]:
+        # ReceiveMessageActivity's order: the polling time, then topic and group, invisible time, filter
+        asked = duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") else None
+        request_timeout = duration_ms(ch.settings.request_timeout) if ch.settings is not None else 0
+        try:
+            polling = polling_ms(asked, remaining_ms, request_timeout, client_version)
+        except PollingRefused as exc:
+            raise Refused(exc.code, exc.message) from None
         validate.check_topic(req.message_queue.topic.name)  # validateTopicAndConsumerGroup: topic, then group
         group = self.ctx.group(req.group)
         # ConsumerProcessor.popMessage: a larger batch is cut to MAX_MSG_NUMS_FOR_POP_REQUEST, not refused
@@ -52,12 +59,6 @@ class ReceiveMessageActivity:
         else:
             invisible = validate.invisible_time(duration_ms(req.invisible_duration), MIN_INVISIBLE_MS,
                                                 MAX_INVISIBLE_MS)
-        asked = duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") else None
-        request_timeout = duration_ms(ch.settings.request_timeout) if ch.settings is not None else 0
-        try:
-            polling = polling_ms(asked, remaining_ms, request_timeout, client_version)
-        except PollingRefused as exc:
-            raise Refused(exc.code, exc.message) from None
         fe = req.filter_expression
         exp_type = "SQL92" if fe.type == pb.FilterType.SQL else "TAG"
         if exp_type == "SQL92" and not fe.expression:  # FilterAPI.build: only a tag expression may be empty
