@@ -9,7 +9,10 @@ from, e.g. an export of main for the "before" figure) with its gRPC port, create
 fits the proxy's 130 MiB ``grpcMaxInboundMessageSize``) from its own grpcio channel, through the
 generated stubs of the official Python client (``rocketmq.grpc_protocol``; the client's Producer would
 refuse such a body itself). Meanwhile a second client, on its own channel, does a QueryRoute and a
-small SendMessage in turn, and its slowest call is reported (the reactor stalls others wait through).
+small SendMessage in turn, and a third sends small messages through rmqpy.client (the remoting
+port); the slowest call of each is reported: the remoting one waits through the reactor's stalls
+only, the gRPC one also behind grpcio's single polling thread, which copies every received request
+into one ``bytes`` while holding the GIL.
 The broker's RSS and anonymous memory (``/proc/PID/status`` RssAnon) are sampled every 20 ms: before
 the big sends, their peak, right after the last answer and ``--after`` seconds later.
 
@@ -121,6 +124,26 @@ class SmallClient(threading.Thread):
             time.sleep(0.01)
 
 
+class RemotingClient(SmallClient):
+    """Small sends through rmqpy.client (the remoting port): what the reactor's stalls alone cost a
+    client, without grpcio's polling thread in the way."""
+
+    def __init__(self, namesrv: str, topic: str) -> None:
+        threading.Thread.__init__(self, daemon=True)
+        from rmqpy.client import Producer
+        self.producer = Producer(namesrv, send_timeout_ms=30000)
+        self.producer.start()
+        self.topic, self.running = topic, True
+        self.max_ms, self.calls, self.errors, self.slow = 0.0, 0, [], []
+        self.t0 = time.monotonic()
+
+    def one(self, i: int) -> None:
+        from rmqpy.client import Message
+        result = self.producer.send(Message(self.topic, b"small"))
+        if "OK" not in str(result.status):
+            self.errors.append(str(result.status))
+
+
 def big_send(endpoint: str, raw: bytes, results: list, i: int) -> None:
     ch = grpc.insecure_channel(endpoint, options=[("grpc.max_send_message_length", -1),
                                                   ("grpc.max_receive_message_length", -1)])
@@ -159,8 +182,10 @@ def main() -> int:
             time.sleep(1)
             pid = cluster.broker.proc.pid
             small = SmallClient(endpoint, a.topic)
-            for i in range(20):  # warm: the small client's channel, the broker's first calls
+            remoting = RemotingClient(cluster.ns_addr, a.topic)
+            for i in range(20):  # warm: the small clients' connections, the broker's first calls
                 small.one(i)
+                remoting.one(i)
             raw = spb.SendMessageRequest(messages=[message(a.topic, os.urandom(int(a.mb * MiB)))]).SerializeToString()
             report["request bytes"] = len(raw)
             time.sleep(2)
@@ -169,6 +194,7 @@ def main() -> int:
             sampler = Sampler(pid)
             sampler.start()
             small.start()
+            remoting.start()
             time.sleep(1)
             results: list = [None] * a.n
             t0 = time.monotonic()
@@ -185,8 +211,10 @@ def main() -> int:
             report["big sends: answers"] = answers
             report["big sends: slowest answer s"] = max(r[2] for r in results)
             time.sleep(0.5)
-            small.running = False
+            small.running = remoting.running = False
             small.join()
+            remoting.join()
+            remoting.producer.shutdown()
             sampler.running = False
             sampler.join()
             rss, anon = memory(pid)
@@ -195,6 +223,9 @@ def main() -> int:
             report["small client: calls, max ms"] = f"{small.calls}, {small.max_ms:.0f}"
             report["small client: calls over 200 ms (s from start, ms)"] = small.slow[:20]
             report["small client: errors"] = small.errors[:5]
+            report["remoting client: calls, max ms"] = f"{remoting.calls}, {remoting.max_ms:.0f}"
+            report["remoting client: calls over 200 ms (s from start, ms)"] = remoting.slow[:20]
+            report["remoting client: errors"] = remoting.errors[:5]
             del raw
             time.sleep(a.after)
             rss, anon = memory(pid)
