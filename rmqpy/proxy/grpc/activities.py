@@ -115,8 +115,8 @@ class MessagingActivities:
     def notify_client_termination(self, req: Any, ch: LocalChannel) -> Any:
         return self.client.notify_client_termination(req, ch)
 
-    def send_message(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
-        return self.send.send_message(req, ch)
+    def send_message(self, req: Any, ch: LocalChannel, body_sizes: dict[int, int] | None = None) -> defer.Deferred[Any]:
+        return self.send.send_message(req, ch, body_sizes)
 
     def receive_message(self, req: Any, ch: LocalChannel, remaining_ms: int,
                         client_version: str = "") -> defer.Deferred[list[Any]]:

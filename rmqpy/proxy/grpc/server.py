@@ -16,7 +16,8 @@ stream hold one for their length. So the endpoint admits ``grpcThreadPoolNums`` 
 has a thread for each (:func:`grpc_server`); beyond that grpcio answers RESOURCE_EXHAUSTED at once,
 so nothing queues, and no number of open streams can leave a unary call waiting for a thread. A
 request larger than ``grpcMaxInboundMessageSize`` is refused by grpcio (RESOURCE_EXHAUSTED), and a
-malformed protobuf by grpcio too (INTERNAL).
+malformed protobuf by grpcio too (INTERNAL). A SendMessage body over ``maxMessageSize`` is left out
+of the decoded request and refused by its size (:mod:`rmqpy.proxy.grpc.large`).
 
 TLS: the ``tls.*`` keys of the remoting ports, with certificate reload (:mod:`rmqpy.proxy.grpc.tls`).
 In ``permissive`` mode (the default, with a self-signed certificate as Java's test mode) TLS and plain
@@ -29,6 +30,7 @@ import logging
 from typing import Any
 
 import grpc
+from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 from twisted.application import service
 from twisted.internet import threads
@@ -36,9 +38,12 @@ from twisted.internet import threads
 from rmqpy.proxy.grpc.activities import MessagingActivities
 from rmqpy.proxy.grpc.auth import GrpcAuth
 from rmqpy.proxy.grpc.front import DEFAULT_MAX_PENDING, LOOPBACK, GrpcFront
+from rmqpy.proxy.grpc.large import Trimmer, send_request
 from rmqpy.proxy.grpc.servicer import MessagingServicer
 from rmqpy.remoting.connection_limits import ConnectionCap
 from rmqpy.remoting.ratelimit import RateLimitedLogger
+
+SERVICE = "apache.rocketmq.v2.MessagingService"
 
 
 class _GrpcioLines(logging.Filter):
@@ -112,6 +117,14 @@ class GrpcServerService(service.Service):
         self._grpcio_lines = _GrpcioLines(self.reactor)
         for name in ("grpc._common", "grpc._server"):
             logging.getLogger(name).addFilter(self._grpcio_lines)
+        # SendMessage first, with its own deserializer: bodies over maxMessageSize are left out of the
+        # decoded request (rmqpy.proxy.grpc.large); the generated handlers answer the other methods
+        self.trimmer = self.servicer.trimmer = Trimmer()
+        store_config = self.activities.broker.store_config
+        send = grpc.unary_unary_rpc_method_handler(
+            self.servicer.SendMessage, response_serializer=spb.SendMessageResponse.SerializeToString,
+            request_deserializer=send_request(lambda: store_config.maxMessageSize, self.trimmer))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"SendMessage": send}),))
         sgrpc.add_MessagingServiceServicer_to_server(self.servicer, server)
         host = f"[{self.host}]" if ":" in self.host else self.host
         kind = "plain text"
@@ -147,6 +160,7 @@ class GrpcServerService(service.Service):
             listening, self.listening = self.listening, None
             listening.stopListening()  # open connections end with grpcio's, below
         self.servicer.stopping = True
+        self.trimmer.stop()
         for name in ("grpc._common", "grpc._server"):
             logging.getLogger(name).removeFilter(self._grpcio_lines)
         # calls in progress wait on the reactor: it runs until this Deferred fires

@@ -21,6 +21,7 @@ from twisted.python.failure import Failure
 from rmqpy.proxy.grpc.activities import MessagingActivities
 from rmqpy.proxy.grpc.auth import GrpcAuth
 from rmqpy.proxy.grpc.convert import Code, status
+from rmqpy.proxy.grpc.large import CutSendRequest, Trimmer
 from rmqpy.proxy.grpc.telemetry import telemetry_stream
 from rmqpy.proxy.grpc.validate import Refused
 from rmqpy.remoting.ratelimit import RateLimitedLogger
@@ -39,6 +40,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.auth = auth  # 5.x authentication and authorization of each call, when the broker has them on
         self.stopping = False
         self.peers: dict[int, str] = {}  # GrpcFront.peers when a front relays the connections
+        self.trimmer: Trimmer | None = None  # returns the memory of large requests (rmqpy.proxy.grpc.large)
 
     # ------------------------------------------------------------------ the bridge
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -142,7 +144,15 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
 
     def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.SendMessageResponse(status=s)  # noqa: E731
-        return self.answer_as_client(make, self.a.send_message, request, context)
+        if not isinstance(request, CutSendRequest):
+            return self.answer_as_client(make, self.a.send_message, request, context, {})
+        # a large request (rmqpy.proxy.grpc.large): the sizes of the bodies left out of it, and once
+        # answered, the memory it took back to the system
+        try:
+            return self.answer_as_client(make, self.a.send_message, request.request, context, request.body_sizes)
+        finally:
+            if self.trimmer is not None:
+                self.trimmer.soon()
 
     def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.AckMessageResponse(status=s)  # noqa: E731

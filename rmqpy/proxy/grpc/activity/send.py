@@ -99,7 +99,9 @@ class SendMessageActivity:
         self.ctx = ctx
         self._round_robin = itertools.count()
 
-    def send_message(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+    def send_message(self, req: Any, ch: LocalChannel, body_sizes: dict[int, int] | None = None) -> defer.Deferred[Any]:
+        """``body_sizes``: the sizes of the bodies left out of ``req`` (index of the message -> bytes),
+        all over the limit (rmqpy.proxy.grpc.large)."""
         msgs = list(req.messages)
         if not msgs:
             raise Refused(Code.MESSAGE_CORRUPTED, "no message to send")
@@ -111,10 +113,11 @@ class SendMessageActivity:
         tc = self.ctx.broker.topic_config_manager.select(name)
         queue_id = self.queue_of(msgs, tc) if tc is not None else 0
         requests = []
-        for m in msgs:
+        for i, m in enumerate(msgs):
             if m.topic != msgs[0].topic:
                 raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-            requests.append(self.request_of(m, tc if tc is not None else SimpleNamespace(topicName=name), queue_id))
+            requests.append(self.request_of(m, tc if tc is not None else SimpleNamespace(topicName=name), queue_id,
+                                            body_sizes.get(i) if body_sizes else None))
         if tc is None and not name.startswith(("%RETRY%", "%DLQ%")):
             validate.topic_message_type("UNSPECIFIED", message_type(msgs[0]))
         tc = self.ctx.topic(msgs[0].topic, write=True)
@@ -131,14 +134,16 @@ class SendMessageActivity:
             return consistent_hash(java_string_hash(group), n)
         return next(self._round_robin) % n
 
-    def request_of(self, m: Any, tc: Any, queue_id: int) -> RemotingCommand:
-        """The SEND_MESSAGE_V2 of one message, its checks in ``SendMessageActivity``'s order."""
+    def request_of(self, m: Any, tc: Any, queue_id: int, body_size: int | None = None) -> RemotingCommand:
+        """The SEND_MESSAGE_V2 of one message, its checks in ``SendMessageActivity``'s order;
+        ``body_size``: the size of its body when the body was left out of ``m`` (over the limit)."""
         sp = m.system_properties
-        body = bytes(m.body)
-        if not body:
+        body = bytes(m.body) if body_size is None else b""
+        size = len(body) if body_size is None else body_size
+        if not size:
             raise Refused(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
         limit = self.ctx.broker.store_config.maxMessageSize
-        if len(body) > limit:
+        if size > limit or body_size is not None:  # (one left out under a lower limit, since raised, is lost)
             raise Refused(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {limit}")
         props = _user_properties(m)
         if validate.blank(sp.message_id):

@@ -1,0 +1,154 @@
+"""Large SendMessage requests (rmqpy.proxy.grpc.large, issue 31 case 7): bodies over maxMessageSize
+are left out of the decoded request and refused by their size with the answers of the whole request;
+the memory of large requests is trimmed on a thread of its own."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.message import DecodeError
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
+
+from rmqpy.protocol.bodies.topic import TopicConfig
+from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
+from rmqpy.proxy.grpc.large import CutSendRequest, Trimmer, send_request
+from rmqpy.proxy.grpc.server import GrpcServerService
+from tests.unit.broker.helpers import make_broker
+
+LIMIT = 100
+
+
+def _message(topic: str, body: bytes, tag: str = "TagA", msg_id: str = "MSGID1") -> pb.Message:
+    m = pb.Message(topic=pb.Resource(name=topic), body=body)
+    m.system_properties.message_id = msg_id
+    m.system_properties.tag = tag
+    m.user_properties["k"] = "v"
+    return m
+
+
+def test_bodies_over_the_limit_are_left_out_and_their_sizes_kept() -> None:
+    req = spb.SendMessageRequest(messages=[_message("T", b"a" * 10), _message("T", b"b" * 2000, "x"),
+                                           _message("T", b"c" * (LIMIT + 1))])
+    cut = send_request(lambda: LIMIT)(req.SerializeToString())
+    assert isinstance(cut, CutSendRequest)
+    assert cut.body_sizes == {1: 2000, 2: LIMIT + 1}
+    assert [m.body for m in cut.request.messages] == [b"a" * 10, b"", b""]
+    for whole, kept in zip(req.messages, cut.request.messages):
+        kept.body = whole.body
+        assert kept == whole  # everything else as sent
+
+
+def test_a_request_within_the_limit_or_without_one_is_decoded_as_a_whole() -> None:
+    req = spb.SendMessageRequest(messages=[_message("T", b"a" * 50)])
+    raw = req.SerializeToString()
+    assert send_request(lambda: LIMIT)(raw) == req
+    assert send_request(lambda: 0)(spb.SendMessageRequest(messages=[_message("T", b"a" * 500)]).SerializeToString()) \
+        == spb.SendMessageRequest(messages=[_message("T", b"a" * 500)])
+    with pytest.raises(DecodeError):  # grpcio answers INTERNAL, as for any malformed request
+        send_request(lambda: LIMIT)(spb.SendMessageRequest(messages=[_message("T", b"a" * 500)]).SerializeToString()
+                                    + b"\x0a\x05ab")  # the last message shorter than its length
+
+
+@pytest.fixture
+def acts(tmp_path):
+    broker, _ = make_broker(tmp_path)
+    tc = TopicConfig("GrpcT")
+    tc.readQueueNums = tc.writeQueueNums = 2
+    broker.topic_config_manager.update_topic_config(tc)
+    broker.store_config.maxMessageSize = LIMIT
+    acts = MessagingActivities(broker, broker.dispatcher, 8081)
+    yield acts, acts.channel_of("client-1", "127.0.0.1:5000")
+    broker.shutdown()
+
+
+def _answer(acts: Any, ch: Any, req: Any, body_sizes: Any = None) -> tuple[int, str]:
+    try:
+        d = acts.send_message(req, ch, body_sizes)
+    except Refused as exc:
+        return exc.code, exc.message
+    out: list[Any] = []
+    d.addBoth(out.append)
+    return out[0].status.code, out[0].status.message
+
+
+@pytest.mark.parametrize("messages", [
+    [("GrpcT", b"x" * 500, "TagA")],  # MESSAGE_BODY_TOO_LARGE
+    [("Bad Topic", b"x" * 500, "TagA")],  # the topic is checked first
+    [("GrpcT", b"ok", "Tag|B"), ("GrpcT", b"x" * 500, "TagA")],  # the first message's tag before the second's body
+    [("GrpcT", b"x" * 500, "TagA"), ("Other", b"ok", "TagA")],  # the first message's body before the second's topic
+    [("GrpcT", b"ok", "TagA"), ("GrpcT", b"x" * 500, "Tag|B")],  # a body before its own tag
+])
+def test_a_cut_request_gets_the_answer_of_the_whole_one(acts, messages) -> None:
+    acts, ch = acts
+    req = spb.SendMessageRequest(messages=[_message(t, b, g, f"ID{i}") for i, (t, b, g) in enumerate(messages)])
+    cut = send_request(lambda: LIMIT)(req.SerializeToString())
+    assert isinstance(cut, CutSendRequest) and cut.body_sizes
+    whole = _answer(acts, ch, req)
+    assert whole[0] != pb.Code.OK
+    assert _answer(acts, ch, cut.request, cut.body_sizes) == whole
+
+
+def test_the_trimmer_trims_once_after_a_burst_and_again_after_the_next() -> None:
+    trims: list[float] = []
+    trimmer = Trimmer(delay=0.05, interval=0.2, trim=lambda: trims.append(time.monotonic()))
+    try:
+        t0 = time.monotonic()
+        for _ in range(5):
+            trimmer.soon()
+        deadline = time.monotonic() + 5
+        while not trims and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(trims) == 1 and trims[0] - t0 >= 0.05
+        trimmer.soon()
+        while len(trims) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(trims) == 2 and trims[1] - trims[0] >= 0.2  # at most one per interval
+        time.sleep(0.3)
+        assert len(trims) == 2
+    finally:
+        trimmer.stop()
+
+
+class _Reactor:
+    """Runs what the grpcio threads hand over at once, on their thread."""
+
+    def callFromThread(self, fn: Any, *args: Any) -> None:  # noqa: N802
+        fn(*args)
+
+
+def test_the_endpoint_decodes_sendmessage_without_the_oversized_body() -> None:
+    seen: list[Any] = []
+
+    def send_message(req: Any, ch: Any, body_sizes: Any) -> Any:
+        seen.append((req, body_sizes))
+        raise Refused(pb.Code.MESSAGE_BODY_TOO_LARGE, "message body cannot exceed the max 100")
+
+    activities = SimpleNamespace(broker=SimpleNamespace(store_config=SimpleNamespace(maxMessageSize=LIMIT)),
+                                 receipts=SimpleNamespace(start=lambda: None, stop=lambda: None),
+                                 channel_of=lambda *a: object(), send_message=send_message, grpc_port=0)
+    svc = GrpcServerService(activities, _Reactor(), "127.0.0.1", 0, max_calls=4)  # type: ignore[arg-type]
+    svc.startService()
+    channel = grpc.insecure_channel(f"127.0.0.1:{svc.bound_port}")
+    try:
+        stub = sgrpc.MessagingServiceStub(channel)
+        resp = stub.SendMessage(spb.SendMessageRequest(messages=[_message("GrpcT", b"x" * 5000)]),
+                                metadata=(("x-mq-client-id", "c1"),), timeout=10)
+        assert resp.status.code == pb.Code.MESSAGE_BODY_TOO_LARGE
+        [(req, sizes)] = seen
+        assert sizes == {0: 5000} and req.messages[0].body == b"" and req.messages[0].topic.name == "GrpcT"
+        stub.SendMessage(spb.SendMessageRequest(messages=[_message("GrpcT", b"small")]),
+                         metadata=(("x-mq-client-id", "c1"),), timeout=10)
+        assert seen[1][1] == {} and seen[1][0].messages[0].body == b"small"
+        deadline = time.monotonic() + 5
+        while svc.trimmer.trims == 0 and time.monotonic() < deadline:  # after the cut request
+            time.sleep(0.05)
+        assert svc.trimmer.trims >= 1 or svc.trimmer.trim is None
+    finally:
+        channel.close()
+        svc.server.stop(grace=None).wait(5)
+        svc.trimmer.stop()
