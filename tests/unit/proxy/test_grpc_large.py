@@ -16,7 +16,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 
 from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
-from rmqpy.proxy.grpc.large import CutSendRequest, Trimmer, send_request
+from rmqpy.proxy.grpc.large import MAX_FIELDS, CutSendRequest, Trimmer, send_request
 from rmqpy.proxy.grpc.server import GrpcServerService
 from tests.unit.broker.helpers import make_broker
 
@@ -52,6 +52,16 @@ def test_a_request_within_the_limit_or_without_one_is_decoded_as_a_whole() -> No
     with pytest.raises(DecodeError):  # grpcio answers INTERNAL, as for any malformed request
         send_request(lambda: LIMIT)(spb.SendMessageRequest(messages=[_message("T", b"a" * 500)]).SerializeToString()
                                     + b"\x0a\x05ab")  # the last message shorter than its length
+
+
+def test_a_request_of_many_fields_is_decoded_whole_not_walked() -> None:
+    """The cut gives up past MAX_FIELDS fields at one level: upb decodes such a request faster than a
+    Python loop walks it."""
+    m = _message("T", b"b" * 2000)
+    for i in range(MAX_FIELDS):
+        m.user_properties[f"k{i}"] = "v"
+    req = spb.SendMessageRequest(messages=[m])
+    assert send_request(lambda: LIMIT)(req.SerializeToString()) == req
 
 
 @pytest.fixture
