@@ -115,8 +115,9 @@ class MessagingActivities:
     def notify_client_termination(self, req: Any, ch: LocalChannel) -> Any:
         return self.client.notify_client_termination(req, ch)
 
-    def send_message(self, req: Any, ch: LocalChannel, body_sizes: dict[int, int] | None = None) -> defer.Deferred[Any]:
-        return self.send.send_message(req, ch, body_sizes)
+    def send_message(self, req: Any, ch: LocalChannel,
+                     bodies: dict[int, int | bytes] | None = None) -> defer.Deferred[Any]:
+        return self.send.send_message(req, ch, bodies)
 
     def receive_message(self, req: Any, ch: LocalChannel, remaining_ms: int,
                         client_version: str = "") -> defer.Deferred[list[Any]]:

@@ -146,10 +146,10 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         make = lambda s: spb.SendMessageResponse(status=s)  # noqa: E731
         if not isinstance(request, CutSendRequest):
             return self.answer_as_client(make, self.a.send_message, request, context, {})
-        # a large request (rmqpy.proxy.grpc.large): the sizes of the bodies left out of it, and once
+        # a large request (rmqpy.proxy.grpc.large): the bodies left out of its decode, and once
         # answered, the memory it took back to the system
         try:
-            return self.answer_as_client(make, self.a.send_message, request.request, context, request.body_sizes)
+            return self.answer_as_client(make, self.a.send_message, request.request, context, request.bodies)
         finally:
             if self.trimmer is not None:
                 self.trimmer.soon()

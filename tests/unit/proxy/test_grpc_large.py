@@ -15,8 +15,10 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 
 from rmqpy.protocol.bodies.topic import TopicConfig
+from rmqpy.protocol.message import decode_record
+from rmqpy.proxy.grpc import large
 from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
-from rmqpy.proxy.grpc.large import MAX_FIELDS, CutSendRequest, Trimmer, send_request
+from rmqpy.proxy.grpc.large import LARGE_BODY, MAX_FIELDS, CutSendRequest, Trimmer, send_request
 from rmqpy.proxy.grpc.server import GrpcServerService
 from tests.unit.broker.helpers import make_broker
 
@@ -36,7 +38,7 @@ def test_bodies_over_the_limit_are_left_out_and_their_sizes_kept() -> None:
                                            _message("T", b"c" * (LIMIT + 1))])
     cut = send_request(lambda: LIMIT)(req.SerializeToString())
     assert isinstance(cut, CutSendRequest)
-    assert cut.body_sizes == {1: 2000, 2: LIMIT + 1}
+    assert cut.bodies == {1: 2000, 2: LIMIT + 1}
     assert [m.body for m in cut.request.messages] == [b"a" * 10, b"", b""]
     for whole, kept in zip(req.messages, cut.request.messages):
         kept.body = whole.body
@@ -52,6 +54,14 @@ def test_a_request_within_the_limit_or_without_one_is_decoded_as_a_whole() -> No
     with pytest.raises(DecodeError):  # grpcio answers INTERNAL, as for any malformed request
         send_request(lambda: LIMIT)(spb.SendMessageRequest(messages=[_message("T", b"a" * 500)]).SerializeToString()
                                     + b"\x0a\x05ab")  # the last message shorter than its length
+
+
+def test_a_large_body_within_the_limit_is_handed_over_as_bytes() -> None:
+    body = bytes(range(256)) * (LARGE_BODY // 256 + 1)
+    req = spb.SendMessageRequest(messages=[_message("T", b"small"), _message("T", body)])
+    cut = send_request(lambda: 4 * LARGE_BODY)(req.SerializeToString())
+    assert isinstance(cut, CutSendRequest) and cut.bodies == {1: body} and type(cut.bodies[1]) is bytes
+    assert [m.body for m in cut.request.messages] == [b"small", b""]
 
 
 def test_a_request_of_many_fields_is_decoded_whole_not_walked() -> None:
@@ -76,9 +86,9 @@ def acts(tmp_path):
     broker.shutdown()
 
 
-def _answer(acts: Any, ch: Any, req: Any, body_sizes: Any = None) -> tuple[int, str]:
+def _answer(acts: Any, ch: Any, req: Any, bodies: Any = None) -> tuple[int, str]:
     try:
-        d = acts.send_message(req, ch, body_sizes)
+        d = acts.send_message(req, ch, bodies)
     except Refused as exc:
         return exc.code, exc.message
     out: list[Any] = []
@@ -97,10 +107,22 @@ def test_a_cut_request_gets_the_answer_of_the_whole_one(acts, messages) -> None:
     acts, ch = acts
     req = spb.SendMessageRequest(messages=[_message(t, b, g, f"ID{i}") for i, (t, b, g) in enumerate(messages)])
     cut = send_request(lambda: LIMIT)(req.SerializeToString())
-    assert isinstance(cut, CutSendRequest) and cut.body_sizes
+    assert isinstance(cut, CutSendRequest) and cut.bodies
     whole = _answer(acts, ch, req)
     assert whole[0] != pb.Code.OK
-    assert _answer(acts, ch, cut.request, cut.body_sizes) == whole
+    assert _answer(acts, ch, cut.request, cut.bodies) == whole
+
+
+def test_a_handed_over_body_is_stored_as_sent(acts, monkeypatch) -> None:
+    acts, ch = acts
+    monkeypatch.setattr(large, "LARGE_BODY", 1000)  # the store of make_broker has 1 MiB files
+    acts.broker.store_config.maxMessageSize = 4000
+    body = bytes(range(256)) * 8
+    cut = send_request(lambda: 4000)(spb.SendMessageRequest(messages=[_message("GrpcT", body)]).SerializeToString())
+    assert isinstance(cut, CutSendRequest) and cut.bodies == {0: body}
+    assert _answer(acts, ch, cut.request, cut.bodies) == (pb.Code.OK, "OK")
+    stored = [r for q in (0, 1) for r in acts.broker.message_store.get_message("g", "GrpcT", q, 0, 1).message_list]
+    assert [decode_record(r).body for r in stored] == [body]
 
 
 def test_the_trimmer_trims_once_after_a_burst_and_again_after_the_next() -> None:
@@ -134,8 +156,8 @@ class _Reactor:
 def test_the_endpoint_decodes_sendmessage_without_the_oversized_body() -> None:
     seen: list[Any] = []
 
-    def send_message(req: Any, ch: Any, body_sizes: Any) -> Any:
-        seen.append((req, body_sizes))
+    def send_message(req: Any, ch: Any, bodies: Any) -> Any:
+        seen.append((req, bodies))
         raise Refused(pb.Code.MESSAGE_BODY_TOO_LARGE, "message body cannot exceed the max 100")
 
     activities = SimpleNamespace(broker=SimpleNamespace(store_config=SimpleNamespace(maxMessageSize=LIMIT)),

@@ -99,9 +99,10 @@ class SendMessageActivity:
         self.ctx = ctx
         self._round_robin = itertools.count()
 
-    def send_message(self, req: Any, ch: LocalChannel, body_sizes: dict[int, int] | None = None) -> defer.Deferred[Any]:
-        """``body_sizes``: the sizes of the bodies left out of ``req`` (index of the message -> bytes),
-        all over the limit (rmqpy.proxy.grpc.large)."""
+    def send_message(self, req: Any, ch: LocalChannel,
+                     bodies: dict[int, int | bytes] | None = None) -> defer.Deferred[Any]:
+        """``bodies``: the bodies left out of ``req``'s decode (index of the message -> the body, or
+        its size when over the limit: rmqpy.proxy.grpc.large)."""
         msgs = list(req.messages)
         if not msgs:
             raise Refused(Code.MESSAGE_CORRUPTED, "no message to send")
@@ -117,7 +118,7 @@ class SendMessageActivity:
             if m.topic != msgs[0].topic:
                 raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
             requests.append(self.request_of(m, tc if tc is not None else SimpleNamespace(topicName=name), queue_id,
-                                            body_sizes.get(i) if body_sizes else None))
+                                            bodies.get(i) if bodies else None))
         if tc is None and not name.startswith(("%RETRY%", "%DLQ%")):
             validate.topic_message_type("UNSPECIFIED", message_type(msgs[0]))
         tc = self.ctx.topic(msgs[0].topic, write=True)
@@ -134,16 +135,16 @@ class SendMessageActivity:
             return consistent_hash(java_string_hash(group), n)
         return next(self._round_robin) % n
 
-    def request_of(self, m: Any, tc: Any, queue_id: int, body_size: int | None = None) -> RemotingCommand:
+    def request_of(self, m: Any, tc: Any, queue_id: int, left_out: int | bytes | None = None) -> RemotingCommand:
         """The SEND_MESSAGE_V2 of one message, its checks in ``SendMessageActivity``'s order;
-        ``body_size``: the size of its body when the body was left out of ``m`` (over the limit)."""
+        ``left_out``: its body when the body was left out of ``m``, or the body's size when over the limit."""
         sp = m.system_properties
-        body = bytes(m.body) if body_size is None else b""
-        size = len(body) if body_size is None else body_size
+        body = bytes(m.body) if left_out is None else b"" if isinstance(left_out, int) else left_out
+        size = left_out if isinstance(left_out, int) else len(body)
         if not size:
             raise Refused(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
         limit = self.ctx.broker.store_config.maxMessageSize
-        if size > limit or body_size is not None:  # (one left out under a lower limit, since raised, is lost)
+        if size > limit or isinstance(left_out, int):  # (one left out under a lower limit, since raised, is lost)
             raise Refused(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {limit}")
         props = _user_properties(m)
         if validate.blank(sp.message_id):
