@@ -16,8 +16,9 @@ stream hold one for their length. So the endpoint admits ``grpcThreadPoolNums`` 
 has a thread for each (:func:`grpc_server`); beyond that grpcio answers RESOURCE_EXHAUSTED at once,
 so nothing queues, and no number of open streams can leave a unary call waiting for a thread. A
 request larger than ``grpcMaxInboundMessageSize`` is refused by grpcio (RESOURCE_EXHAUSTED), and a
-malformed protobuf by grpcio too (INTERNAL). A SendMessage body over ``maxMessageSize`` is left out
-of the decoded request and refused by its size (:mod:`rmqpy.proxy.grpc.large`).
+malformed protobuf by grpcio too (INTERNAL). A SendMessage body over 1 MiB is left out of the
+protobuf decode: one over ``maxMessageSize`` is refused by its size, one within it is sliced from the
+request on grpcio's thread (:mod:`rmqpy.proxy.grpc.large`).
 
 TLS: the ``tls.*`` keys of the remoting ports, with certificate reload (:mod:`rmqpy.proxy.grpc.tls`).
 In ``permissive`` mode (the default, with a self-signed certificate as Java's test mode) TLS and plain
@@ -117,8 +118,8 @@ class GrpcServerService(service.Service):
         self._grpcio_lines = _GrpcioLines(self.reactor)
         for name in ("grpc._common", "grpc._server"):
             logging.getLogger(name).addFilter(self._grpcio_lines)
-        # SendMessage first, with its own deserializer: bodies over maxMessageSize are left out of the
-        # decoded request (rmqpy.proxy.grpc.large); the generated handlers answer the other methods
+        # SendMessage first, with its own deserializer: large bodies are left out of the protobuf decode
+        # (rmqpy.proxy.grpc.large); the generated handlers answer the other methods
         self.trimmer = self.servicer.trimmer = Trimmer()
         store_config = self.activities.broker.store_config
         send = grpc.unary_unary_rpc_method_handler(
