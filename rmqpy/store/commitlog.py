@@ -164,10 +164,15 @@ class CommitLog:
         """Write a batch's records (``total`` bytes, consecutive queue offsets from
         ``queue_offset``) into one file; the first record's physical offset, or -1 when no file
         could take them (Java ``CommitLog.putMessages``). The records are encoded apart and
-        copied into the file in one write."""
-        mf = self.roll(total)
-        if mf is None:
-            return -1
+        copied into the file in one write. As :meth:`append_message` (and Java's ``putMessages``),
+        the last file takes them when it has room; only otherwise ``roll`` (the store's free-space
+        check around :meth:`mapped_file_for`)."""
+        files = self.queue.files
+        mf = files[-1] if files else None
+        if mf is None or total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
+            mf = self.roll(total)
+            if mf is None:
+                return -1
         assert mf.mm is not None  # writable: mapped
         pos = mf.wrote_position
         first = mf.file_from_offset + pos

@@ -359,7 +359,7 @@ class MessageStore(DiskSpaceGuard):
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if is_slave(self.config) or self.config.readOnly or self.fenced:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if self.disk_full:
+        if self.disk_full and self.still_full():  # as put_message_now: the disk looked at again (rate-limited)
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         return PutMessageStatus.PUT_OK
 

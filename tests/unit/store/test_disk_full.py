@@ -129,6 +129,34 @@ def test_free_space_checked_before_a_roll(harness, monkeypatch):
     assert len(s.commit_log.queue.files) == 2
 
 
+def test_batch_checks_free_space_only_before_a_roll(harness, monkeypatch):
+    # as a single put (and Java's putMessages): a batch that fits in the current file is written
+    # without looking at the disk; one that needs the next file is refused while it cannot be made
+    from rmqpy.protocol.message import MessageExtBatch, encode_batch_body
+    s = harness.open()
+    assert harness.put(msg(body=b"y")).put_message_status == PutMessageStatus.PUT_OK  # the first file
+    free = [CL_SIZE + space.FREE_SPACE_HEADROOM - 1]
+    looked = []
+    monkeypatch.setattr(space_guard, "free_bytes", lambda p: looked.append(p) or free[0])
+
+    def put_batch(n):
+        out = []
+        body = encode_batch_body([(0, b"z" * 1000, "") for _ in range(n)])
+        s.put_messages(MessageExtBatch(topic="T", queue_id=0, body=body, born_host=("127.0.0.1", 1),
+                                       store_host=("127.0.0.1", 2))).addCallback(out.append)
+        return out[0]
+
+    assert put_batch(4).put_message_status == PutMessageStatus.PUT_OK
+    assert looked == [] and len(s.commit_log.queue.files) == 1
+    fill_commit_log_file(harness)
+    assert put_batch(4).put_message_status == PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert looked and len(s.commit_log.queue.files) == 1
+    free[0] += 1
+    harness.clock.advance(0.2)
+    assert put_batch(4).put_message_status == PutMessageStatus.PUT_OK
+    assert len(s.commit_log.queue.files) == 2
+
+
 def test_consume_queue_roll_failure_takes_the_record_back(harness, alloc):
     s = harness.open()
     for _i in range(50):  # one consume queue file holds 50 units
