@@ -317,7 +317,7 @@ class BrokerController:
             from rmqpy.store.message_store import MessageStore as DefaultMessageStore
             self.message_store = DefaultMessageStore(self.store_config, self.store_host, self.reactor)
             self.message_store.load()
-        self.message_store.add_arrive_listener(self._message_arrived)
+        self.message_store.add_arrive_listener(self._message_arrived, batch=self._messages_arrived)
         self.pop_service.ensure_revive_topic()
         self.fast_failure.watch(self.message_store.stats)
         if self.broker_config.enableControllerMode:
@@ -585,6 +585,14 @@ class BrokerController:
             self.pop_service.notify_arrival(topic)
         except Exception:  # noqa: BLE001
             self.log.failure("waking the pops held on {topic} failed", topic=topic)
+
+    def _messages_arrived(self, topic: str, queue_id: int, store_ts: int, records: Any) -> None:
+        """:meth:`_message_arrived` of each record of a batch put, ``(phy, size, tags_code,
+        queue_offset, properties)``; nothing when no pull is held on the queue and no pop on
+        the topic (each would return at once)."""
+        if self.pull_hold_service.is_holding(topic, queue_id) or self.pop_service.is_holding(topic):
+            for _phy, _size, tags_code, queue_offset, props in records:
+                self._message_arrived(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
 
     def _wakeup_pull(self, req: Any) -> None:
         self.pull_processor.execute_request_when_wakeup(req)

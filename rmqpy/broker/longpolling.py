@@ -99,6 +99,10 @@ class PullRequestHoldService:
         for topic, queue_id in list(self.table):
             self.notify_message_arriving(topic, queue_id, self.max_offset(topic, queue_id))
 
+    def is_holding(self, topic: str, queue_id: int) -> bool:
+        """Whether a pull waits on the queue (else :meth:`notify_message_arriving` does nothing)."""
+        return bool(self.table.get((topic, queue_id)))
+
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None,
                                 store_ts: int = 0, properties: Mapping[str, str] | None = None) -> None:
         key = (topic, queue_id)

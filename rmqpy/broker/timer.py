@@ -190,7 +190,7 @@ class TimerMessageService:
             self.persist()
         self._scanned = end
         if not self._listening:
-            store.add_arrive_listener(self._arrived)
+            store.add_arrive_listener(self._arrived, batch=self._arrived_batch)
             self._listening = True
         self._advance()
         self._arm()
@@ -315,6 +315,13 @@ class TimerMessageService:
         cq = store.find_consume_queue(TIMER_TOPIC, 0, create=False)
         unit = cq.get_unit(offset) if cq is not None else None
         return store.look_message_by_offset(unit[0], unit[1]) if unit is not None else None
+
+    def _arrived_batch(self, topic: str, queue_id: int, store_ts: int, records: Any) -> None:
+        """:meth:`_arrived` of each record of a batch put (none unless it is of the timer topic)."""
+        if topic != TIMER_TOPIC or not self.started:
+            return
+        for _phy, _size, tags_code, queue_offset, props in records:
+            self._arrived(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
 
     def _arrived(self, topic: str, queue_id: int, logic_offset: int, tags_code: Any = None, store_ts: int = 0,
                  properties: Any = None, *rest: Any) -> None:

@@ -7,7 +7,7 @@ there is no optional capability to probe for.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, Sequence, overload
 
 from twisted.internet import defer
 
@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 #: Called for each message dispatched to a consume queue: (topic, queue_id, logic_offset,
 #: tags_code, store_timestamp, properties, ...) (Java ``MessageArrivingListener``).
 ArriveListener = Callable[..., None]
+
+#: The records of a batch put as its listeners get them: ``(phy, size, tags_code, queue_offset,
+#: properties)`` each.
+BatchRecords = Sequence[tuple[int, int, int, int, dict[str, str]]]
+
+#: What an arrive listener may be registered with beside it (``add_arrive_listener(cb, batch=...)``):
+#: called once for the records of a batch put, ``(topic, queue_id, store_timestamp, records)``, once
+#: they are all in their consume queue; it does what ``cb`` would do for each record (``cb``'s logic
+#: offset is ``queue_offset + 1``), e.g. nothing when nobody waits on the queue.
+BatchArriveListener = Callable[[str, int, int, BatchRecords], None]
 
 
 class MessageFilter(Protocol):
@@ -51,7 +61,7 @@ class MessageStore(Protocol):
 
     def shutdown(self) -> None: ...
 
-    def add_arrive_listener(self, callback: ArriveListener) -> None: ...
+    def add_arrive_listener(self, callback: ArriveListener, batch: BatchArriveListener | None = None) -> None: ...
 
     def remove_arrive_listener(self, callback: ArriveListener) -> None: ...
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from typing import Iterator
+from typing import Any, Iterator, Sequence
 
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE
 from rmqpy.store.mapped_file import MappedFile, MappedFileQueue
@@ -166,6 +166,29 @@ class ConsumeQueue:
         if ok:
             self.max_physic_offset = phy_offset + size
         return ok
+
+    def put_batch(self, units: Sequence[tuple[int, int, int, int, Any]]) -> None:
+        """:meth:`put` of each of a batch put's records, ``(phy, size, tags_code, cq_offset, ...)``
+        with consecutive ``cq_offset``s and increasing ``phy``: when they all go at the end of the
+        last file, packed together and written in one copy (the same bytes); else one by one."""
+        first = units[0]
+        files = self.queue.files
+        if files and first[0] + first[1] > self.max_physic_offset:
+            mf = files[-1]
+            wrote = mf.wrote_position
+            end = wrote + len(units) * CQ_STORE_UNIT_SIZE
+            if mf.file_from_offset + wrote == first[3] * CQ_STORE_UNIT_SIZE and end <= mf.file_size:
+                mm = mf.mm
+                assert mm is not None  # writable: mapped
+                pack = UNIT.pack
+                mm[wrote:end] = b"".join([pack(u[0], u[1], u[2]) for u in units])
+                mf.wrote_position = end
+                last = units[-1]
+                self.max_physic_offset = last[0] + last[1]
+                return
+        put = self.put
+        for u in units:
+            put(u[0], u[1], u[2], u[3])
 
     @staticmethod
     def _fill_blank(mf, upto: int) -> None:

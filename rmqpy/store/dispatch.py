@@ -20,7 +20,7 @@ from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.message import PROPERTY_KEYS, DispatchInfo
 from rmqpy.protocol.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
 from rmqpy.remoting.ratelimit import clip, limiter_for
-from rmqpy.store.api import ArriveListener
+from rmqpy.store.api import ArriveListener, BatchArriveListener
 from rmqpy.store.commitlog import CommitLog
 from rmqpy.store.config import MessageStoreConfig
 from rmqpy.store.consume_queue import ConsumeQueue
@@ -53,6 +53,8 @@ class CommitLogDispatcher:
         self.alloc_error = alloc_error
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.arrive_listeners: list[ArriveListener] = []
+        #: the batch forms some of them were registered with (MessageStore.add_arrive_listener)
+        self.arrive_batch: dict[ArriveListener, BatchArriveListener] = {}
         #: store timestamp of the last record put in a consume queue (the checkpoint's logics time)
         self.last_logics_ts = 0
 
@@ -162,21 +164,30 @@ class CommitLogDispatcher:
         """:meth:`dispatch` of the records a batch put just wrote, ``(phy, size, tags_code,
         queue_offset, properties)`` each, all of one consume queue, store time and sys flag (a batch
         has no transaction type), from what the put already has. The index gets every record's keys
-        first, in order (nothing reads it in between); then, record by record as before, the
-        consume queue's unit and the arrive listeners, so that a pull woken by a record sees the
-        queue up to that record. OSError when an index or consume queue file cannot be made: the
-        caller takes the batch back. The store is not read-only here."""
+        first, in order (nothing reads it in between); then the consume queue all its units
+        (:meth:`ConsumeQueue.put_batch`); then each arrive listener the records, in order: its
+        batch form once when it has one, else a call per record (as Java's reput thread, which
+        wakes held pulls record by record while the pulls it wakes run on other threads and may
+        see more of the batch, a pull woken here sees the whole batch). OSError when an index or
+        consume queue file cannot be made: the caller takes the batch back. The store is not
+        read-only here."""
         if self.config.messageIndexEnable:
             self.index_service.build_index_batch(
                 topic, store_timestamp, sys_flag,
                 [(r[0], r[4].get(PROPERTY_UNIQ_KEY), r[4].get(PROPERTY_KEYS) or "") for r in records])
-        cq = self.find_consume_queue(topic, queue_id)
-        put = cq.put
-        listeners = self.arrive_listeners
-        for phy, size, tags_code, queue_offset, props in records:
-            put(phy, size, tags_code, queue_offset)
-            self.last_logics_ts = store_timestamp
-            for cb in listeners:  # _notify, inline
+        self.find_consume_queue(topic, queue_id).put_batch(records)
+        self.last_logics_ts = store_timestamp
+        batch_forms = self.arrive_batch
+        for cb in self.arrive_listeners:
+            batch_cb = batch_forms.get(cb)
+            if batch_cb is not None:
+                try:
+                    batch_cb(topic, queue_id, store_timestamp, records)
+                except Exception:  # noqa: BLE001
+                    if limiter_for(self.clock).allow("store-arrive-listener"):
+                        log.exception("arrive listener %s failed", clip(getattr(cb, "__qualname__", cb)))
+                continue
+            for _phy, _size, tags_code, queue_offset, props in records:  # _notify, inline
                 try:
                     cb(topic, queue_id, queue_offset + 1, tags_code, store_timestamp, props)
                 except Exception:  # noqa: BLE001

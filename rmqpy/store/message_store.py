@@ -47,7 +47,7 @@ from rmqpy.protocol.message import (
     string_to_properties,
 )
 from rmqpy.remoting.ratelimit import clip, limiter_for
-from rmqpy.store.api import ArriveListener, MessageFilter
+from rmqpy.store.api import ArriveListener, BatchArriveListener, MessageFilter
 from rmqpy.store.checkpoint import StoreCheckpoint
 from rmqpy.store.cleanup import CleanService
 from rmqpy.store.commitlog import BatchRecord, CommitLog
@@ -345,13 +345,19 @@ class MessageStore(DiskSpaceGuard):
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
         return self.dispatcher.find_consume_queue(topic, queue_id, create)
 
-    def add_arrive_listener(self, callback: ArriveListener) -> None:
+    def add_arrive_listener(self, callback: ArriveListener, batch: BatchArriveListener | None = None) -> None:
+        """``callback`` for each record put in a consume queue; for a batch put's records, ``batch``
+        once instead when given (:data:`rmqpy.store.api.BatchArriveListener`)."""
         self.arrive_listeners.append(callback)
+        if batch is not None:
+            self.dispatcher.arrive_batch[callback] = batch
 
     def remove_arrive_listener(self, callback: ArriveListener) -> None:
         """A role switch takes back the listener of the role it leaves; absent: nothing."""
         if callback in self.arrive_listeners:
             self.arrive_listeners.remove(callback)
+            if callback not in self.arrive_listeners:
+                self.dispatcher.arrive_batch.pop(callback, None)
 
     # ------------------------------------------------------------------ put
     def _check_store_status(self) -> PutMessageStatus:

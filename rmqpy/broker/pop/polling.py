@@ -100,6 +100,10 @@ class PopLongPollingService:
         else:
             held.deferred.callback(result)
 
+    def is_holding(self, topic: str) -> bool:
+        """Whether a pop waits on ``topic`` (else :meth:`notify` does nothing)."""
+        return bool(self.table.get(topic))
+
     def notify(self, topic: str) -> None:
         """A message arrived on ``topic``: re-run held pops until one finds something."""
         waiting = self.table.get(topic)

@@ -475,3 +475,7 @@ class PopService:
 
     def notify_arrival(self, topic: str) -> None:
         self.polling.notify(topic)
+
+    def is_holding(self, topic: str) -> bool:
+        """Whether a pop waits on the topic (else :meth:`notify_arrival` does nothing)."""
+        return self.polling.is_holding(topic)

@@ -67,7 +67,7 @@ class Replication:
             if self._running:
                 self.client.start()
         else:
-            store.add_arrive_listener(self.service.wakeup_all)
+            store.add_arrive_listener(self.service.wakeup_all, batch=self.service.wakeup_all)  # once a batch
             if role is BrokerRole.SYNC_MASTER:
                 store.replica_wait = self.service.replica_wait
 

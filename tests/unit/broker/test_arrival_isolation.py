@@ -112,3 +112,28 @@ def test_a_700_term_sql92_consumer_is_served_and_wakes_with_the_others(tmp_path)
         assert broker.pull_hold_service.held_count() == 0
     finally:
         broker.shutdown()
+
+
+def test_a_batch_put_wakes_held_pulls_once_its_units_are_all_written(tmp_path) -> None:
+    """Issue 29: a batch put writes its consume queue units together, then tells each listener.
+    A pull held on the queue is woken (by the first record its filter takes) and answered with the
+    whole batch; one held with a tag the batch's last message alone carries is woken by that one;
+    nothing is held on another queue, which the batch does not touch."""
+    from rmqpy.protocol.codes import RequestCode
+    from rmqpy.protocol.message import encode_batch_body
+    broker, clock = make_broker(tmp_path)
+    try:
+        every, tagged, other, sender = FakeChannel(), FakeChannel(), FakeChannel(), FakeChannel()
+        assert call(broker, sender, send_request("TQ", b"topic", queue_id=3)).code == ResponseCode.SUCCESS
+        for ch, group, sub, qid in ((every, "GA", "*", 0), (tagged, "GB", "late", 0), (other, "GC", "*", 1)):
+            assert call(broker, ch, pull_request("TQ", group, queue_id=qid, subscription=sub)) is None
+        assert broker.pull_hold_service.held_count() == 3
+        items = [(0, f"m{i}".encode(), {"TAGS": "late" if i == 4 else "early", "UNIQ_KEY": f"U{i}"})
+                 for i in range(5)]
+        resp = call(broker, sender, send_request("TQ", encode_batch_body(items), code=RequestCode.SEND_BATCH_MESSAGE))
+        assert resp.code == ResponseCode.SUCCESS
+        assert [m.body for m in decode_records(every.sent[-1].body)] == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+        assert [m.body for m in decode_records(tagged.sent[-1].body)] == [b"m4"]
+        assert other.sent == [] and broker.pull_hold_service.held_count() == 1
+    finally:
+        broker.shutdown()

@@ -245,3 +245,47 @@ def test_put_messages_now_answers_at_once_or_waits_for_the_flush(tmp_path, monke
     r = s.put_messages_now(batch("false"))
     assert isinstance(r, PutMessageResult) and r.is_ok() and r.append_message_result.logics_offset == 2
     h.close()
+
+
+def test_a_listener_with_a_batch_form_is_told_once_per_batch(tmp_path):
+    """add_arrive_listener(cb, batch=...): a batch put calls the batch form once, with every record
+    ``(phy, size, tags_code, queue_offset, properties)`` already in the consume queue, and ``cb`` not;
+    a listener without one gets its call per record; single puts call ``cb``; removing ``cb`` removes
+    its batch form."""
+    h = StoreHarness(tmp_path, **_SMALL)
+    s = h.open()
+    per_record: list[tuple[Any, ...]] = []
+    single: list[tuple[Any, ...]] = []
+    batched: list[tuple[Any, ...]] = []
+
+    def cb(*a: Any) -> None:
+        single.append(a)
+
+    def batch_cb(topic: str, queue_id: int, ts: int, records: Any) -> None:
+        cq = s.find_consume_queue(topic, queue_id)
+        batched.append((topic, queue_id, ts, [r[:4] for r in records], cq.get_max_offset_in_queue(),
+                        [r[4] for r in records]))
+
+    s.add_arrive_listener(lambda *a: per_record.append(a))
+    s.add_arrive_listener(cb, batch=batch_cb)
+    items = [(0, b"x" * i, {"TAGS": f"t{i}", "UNIQ_KEY": f"U{i}"}) for i in range(9)]  # 9 > 7 units a file
+    out: list[PutMessageResult] = []
+    s.put_messages(MessageExtBatch(topic="T", queue_id=2, body=encode_batch_body(items), born_host=("10.0.0.1", 1),
+                                   properties_string="WAIT\x01true\x02")).addCallback(out.append)
+    a = out[0].append_message_result
+    assert a is not None and single == []
+    assert len(batched) == 1 and len(per_record) == 9
+    topic, qid, ts, units, cq_max, props = batched[0]
+    assert (topic, qid, ts, cq_max) == ("T", 2, a.store_timestamp, 9)
+    assert [(q + 1, t) for _p, _s, t, q in units] == [(c[2], c[3]) for c in per_record]
+    assert [u[0] for u in units] == [s.find_consume_queue("T", 2).get_unit(q)[0] for q in range(9)]
+    assert props == [c[5] for c in per_record] and props[3]["TAGS"] == "t3" and props[3]["WAIT"] == "true"
+    assert h.put(MessageExtBrokerInner(topic="T", queue_id=2, body=b"one", born_host=("10.0.0.1", 1))
+                 ).put_message_status.name == "PUT_OK"
+    assert len(single) == 1 and single[0][2] == 10 and len(batched) == 1
+    s.remove_arrive_listener(cb)
+    assert cb not in s.dispatcher.arrive_batch
+    s.put_messages(MessageExtBatch(topic="T", queue_id=2, body=encode_batch_body(items[:2]),
+                                   born_host=("10.0.0.1", 1)))
+    assert len(batched) == 1 and len(single) == 1 and len(per_record) == 12
+    h.close()

@@ -52,8 +52,9 @@ class ReplicaStore(Protocol):
         """A replica: dispatch replicated records only up to ``offset``; None: no limit."""
         ...
 
-    def add_arrive_listener(self, callback: Callable[..., None]) -> None:
-        """A master: ``callback`` runs after each record is written (to wake the connections)."""
+    def add_arrive_listener(self, callback: Callable[..., None], batch: Callable[..., None] | None = None) -> None:
+        """A master: ``callback`` runs after each record is written (to wake the connections); ``batch``
+        once for a batch put's records instead when given."""
         ...
 
     def remove_arrive_listener(self, callback: Callable[..., None]) -> None: ...

@@ -132,7 +132,7 @@ class AutoSwitchHAService(protocol.ServerFactory):
                 self.epochs.truncate_suffix_by_offset(tail)
             entry = self._append_epoch(epoch)
             self.store.remove_arrive_listener(self.wakeup_all)
-            self.store.add_arrive_listener(self.wakeup_all)
+            self.store.add_arrive_listener(self.wakeup_all, batch=self.wakeup_all)  # once a batch
             log.info("AutoSwitch HA: master of epoch %d from offset %d (cut at %d, confirm offset %d)", epoch,
                      entry.start_offset, tail, self.confirm_offset())
             return entry
