@@ -91,6 +91,45 @@ class KeyHasher:
             h = 0x100000000 - h
         return 0 if h > INT_MAX else h
 
+    def many(self, topic: str, keys: Sequence[str]) -> list[int]:
+        """``[self(topic, k) for k in keys]`` (a batch's UNIQ_KEYs): the same hashes, with one look-up
+        of the topic and of each run of keys sharing all but their last 4 characters."""
+        out: list[int] = []
+        append = out.append
+        last_head: str | None = None
+        hh = 0
+        for key in keys:
+            n = len(key)
+            if n <= 16 or n > 4096 or not key.isascii():
+                append(self(topic, key))
+                continue
+            head = key[:-_TAIL]
+            if head != last_head:
+                hh = self._head_hash(topic, head, n)
+                last_head = head
+            a, b, c, d = key[-_TAIL:].encode("ascii")
+            h = (hh * _POW31_TAIL + a * _P3 + b * _P2 + c * _P1 + d) & 0xFFFFFFFF
+            if h & 0x80000000:  # _abs_hash, inline
+                h = 0x100000000 - h
+            append(0 if h > INT_MAX else h)
+        return out
+
+    def _head_hash(self, topic: str, head: str, n: int) -> int:
+        """What :meth:`__call__` keeps for an ASCII key of ``n`` (17-4096) characters starting with ``head``."""
+        entry = self.prefix.get(topic)
+        if entry is None:
+            if len(self.prefix) >= self.max_topics:
+                self.prefix.clear()
+            entry = self.prefix[topic] = (java_string_hash(topic + "#") & 0xFFFFFFFF, {})
+        hp, heads = entry
+        hh = heads.get(head)
+        if hh is None:
+            if len(heads) >= self.max_heads:
+                heads.clear()
+            hh = heads[head] = (hp * _POW31[n - _TAIL]
+                                + sum(map(_mul, head.encode("ascii")[::-1], _POW31))) & 0xFFFFFFFF
+        return hh
+
 
 def time_to_file_name(ms: int) -> str:
     t = time.localtime(ms / 1000)
@@ -363,6 +402,19 @@ class IndexService:
         if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
         hasher = self._hasher
+        files = self.files
+        if files and entries and not any([e[2] for e in entries]):
+            # the usual batch: UNIQ_KEYs only, all above the last file's end and with room in it (what
+            # the loop below does then, without its steps per key)
+            last = files[-1]
+            uniq = [(e[1], e[0]) for e in entries if e[1]]
+            room = last.index_num - last.index_count
+            if 0 < room and len(uniq) <= room and entries[0][0] >= last.end_phy_offset:
+                if uniq:
+                    uniq_keys, uniq_phys = zip(*uniq)
+                    last.add_key_hashes(list(zip(hasher.many(topic, uniq_keys), uniq_phys)), store_timestamp)
+                    last._write_header()
+                return
         pending: list[tuple[int, int]] = []  # (key_hash, phy) for ``f``, not written yet
         f: IndexFile | None = None
         room = 0  # entries ``f`` still takes after ``pending``

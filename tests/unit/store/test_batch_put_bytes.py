@@ -289,3 +289,21 @@ def test_a_listener_with_a_batch_form_is_told_once_per_batch(tmp_path):
                                    born_host=("10.0.0.1", 1)))
     assert len(batched) == 1 and len(single) == 1 and len(per_record) == 12
     h.close()
+
+
+def test_batches_of_unique_keys_only_index_as_single_puts(tmp_path):
+    """The index's batch fast path (UNIQ_KEYs only, room in the last file) and its way out when the
+    batch does not fit (24 entries a file: the third batch of 10 crosses the end), and a batch
+    without any key; the files as single puts write them."""
+    def items(first: int, n: int, uniq: bool = True) -> list[Any]:
+        return [(0, b"b%d" % i, {"UNIQ_KEY": "7F00000100002A9F0000%012X" % i} if uniq else {"p": "v"})
+                for i in range(first, first + n)]
+    born = ("10.1.2.3", 5555)
+    batches = [("T", 0, items(0, 10), "", born), ("T", 0, items(10, 10), "WAIT\x01true\x02", born),
+               ("T", 1, items(20, 10), "", born), ("T", 1, items(30, 3, uniq=False), "", born),
+               ("T", 1, items(33, 10), "", born)]
+    (b_results, b_calls), (s_results, s_calls) = _put_both(tmp_path, batches)
+    assert b_results == s_results and b_calls == s_calls
+    batch_files = _files(tmp_path / "batch")
+    assert len([k for k in batch_files if k.startswith("index")]) == 2
+    assert batch_files == _files(tmp_path / "single")

@@ -112,6 +112,31 @@ def test_key_hasher_matches_index_key_hash():
         assert hasher(topic, key) == index_key_hash(build_key(topic, key)), (topic, key)
 
 
+
+def test_key_hasher_many_is_each_key_hashed():
+    """KeyHasher.many (a batch's UNIQ_KEYs, issue 29): runs of keys sharing a head, heads changing,
+    short, long, non-ASCII and empty keys, a tiny cache that is cleared on the way."""
+    import random
+
+    from rmqpy.store.index import KeyHasher, build_key, index_key_hash
+    rng = random.Random(29)
+    hasher = KeyHasher(max_topics=2, max_heads=2)
+    alphabet = "aZ09#_- \u00e9"
+    for round_ in range(300):
+        topic = rng.choice(["T", "BenchTopic", "t\u00e9"])
+        keys = []
+        for _ in range(rng.randrange(40)):
+            pick = rng.randrange(6)
+            if pick < 3:  # a client's UNIQ_KEYs: a few heads, counters at the end
+                keys.append("7F00000100002A9F%04X%012X" % (rng.randrange(3), round_ * 100 + len(keys)))
+            elif pick == 3:
+                keys.append("".join(rng.choices(alphabet, k=rng.randrange(30))))
+            elif pick == 4:
+                keys.append("k" * rng.choice([16, 17, 4096, 4097]))
+            else:
+                keys.append("7F00000100002A9F\u00e9%012X" % len(keys))
+        assert hasher.many(topic, keys) == [index_key_hash(build_key(topic, k)) for k in keys], (topic, keys)
+
 def test_index_built_on_put_is_what_put_key_writes(tmp_path):
     from rmqpy.protocol.message import DispatchInfo
     from rmqpy.store.index import IndexFile, IndexService, build_key
