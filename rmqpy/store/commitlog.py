@@ -141,13 +141,9 @@ class CommitLog:
         """Write one record of ``size`` bytes (:func:`record_size`, the host flags of ``sys_flag``
         already set) at the end of the log; its physical offset, or -1 when no file could take it
         (Java ``CommitLog.putMessage`` with ``DefaultAppendMessageCallback.doAppend``)."""
-        files = self.queue.files
-        mf = files[-1] if files else None
-        if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
-            # no room left in the last file (or no file yet): roll over
-            mf = self.roll(size)
-            if mf is None:
-                return -1
+        mf = self._file_with_room(size)
+        if mf is None:
+            return -1
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
         assert mf.mm is not None  # writable: mapped
@@ -158,6 +154,15 @@ class CommitLog:
         self.last_store_timestamp = store_timestamp
         return phy
 
+    def _file_with_room(self, size: int) -> MappedFile | None:
+        """The last file when ``size`` bytes fit in it, else a new one (``roll``); None when no file
+        could be made."""
+        files = self.queue.files
+        mf = files[-1] if files else None
+        if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
+            return self.roll(size)  # no room left in the last file (or no file yet): roll over
+        return mf
+
     def append_batch(self, records: Sequence[BatchRecord], total: int, topic: bytes, queue_id: int,
                      sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
                      store_host: bytes, reconsume_times: int, queue_offset: int) -> int:
@@ -167,12 +172,9 @@ class CommitLog:
         copied into the file in one write. As :meth:`append_message` (and Java's ``putMessages``),
         the last file takes them when it has room; only otherwise ``roll`` (the store's free-space
         check around :meth:`mapped_file_for`)."""
-        files = self.queue.files
-        mf = files[-1] if files else None
-        if mf is None or total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
-            mf = self.roll(total)
-            if mf is None:
-                return -1
+        mf = self._file_with_room(total)
+        if mf is None:
+            return -1
         assert mf.mm is not None  # writable: mapped
         pos = mf.wrote_position
         first = mf.file_from_offset + pos

@@ -70,21 +70,10 @@ class KeyHasher:
         n = len(key)
         if n > 4096 or not key.isascii():
             return index_key_hash(build_key(topic, key))
-        entry = self.prefix.get(topic)
-        if entry is None:
-            if len(self.prefix) >= self.max_topics:
-                self.prefix.clear()
-            entry = self.prefix[topic] = (java_string_hash(topic + "#") & 0xFFFFFFFF, {})
-        hp, heads = entry
+        entry = self._topic_entry(topic)
         if n <= 16:
-            return _abs_hash((hp * _POW31[n] + sum(map(_mul, key.encode("ascii")[::-1], _POW31))) & 0xFFFFFFFF)
-        head = key[:-_TAIL]
-        hh = heads.get(head)
-        if hh is None:
-            if len(heads) >= self.max_heads:
-                heads.clear()
-            hh = heads[head] = (hp * _POW31[n - _TAIL]
-                                + sum(map(_mul, head.encode("ascii")[::-1], _POW31))) & 0xFFFFFFFF
+            return _abs_hash((entry[0] * _POW31[n] + sum(map(_mul, key.encode("ascii")[::-1], _POW31))) & 0xFFFFFFFF)
+        hh = self._head_hash(entry, key[:-_TAIL], n)
         a, b, c, d = key[-_TAIL:].encode("ascii")
         h = (hh * _POW31_TAIL + a * _P3 + b * _P2 + c * _P1 + d) & 0xFFFFFFFF
         if h & 0x80000000:  # _abs_hash, inline
@@ -105,7 +94,7 @@ class KeyHasher:
                 continue
             head = key[:-_TAIL]
             if head != last_head:
-                hh = self._head_hash(topic, head, n)
+                hh = self._head_hash(self._topic_entry(topic), head, n)
                 last_head = head
             a, b, c, d = key[-_TAIL:].encode("ascii")
             h = (hh * _POW31_TAIL + a * _P3 + b * _P2 + c * _P1 + d) & 0xFFFFFFFF
@@ -114,13 +103,17 @@ class KeyHasher:
             append(0 if h > INT_MAX else h)
         return out
 
-    def _head_hash(self, topic: str, head: str, n: int) -> int:
-        """What :meth:`__call__` keeps for an ASCII key of ``n`` (17-4096) characters starting with ``head``."""
+    def _topic_entry(self, topic: str) -> tuple[int, dict[str, int]]:
+        """The hash of ``topic + "#"`` and the head hashes kept for the topic's keys."""
         entry = self.prefix.get(topic)
         if entry is None:
             if len(self.prefix) >= self.max_topics:
                 self.prefix.clear()
             entry = self.prefix[topic] = (java_string_hash(topic + "#") & 0xFFFFFFFF, {})
+        return entry
+
+    def _head_hash(self, entry: tuple[int, dict[str, int]], head: str, n: int) -> int:
+        """The hash kept for an ASCII key of ``n`` (17-4096) characters starting with ``head``."""
         hp, heads = entry
         hh = heads.get(head)
         if hh is None:

@@ -16,14 +16,9 @@ from tests.unit.broker.helpers import FakeChannel, make_broker, send_request
 
 
 @pytest.fixture
-def env(tmp_path):
-    broker, clock = make_broker(tmp_path)
-    tc = TopicConfig("GrpcT")
-    tc.readQueueNums = tc.writeQueueNums = 2
-    broker.topic_config_manager.update_topic_config(tc)
-    acts = MessagingActivities(broker, broker.dispatcher, 8081)
-    yield acts, acts.channel_of("client-1", "127.0.0.1:5000")
-    broker.shutdown()
+def env(activities_on):
+    _, _, acts = activities_on("GrpcT")
+    return acts, acts.channel_of("client-1", "127.0.0.1:5000")
 
 
 def _message(topic: str, body: bytes, msg_id: str = "MSGID1") -> pb.Message:

@@ -14,13 +14,11 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 
-from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.protocol.message import decode_record
 from rmqpy.proxy.grpc import large
-from rmqpy.proxy.grpc.activities import MessagingActivities, Refused
+from rmqpy.proxy.grpc.activities import Refused
 from rmqpy.proxy.grpc.large import LARGE_BODY, MAX_FIELDS, CutSendRequest, Trimmer, send_request
 from rmqpy.proxy.grpc.server import GrpcServerService
-from tests.unit.broker.helpers import make_broker
 
 LIMIT = 100
 
@@ -75,15 +73,10 @@ def test_a_request_of_many_fields_is_decoded_whole_not_walked() -> None:
 
 
 @pytest.fixture
-def acts(tmp_path):
-    broker, _ = make_broker(tmp_path)
-    tc = TopicConfig("GrpcT")
-    tc.readQueueNums = tc.writeQueueNums = 2
-    broker.topic_config_manager.update_topic_config(tc)
+def acts(activities_on):
+    broker, _, acts = activities_on("GrpcT")
     broker.store_config.maxMessageSize = LIMIT
-    acts = MessagingActivities(broker, broker.dispatcher, 8081)
-    yield acts, acts.channel_of("client-1", "127.0.0.1:5000")
-    broker.shutdown()
+    return acts, acts.channel_of("client-1", "127.0.0.1:5000")
 
 
 def _answer(acts: Any, ch: Any, req: Any, bodies: Any = None) -> tuple[int, str]:

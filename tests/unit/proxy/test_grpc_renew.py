@@ -7,10 +7,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer, task
 
-from rmqpy.protocol.bodies.topic import TopicConfig
-from rmqpy.proxy.grpc.activities import MessagingActivities
 from rmqpy.proxy.grpc.receipts import MAX_PER_GROUP, InvalidHandle, ReceiptHandles, RenewConfig
-from tests.unit.broker.helpers import make_broker
 
 GROUP = "gRenew"
 
@@ -25,12 +22,8 @@ def _result(d):
 
 
 @pytest.fixture
-def env(tmp_path):
-    broker, clock = make_broker(tmp_path)
-    tc = TopicConfig("RenewT")
-    tc.readQueueNums = tc.writeQueueNums = 1
-    broker.topic_config_manager.update_topic_config(tc)
-    acts = MessagingActivities(broker, broker.dispatcher, 8081)
+def env(activities_on):
+    broker, clock, acts = activities_on("RenewT", queues=1)
     push = acts.channel_of("push-1", "127.0.0.1:5000")
     sub = pb.Subscription(group=pb.Resource(name=GROUP), subscriptions=[
         pb.SubscriptionEntry(topic=pb.Resource(name="RenewT"), expression=pb.FilterExpression(expression="*"))])
@@ -43,7 +36,6 @@ def env(tmp_path):
     acts.receipts.start()
     yield acts, push, clock
     acts.receipts.stop()
-    broker.shutdown()
 
 
 def _receive(acts, ch, auto_renew):
