@@ -5,8 +5,8 @@ Both hold a :class:`~rmqpy.controller.state.ReplicasState` and take events with 
 whose Deferred fires on the reactor once the events are committed and applied here. PySyncObj runs
 its own thread (``autoTick``): its network, its journal and the apply of committed commands happen
 there, under :attr:`lock`; the reactor never waits on it. Results come back with
-``reactor.callFromThread``, and the reactor polls the Raft role every ``poll`` seconds (reading
-PySyncObj's fields, no I/O).
+``reactor.callFromThread``, and so do the Raft role's changes (``SyncObjConf.onStateChanged``,
+called on PySyncObj's thread).
 
 As Java's ``DLedgerController.RoleChangeHandler`` does, a node that becomes the Raft leader first
 commits an empty entry (which applies every entry of earlier terms) before it acts as the
@@ -18,10 +18,13 @@ import os
 import threading
 from typing import Any, Callable
 
-from twisted.internet import defer, task
+from twisted.internet import defer
 from twisted.logger import Logger
 
 from rmqpy.controller.state import Event, ReplicasState, event_from_wire
+
+#: the state PySyncObj's ``onStateChanged`` names a leader by (its ``_RAFT_STATE.LEADER``)
+RAFT_LEADER = 2
 
 
 class NotLeaderError(Exception):
@@ -113,12 +116,12 @@ class PySyncObjLog:
     log = Logger()
 
     def __init__(self, reactor: Any, self_id: str, raft_peers: dict[str, str], store_path: str,
-                 poll: float = 0.1, raft_timeouts: tuple[float, float] = (0.4, 1.4)) -> None:
+                 retry: float = 0.1, raft_timeouts: tuple[float, float] = (0.4, 1.4)) -> None:
         self.reactor = reactor
         self.self_id = self_id
         self.raft_peers = dict(raft_peers)
         self.store_path = store_path
-        self.poll = poll
+        self.retry = retry  # seconds before a new leader tries its initial entry again
         self.raft_timeouts = raft_timeouts
         self.state = ReplicasState()
         self.lock = threading.RLock()
@@ -126,8 +129,6 @@ class PySyncObjLog:
         self.role_listeners: list[Callable[[bool], None]] = []
         self._sync: Any = None
         self._consumer: Any = None
-        self._poller = task.LoopingCall(self._poll_role)
-        self._poller.clock = reactor
         self._raft_leader = False
         self._claiming = False
         #: told ``(status, started)`` of each initial entry a new leader commits (dledger_op_total)
@@ -149,16 +150,14 @@ class PySyncObjLog:
             # PySyncObj retries a peer it could not reach every 5 s by default: a set started (or
             # restarted) together then waited up to that long for its first leader
             connectionRetryTime=1.0,
+            onStateChanged=self._state_changed,
         )
         self._consumer = _consumer_class()(self)
         own = self.raft_peers[self.self_id]
         others = [a for p, a in sorted(self.raft_peers.items()) if p != self.self_id]
         self._sync = SyncObj(own, others, conf=conf, consumers=[self._consumer])
-        self._poller.start(self.poll, now=False)
 
     def stop(self) -> defer.Deferred[None]:
-        if self._poller.running:
-            self._poller.stop()
         sync, self._sync = self._sync, None
         if sync is None:
             return defer.succeed(None)
@@ -205,10 +204,12 @@ class PySyncObjLog:
             names = {v: k for k, v in vars(pysyncobj().FAIL_REASON).items() if isinstance(v, int)}
             d.errback(NotLeaderError(f"the replicated log refused the entry: {names.get(error, error)}"))
 
-    def _poll_role(self) -> None:
+    def _state_changed(self, old: int, new: int) -> None:  # on PySyncObj's thread
+        self.reactor.callFromThread(self._role_changed, new == RAFT_LEADER)
+
+    def _role_changed(self, leader: bool) -> None:
         if self._sync is None:
             return
-        leader = bool(self._sync._isLeader())
         if leader and not self._raft_leader:
             self._raft_leader = True
             self._claim()
@@ -232,7 +233,7 @@ class PySyncObjLog:
             self._claiming = False
             if self.append_observer is not None:
                 self.append_observer("success", started)
-            if self._raft_leader and self._sync is not None and self._sync._isLeader():
+            if self._raft_leader and self._sync is not None:
                 self.leader_ready = True
                 self.log.info("controller {id} is the leader (term {term})", id=self.self_id,
                               term=self._sync._getTerm())
@@ -244,7 +245,7 @@ class PySyncObjLog:
                 self.append_observer("failed", started)
             self.log.warn("controller leader's initial entry failed: {err}; retrying", err=f.getErrorMessage())
             if self._raft_leader:
-                self.reactor.callLater(self.poll, self._claim)
+                self.reactor.callLater(self.retry, self._claim)
 
         d.addCallbacks(ok, failed)
 

@@ -1,5 +1,5 @@
 """Three PySyncObjLog nodes in one process, on real sockets and PySyncObj's own threads: the
-reactor side (role polling, commits handed back with callFromThread) is driven by a Clock."""
+reactor side (role changes and commits handed back with callFromThread) is driven by a Clock."""
 from __future__ import annotations
 
 import queue
@@ -54,7 +54,7 @@ def wait(clock: ThreadedClock, cond, timeout: float = 15.0):
 
 
 def make(clock, tmp_path, peers):
-    return {p: PySyncObjLog(clock, p, peers, str(tmp_path / p), poll=0.05, raft_timeouts=(0.4, 0.8)) for p in peers}
+    return {p: PySyncObjLog(clock, p, peers, str(tmp_path / p), retry=0.05, raft_timeouts=(0.4, 0.8)) for p in peers}
 
 
 def test_replicate_fail_over_and_restart(tmp_path):
@@ -115,6 +115,11 @@ def test_append_without_a_running_log_fails_as_not_leader(tmp_path):
     failures: list = []
     node.append([]).addErrback(failures.append)
     assert failures and failures[0].check(NotLeaderError)
+
+
+def test_the_leader_state_is_pysyncobjs():
+    from rmqpy.controller.raft import RAFT_LEADER, pysyncobj
+    assert pysyncobj().syncobj._RAFT_STATE.LEADER == RAFT_LEADER
 
 
 def test_importing_pysyncobj_leaves_socket_inet_ntop_working():
