@@ -538,10 +538,27 @@ def _write_properties(path: Path, props: Mapping[str, object]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+#: TLS of the Java name server's and broker's remoting port: off unless a test asks for it (any ``tls.*``
+#: key in its properties or system properties). Java's default (``tls.server.mode=permissive``) builds a
+#: self-signed certificate at every start: a 2048-bit RSA key and BouncyCastle's signed jars verified
+#: (no class archive covers signed jars), 4-7 s of CPU per server on this machine, for a TLS port that
+#: no test of a Java name server or broker uses (the TLS tests run against rmqpy and Apache's proxy,
+#: whose start this does not change). Measured, 5.3.3, two rounds at load 7-8: name server 6.7-7.0 s ->
+#: 1.3-1.7 s, broker boot 12.5-14.8 s -> 2.1-5.7 s (CPU 2.5-3.2 + 6.0-6.5 s -> 0.7-0.8 + 1.5-2.8 s).
+SERVER_TLS_OFF = {"tls.server.mode": "disabled"}
+
+
+def _without_server_tls(props: Mapping[str, str], sysprops: Mapping[str, str] | None) -> dict[str, str]:
+    if any(str(k).startswith("tls.") for k in (*props, *(sysprops or {}))):
+        return dict(sysprops or {})
+    return {**SERVER_TLS_OFF, **(sysprops or {})}
+
+
 def _start_server(name: str, version: str, main: str, home: Path, config: Path, props: Mapping[str, str],
                   port: int, heap_mb: int, sysprops: Mapping[str, str] | None, jvm_args: Sequence[str],
                   ready_text: str, timeout: float) -> JavaProcess:
     ensure_built()
+    sysprops = _without_server_tls(props, sysprops)
     log = home / f"{name}.out"
     java = java_executable()
     archive_options, archive_part = cds.server_options(java, classpath(version, "server"), main)
