@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 from tests.interop import clients, jvm
+from tests.interop.waiting import concurrently  # noqa: F401 (grpcpy.concurrently, as before)
 
 CLIENT = Path(__file__).parent / "pyclient" / "grpc_client.py"
 VERSION = "5.3.3"
@@ -73,18 +75,49 @@ def wait_event(proc: subprocess.Popen, name: str, timeout: float = 60) -> None:
     raise AssertionError(f"the client ended before {name}: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
 
 
-def concurrently(*scenarios) -> None:
-    """Run scenarios (callables) side by side: each mostly waits on the broker's timers (an invisible
-    time, a transaction check), so together they take about as long as the longest. Every failure
-    is raised (the first one, the others chained in its message)."""
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(len(scenarios)) as pool:
-        futures = [pool.submit(f) for f in scenarios]
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        if len(errors) > 1:
-            raise AssertionError(f"{len(errors)} scenarios failed: " + " | ".join(repr(e)[:2000] for e in errors))
-        raise errors[0]
+class Ahead:
+    """Scenarios started ahead of the test that asserts them (module-scoped: a module's ``ahead`` fixture).
+
+    A scenario that mostly waits on a server's timer (a retry policy's 30 s) runs in a thread from an
+    earlier test of the same server set on, beside that test's own scenarios, instead of alone in its
+    own test; the test that asserts it calls :meth:`result`, which starts it if nobody did, waits for
+    it and raises what it raised. Each scenario has its own topic and group, as when run in its test."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, tuple[threading.Thread, list[BaseException]]] = {}
+
+    def start(self, key: str, scenario) -> None:
+        if key in self._runs:
+            return
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                scenario()
+            except BaseException as exc:  # raised by result()
+                errors.append(exc)
+
+        thread = threading.Thread(target=run, name=f"ahead-{key}", daemon=True)
+        self._runs[key] = (thread, errors)
+        thread.start()
+
+    def result(self, key: str, scenario, timeout: float = 300) -> None:
+        self.start(key, scenario)
+        thread, errors = self._runs[key]
+        thread.join(timeout)
+        assert not thread.is_alive(), f"the scenario {key} started ahead did not end within {timeout} s"
+        if errors:
+            raise errors[0]
+
+    def close(self, timeout: float = 300) -> None:
+        for thread, _ in self._runs.values():
+            thread.join(timeout)
+
+
+def wanted_later(request, fixture: str, test: str) -> bool:
+    """Whether ``test`` of this module (its function name) will run in this session with ``fixture``."""
+    return any(item.module is request.module and item.originalname == test and fixture in item.fixturenames
+               for item in request.session.items)
 
 
 # ---------------------------------------------------------------------- scenarios

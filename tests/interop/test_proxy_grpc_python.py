@@ -85,14 +85,33 @@ def _wait_pop_offsets_written(store: Path, topic: str, group: str) -> None:
                       16, 0.2), grpcpy.offsets_on_disk(store, topic, group)
 
 
-def test_fifo_group_keeps_order_across_an_unacked_message(env: Env) -> None:
+@pytest.fixture(scope="module")
+def ahead(env):
+    """Scenarios of later tests on ``env`` started ahead (grpcpy.Ahead); joined before ``env`` closes."""
+    a = grpcpy.Ahead()
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+def _backoff(env: Env) -> None:
+    grpcpy.check_retry_backoff_from_group_policy(env.g, "GrpcBackoff", "grpc_backoff")
+
+
+def test_fifo_group_keeps_order_across_an_unacked_message(env: Env, ahead: grpcpy.Ahead, request) -> None:
+    # the last test's retry policy (30 s of waiting) and the reference's start run beside this one: after
+    # the broker's kill -9 of the test before
+    if grpcpy.wanted_later(request, "env", "test_delay_and_retry_backoff_from_the_groups_policy"):
+        ahead.start("backoff", lambda: _backoff(env))
+        start_reference_ahead(request)
     grpcpy.check_fifo_order(env.g, "GrpcFifo", "grpc_fifo")
 
 
-def test_delay_and_retry_backoff_from_the_groups_policy(env: Env, request) -> None:
+def test_delay_and_retry_backoff_from_the_groups_policy(env: Env, ahead: grpcpy.Ahead, request) -> None:
     start_reference_ahead(request)  # its start overlaps the retry policy's 30 s here
     grpcpy.concurrently(lambda: grpcpy.check_delay(env.g, "GrpcDelay", "grpc_delay"),
-                        lambda: grpcpy.check_retry_backoff_from_group_policy(env.g, "GrpcBackoff", "grpc_backoff"))
+                        lambda: ahead.result("backoff", lambda: _backoff(env)))
 
 
 class JavaEnv:
@@ -126,8 +145,8 @@ class JavaEnv:
 
 class Reference:
     """The reference's servers (:class:`JavaEnv`), started in a thread ahead of their tests: their start
-    (a Java name server, broker and proxy: 20-40 s, mostly CPU) then overlaps the 30 s that the last
-    rmqpy test waits for its retry policy instead of running alone after it."""
+    (a Java name server, broker and proxy: 20-40 s, mostly CPU) then overlaps the last two rmqpy tests
+    (the retry policy's 30 s among them) instead of running alone after them."""
 
     def __init__(self, host, tmp_path_factory) -> None:
         self.host, self.tmp_path_factory = host, tmp_path_factory
@@ -187,19 +206,39 @@ def java_env(reference):
     return reference.get()
 
 
-def test_reference_transactions_dlq_after_max_attempts_and_fifo_push_consumer(java_env: JavaEnv) -> None:
+@pytest.fixture(scope="module")
+def ref_ahead(java_env):
+    """As ``ahead``, on the reference's servers."""
+    a = grpcpy.Ahead()
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+def _ref_backoff(java_env: JavaEnv) -> None:
+    grpcpy.check_retry_backoff_from_group_policy(java_env.g, "GrpcRefBackoff", "grpc_ref_backoff")
+
+
+def test_reference_transactions_dlq_after_max_attempts_and_fifo_push_consumer(java_env: JavaEnv,
+                                                                               ref_ahead: grpcpy.Ahead,
+                                                                               request) -> None:
     g = java_env.g
+    # the next test's retry policy scenario (60-80 s on the Java broker, which wakes no pop polling for
+    # a revived message: each delay ends at a 20 s long polling) runs beside this test's scenarios
+    if grpcpy.wanted_later(request, "java_env", "test_reference_once_fifo_delay_and_retry_backoff"):
+        ref_ahead.start("ref-backoff", lambda: _ref_backoff(java_env))
     grpcpy.concurrently(lambda: grpcpy.check_transactions(g, "GrpcRefTx", "grpc_ref_tx"),
                         lambda: grpcpy.check_dead_letter_after_max_attempts(g, "GrpcRefDlq", "grpc_ref_dlq"),
                         lambda: grpcpy.check_fifo_push_consumer_forwards_to_dlq(g, "GrpcRefPush", "grpc_ref_push"))
 
 
-def test_reference_once_fifo_delay_and_retry_backoff(java_env: JavaEnv) -> None:
+def test_reference_once_fifo_delay_and_retry_backoff(java_env: JavaEnv, ref_ahead: grpcpy.Ahead) -> None:
     g = java_env.g
     grpcpy.concurrently(lambda: grpcpy.check_each_message_once(g, "GrpcRefOnce", "grpc_ref_once"),
                         lambda: grpcpy.check_fifo_order(g, "GrpcRefFifo", "grpc_ref_fifo"),
                         lambda: grpcpy.check_delay(g, "GrpcRefDelay", "grpc_ref_delay"),
-                        lambda: grpcpy.check_retry_backoff_from_group_policy(g, "GrpcRefBackoff", "grpc_ref_backoff"))
+                        lambda: ref_ahead.result("ref-backoff", lambda: _ref_backoff(java_env)))
 
 
 def test_reference_unacked_message_comes_back_after_a_broker_kill9(java_env: JavaEnv) -> None:

@@ -1,4 +1,4 @@
-"""Polling until a condition holds: the one helper the interop tests use for it."""
+"""Polling until a condition holds, and waits run side by side: the helpers the interop tests use for them."""
 from __future__ import annotations
 
 import time
@@ -24,3 +24,17 @@ def wait_until(pred: Callable[[], T], timeout: float, step: float = 0.5, *, what
     if not value and what is not None:
         raise AssertionError(f"{what} not within {timeout} s" + (f"\n{diag()}" if diag is not None else ""))
     return value
+
+
+def concurrently(*scenarios) -> None:
+    """Run scenarios (callables) side by side: each mostly waits on the broker's timers (an invisible
+    time, a transaction check), so together they take about as long as the longest. Every failure
+    is raised (the first one, the others chained in its message)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(len(scenarios)) as pool:
+        futures = [pool.submit(f) for f in scenarios]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        if len(errors) > 1:
+            raise AssertionError(f"{len(errors)} scenarios failed: " + " | ".join(repr(e)[:2000] for e in errors))
+        raise errors[0]
