@@ -74,14 +74,30 @@ def test_unacked_message_comes_back_after_its_invisible_duration_and_a_broker_ki
     grpcpy.check_unacked_comes_back(env.g, "GrpcOwnUnacked", "grpc_own_unacked", kill9)
 
 
-def test_fifo_group_keeps_order_across_an_unacked_message(env: Env) -> None:
+@pytest.fixture(scope="module")
+def ahead(env):
+    """Scenarios of later tests on ``env`` started ahead (grpcpy.Ahead); joined before ``env`` closes."""
+    a = grpcpy.Ahead()
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+def _backoff(env: Env) -> None:
+    grpcpy.check_retry_backoff_from_group_policy(env.g, "GrpcOwnBackoff", "grpc_own_backoff")
+
+
+def test_fifo_group_keeps_order_across_an_unacked_message(env: Env, ahead: grpcpy.Ahead, request) -> None:
+    # the next test's retry policy (30 s of waiting) runs beside this one: after the kill -9 of the test before
+    if grpcpy.wanted_later(request, "env", "test_delay_and_retry_backoff_from_the_groups_policy"):
+        ahead.start("backoff", lambda: _backoff(env))
     grpcpy.check_fifo_order(env.g, "GrpcOwnFifo", "grpc_own_fifo")
 
 
-def test_delay_and_retry_backoff_from_the_groups_policy(env: Env) -> None:
+def test_delay_and_retry_backoff_from_the_groups_policy(env: Env, ahead: grpcpy.Ahead) -> None:
     grpcpy.concurrently(lambda: grpcpy.check_delay(env.g, "GrpcOwnDelay", "grpc_own_delay"),
-                        lambda: grpcpy.check_retry_backoff_from_group_policy(env.g, "GrpcOwnBackoff",
-                                                                             "grpc_own_backoff"))
+                        lambda: ahead.result("backoff", lambda: _backoff(env)))
 
 
 def test_transactions_dlq_after_max_attempts_and_fifo_push_consumer(env: Env) -> None:
