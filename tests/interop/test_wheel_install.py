@@ -23,6 +23,9 @@ from tests.interop import clients, servers
 
 pytestmark = pytest.mark.interop
 ROOT = Path(__file__).resolve().parents[2]
+#: the user's pip cache, as test_run_sh.py's venv gets it: HOME is the run directory below (~/store lands
+#: there, as Java's ${user.home}/store), which without this would give pip an empty cache of its own
+PIP_CACHE_DIR = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
 
 
 def _run(cmd, **kw) -> str:
@@ -53,6 +56,7 @@ def test_wheel_in_a_fresh_venv_runs_a_name_server_and_broker_for_a_java_client(j
     # nothing of the checkout: with it on PYTHONPATH pip would take rmqpy as installed already
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
     env["HOME"] = str(run_dir)
+    env["PIP_CACHE_DIR"] = PIP_CACHE_DIR  # pip still resolves from the index; files it has are not fetched again
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], env=env)
     bin_ = venv / "bin"
@@ -114,6 +118,7 @@ def test_editable_install_in_a_fresh_venv_finds_both_taps_and_the_spark_package(
     _StaticPth, so a setuptools release that moves it fails here)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
     env["HOME"] = str(tmp_path)
+    env["PIP_CACHE_DIR"] = PIP_CACHE_DIR
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], env=env)
     _run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", "-e", str(ROOT)], env=env,
