@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.interop import isolation, jvm
+from tests.interop import grpcpy, isolation, jvm
 
 VERSIONS = ("4.9.8", "5.3.3")
 
@@ -29,3 +29,14 @@ def client_host(network):
     host = network.new_client_host()
     yield host
     host.close()
+
+
+@pytest.fixture(scope="module")
+def ahead(env):
+    """Scenarios of a module's later tests on its ``env`` started ahead (grpcpy.Ahead), joined before
+    ``env`` closes (test_grpc_python, test_proxy_grpc_python)."""
+    a = grpcpy.Ahead()
+    try:
+        yield a
+    finally:
+        a.close()

@@ -74,16 +74,6 @@ def test_unacked_message_comes_back_after_its_invisible_duration_and_a_broker_ki
     grpcpy.check_unacked_comes_back(env.g, "GrpcOwnUnacked", "grpc_own_unacked", kill9)
 
 
-@pytest.fixture(scope="module")
-def ahead(env):
-    """Scenarios of later tests on ``env`` started ahead (grpcpy.Ahead); joined before ``env`` closes."""
-    a = grpcpy.Ahead()
-    try:
-        yield a
-    finally:
-        a.close()
-
-
 def _backoff(env: Env) -> None:
     grpcpy.check_retry_backoff_from_group_policy(env.g, "GrpcOwnBackoff", "grpc_own_backoff")
 

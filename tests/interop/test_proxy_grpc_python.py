@@ -85,16 +85,6 @@ def _wait_pop_offsets_written(store: Path, topic: str, group: str) -> None:
                       16, 0.2), grpcpy.offsets_on_disk(store, topic, group)
 
 
-@pytest.fixture(scope="module")
-def ahead(env):
-    """Scenarios of later tests on ``env`` started ahead (grpcpy.Ahead); joined before ``env`` closes."""
-    a = grpcpy.Ahead()
-    try:
-        yield a
-    finally:
-        a.close()
-
-
 def _backoff(env: Env) -> None:
     grpcpy.check_retry_backoff_from_group_policy(env.g, "GrpcBackoff", "grpc_backoff")
 
