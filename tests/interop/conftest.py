@@ -35,8 +35,5 @@ def client_host(network):
 def ahead(env):
     """Scenarios of a module's later tests on its ``env`` started ahead (grpcpy.Ahead), joined before
     ``env`` closes (test_grpc_python, test_proxy_grpc_python)."""
-    a = grpcpy.Ahead()
-    try:
+    with grpcpy.Ahead() as a:
         yield a
-    finally:
-        a.close()

@@ -109,6 +109,12 @@ class Ahead:
         if errors:
             raise errors[0]
 
+    def __enter__(self) -> "Ahead":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self, timeout: float = 300) -> None:
         for thread, _ in self._runs.values():
             thread.join(timeout)

@@ -199,11 +199,8 @@ def java_env(reference):
 @pytest.fixture(scope="module")
 def ref_ahead(java_env):
     """As ``ahead``, on the reference's servers."""
-    a = grpcpy.Ahead()
-    try:
+    with grpcpy.Ahead() as a:
         yield a
-    finally:
-        a.close()
 
 
 def _ref_backoff(java_env: JavaEnv) -> None:
