@@ -162,10 +162,13 @@ class BrokerConfig:
     defaultPopShareQueueNum: int = -1
     serverLoadBalancerEnable: bool = True
     # the gRPC endpoint of RocketMQ 5 clients (proxy/grpc/): the Java proxy's keys and port;
-    # grpcServerPort=-1 turns it off; grpcThreadPoolNums calls are served at once, a thread each (a
-    # client's Telemetry stream holds one while the client runs), more are refused RESOURCE_EXHAUSTED
+    # grpcServerPort=-1 turns it off. Calls are coroutines of grpcio's asyncio server: a call in
+    # progress (a client's Telemetry stream, a long poll) takes no thread; grpcThreadPoolQueueCapacity
+    # of them at once, more are refused RESOURCE_EXHAUSTED (the proxy's bound on work waiting for its
+    # executor). grpcThreadPoolNums (the proxy's executor threads) is accepted and has no use here.
     grpcServerPort: int = 8081
-    grpcThreadPoolNums: int = 1024
+    grpcThreadPoolNums: int = field(default_factory=lambda: 16 + 2 * (os.cpu_count() or 1))
+    grpcThreadPoolQueueCapacity: int = 100000
     grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
     # the gRPC port's bounds (docs/operations.md, "Limits"): a connection without a call (grpcio) or
     # without a byte either way (the front) for grpcClientIdleTimeMills is closed, as the proxy's
@@ -314,8 +317,8 @@ def validate(settings: BrokerSettings) -> None:
         raise PropertiesError(f"defaultMessageRequestMode: {b.defaultMessageRequestMode!r} is not PULL or POP")
     if not (b.grpcServerPort == -1 or 0 <= b.grpcServerPort <= 65535):
         raise PropertiesError(f"grpcServerPort: {b.grpcServerPort} is not -1 (off) or a port")
-    if not 1 <= b.grpcThreadPoolNums <= 1024:
-        raise PropertiesError(f"grpcThreadPoolNums: {b.grpcThreadPoolNums} is not in 1..1024")
+    if b.grpcThreadPoolQueueCapacity < 1:
+        raise PropertiesError(f"grpcThreadPoolQueueCapacity: {b.grpcThreadPoolQueueCapacity} is not positive")
     for key in ("openFileReserve", "grpcFrontMaxPendingBytes"):
         if getattr(b, key) < 0:
             raise PropertiesError(f"{key}: {getattr(b, key)} is negative")

@@ -126,7 +126,7 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
             raise SystemExit(f"rmq-broker: {exc}") from None
         listeners.append(GrpcServerService(
             MessagingActivities(controller, controller.dispatcher, bc.grpcServerPort), reactor,
-            settings.netty.bindAddress, bc.grpcServerPort, max_calls=bc.grpcThreadPoolNums,
+            settings.netty.bindAddress, bc.grpcServerPort, max_calls=bc.grpcThreadPoolQueueCapacity,
             max_inbound=bc.grpcMaxInboundMessageSize, tls=grpc_tls_,
             auth=GrpcAuth(controller.auth_pipeline) if controller.auth_pipeline else None,
             idle_ms=bc.grpcClientIdleTimeMills, cap=_grpc_cap(bc, reactor), max_pending=bc.grpcFrontMaxPendingBytes))

@@ -41,11 +41,7 @@ SERVER_CLASSES = {
 
 #: rmqpy defaults that are not Java 5.3.3's, each with its reason; tests/unit/test_config_defaults.py
 #: fails for any other difference and for a reason whose key no longer differs
-EXCEPTIONS: dict[str, str] = {
-    "grpcThreadPoolNums": "a gRPC call holds one of rmqpy's threads while it runs and a client's Telemetry stream "
-                          "holds one for the client's life; Java's 16 + 2 x CPUs (its calls are asynchronous) would "
-                          "turn away the 21st client of a 2-core host",
-}
+EXCEPTIONS: dict[str, str] = {}
 #: what a row of the across-releases table needs said beside its values
 NOTES: dict[str, str] = {
     "listenPort": "class defaults only (5.x BrokerConfig has its own, 6888): BrokerStartup sets 10911 and "
@@ -81,6 +77,7 @@ _HOST_DEPENDENT = {
     "brokerIP1": "(first non-loopback IPv4 address)",
     "brokerIP2": "(first non-loopback IPv4 address)",
     "brokerName": "(host name)",
+    "grpcThreadPoolNums": "=16 + PROCESSOR_NUMBER * 2",  # Java's initialiser, which rmqpy's follows
 }
 
 
@@ -301,6 +298,9 @@ def _releases_section(ours_by_server: dict[str, dict[str, str]]) -> str:
         lines.append("")
     lines += _next_section(ours_by_server)
     lines.append("### rmqpy defaults that are not Java " + JAVA_VERSION + "'s\n")
+    if not EXCEPTIONS:
+        lines.append("None: every default rmqpy has is Java " + JAVA_VERSION + "'s.")
+        return "\n".join(lines) + "\n"
     lines.append("| key | rmqpy | why |\n| --- | --- | --- |")
     everything = {**ours_by_server["namesrv"], **ours_by_server["broker"]}
     for key in sorted(EXCEPTIONS, key=str.lower):

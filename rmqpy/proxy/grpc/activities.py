@@ -10,7 +10,7 @@ broker's processors; the remoting answer becomes the gRPC one. What they share (
 clients, the lookups) is :class:`rmqpy.proxy.grpc.context.ActivityContext`.
 
 Every method returns a Deferred of the response message (``receive_message`` of the list of stream
-responses) or raises :class:`Refused`; :mod:`rmqpy.proxy.grpc.servicer` calls them from grpcio's threads
+responses) or raises :class:`Refused`; :mod:`rmqpy.proxy.grpc.servicer` calls them from grpcio's loop
 through the reactor.
 """
 from __future__ import annotations

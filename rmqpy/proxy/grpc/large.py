@@ -8,7 +8,7 @@ own copy of the received slices); decoding that into a protobuf message copies e
 the reactor. :func:`send_request` reads the request's wire format first and leaves the bodies over
 ``LARGE_BODY`` out of what it decodes: a body over the limit by its size only, which the activity
 refuses in its usual order of checks (so the answer is the proxy's), one within the limit as a
-``bytes`` sliced from the request on grpcio's thread, which the activity sends as it is. The reactor
+``bytes`` sliced from the request on grpcio's loop thread, which the activity sends as it is. The reactor
 then copies no large body, and nothing of a refused one is copied at all.
 
 The memory grpcio itself takes for such a request (its slices, and the ``bytes`` of it) is freed

@@ -1,8 +1,8 @@
-"""The bridge between grpcio's threads and the reactor, and each RPC of ``apache.rocketmq.v2.MessagingService``.
+"""Each RPC of ``apache.rocketmq.v2.MessagingService``, as a coroutine of grpcio's asyncio server.
 
-grpcio's own server runs each call on one of its pool threads; :class:`MessagingServicer` hands the
-call's work to the reactor (``callFromThread``, then waits for the Deferred's result, as
-``blockingCallFromThread`` does) and answers what the activity (:mod:`rmqpy.proxy.grpc.activities`,
+grpcio's asyncio server runs each call as a coroutine on its loop's thread (:mod:`rmqpy.proxy.grpc.aioloop`);
+:class:`MessagingServicer` hands the call's work to the reactor and awaits the Deferred's result
+(:func:`~rmqpy.proxy.grpc.aioloop.on_reactor`), then answers what the activity (:mod:`rmqpy.proxy.grpc.activities`,
 which routes each RPC to its activity) gave, or the proxy's answer of a refusal (an OK gRPC call
 carrying the ``Code``). Authentication and authorization (:mod:`rmqpy.proxy.grpc.auth`) come first,
 and every call but the route queries runs as the client its ``x-mq-client-id`` names, on the client's
@@ -10,15 +10,14 @@ and every call but the route queries runs as the client its ``x-mq-client-id`` n
 """
 from __future__ import annotations
 
-import queue
-from typing import Any, Callable, Iterator
+from typing import Any, AsyncIterator, Callable
 
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
-from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from rmqpy.proxy.grpc.activities import MessagingActivities
+from rmqpy.proxy.grpc.aioloop import on_reactor
 from rmqpy.proxy.grpc.auth import GrpcAuth
 from rmqpy.proxy.grpc.convert import Code, status
 from rmqpy.proxy.grpc.large import CutSendRequest, Trimmer
@@ -43,29 +42,17 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.trimmer: Trimmer | None = None  # returns the memory of large requests (rmqpy.proxy.grpc.large)
 
     # ------------------------------------------------------------------ the bridge
-    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn`` on the reactor and wait for its result (a Deferred's, if it returns one).
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn`` on the reactor and await its result (a Deferred's, if it returns one)."""
+        if self.stopping:
+            raise Refused(Code.INTERNAL_SERVER_ERROR, "the broker is shutting down")
+        return await on_reactor(self.reactor, fn, *args)
 
-        As ``blockingCallFromThread``, but a call still waiting when the service stops gives up
-        (the reactor may never answer it), so that no grpcio thread outlives the reactor."""
-        answer: queue.Queue[Any] = queue.Queue(1)
-        self.reactor.callFromThread(lambda: defer.maybeDeferred(fn, *args).addBoth(answer.put))
-        while True:
-            try:
-                result = answer.get(timeout=0.5)
-            except queue.Empty:
-                if self.stopping:
-                    raise Refused(Code.INTERNAL_SERVER_ERROR, "the broker is shutting down") from None
-                continue
-            if isinstance(result, Failure):
-                result.raiseException()
-            return result
-
-    def answer(self, make: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
+    async def answer(self, make: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
         """``fn``'s response, or the error response built by ``make(status)`` (the proxy answers
         a refused request with an OK gRPC call carrying the Code)."""
         try:
-            return self.call(fn, *args)
+            return await self.call(fn, *args)
         except Refused as exc:  # bad input: one rate-limited line, then the proxy's Code
             # logged on the reactor: the logger's buckets and summary timers live there
             name, code, message = fn.__name__, Code.Name(exc.code), exc.message
@@ -76,7 +63,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
             self.reactor.callFromThread(self.log.failure, "grpc call failed", Failure())
             return make(status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {str(exc)[:200]}"))
 
-    def refused(self, request: Any, context: Any) -> Any:
+    async def refused(self, request: Any, context: Any) -> Any:
         """None when the call passes authentication and authorization (if on), else the
         UNAUTHORIZED Status the proxy answers (``AuthenticationPipeline`` / ``AuthorizationPipeline``
         run before anything else, the client id check included)."""
@@ -85,19 +72,19 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
         address = self.address(context)
         host = address.rpartition(":")[0].strip("[]") or address
-        reason = self.call(self.auth.check, metadata, request, address, host)
+        reason = await self.call(self.auth.check, metadata, request, address, host)
         return None if reason is None else status(Code.UNAUTHORIZED, reason)
 
-    def channel(self, context: Any) -> Any:
+    async def channel(self, context: Any) -> Any:
         metadata = dict(context.invocation_metadata())
         client_id = metadata.get(CLIENT_ID, "")
         if not client_id or len(client_id) > 256:
             return None
         try:
-            return self.call(self.a.channel_of, client_id, self.address(context),
+            return await self.call(self.a.channel_of, client_id, self.address(context),
                               str(metadata.get(LANGUAGE, ""))[:32])
         except Exception as exc:  # TooManyClients
-            self.log.warn("gRPC client {c} refused: {e}", c=client_id[:64], e=exc)
+            self.reactor.callFromThread(self.log.warn, "gRPC client {c} refused: {e}", c=client_id[:64], e=exc)
             return None
 
     def address(self, context: Any) -> str:
@@ -115,77 +102,79 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         left = context.time_remaining()
         return int(left * 1000) if left is not None else 30_000
 
-    def answer_as_client(self, make: Callable[[Any], Any], fn: Callable[..., Any], request: Any,
+    async def answer_as_client(self, make: Callable[[Any], Any], fn: Callable[..., Any], request: Any,
                           context: Any, *args: Any) -> Any:
         """``answer`` for calls made as a client: ``fn(request, channel, *args)``, or
         CLIENT_ID_REQUIRED when the call names no (valid) client id."""
-        refused = self.refused(request, context)
+        refused = await self.refused(request, context)
         if refused is not None:
             return make(refused)
-        ch = self.channel(context)
+        ch = await self.channel(context)
         if ch is None:
             return make(status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
-        return self.answer(make, fn, request, ch, *args)
+        return await self.answer(make, fn, request, ch, *args)
 
     # ------------------------------------------------------------------ unary calls
-    def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802 (the service's names)
+    async def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802 (the service's names)
         make = lambda s: spb.QueryRouteResponse(status=s)  # noqa: E731
-        refused = self.refused(request, context)
-        return make(refused) if refused is not None else self.answer(make, self.a.query_route, request)
+        refused = await self.refused(request, context)
+        return make(refused) if refused is not None else await self.answer(make, self.a.query_route, request)
 
-    def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.HeartbeatResponse(status=s)  # noqa: E731
-        return self.answer_as_client(make, self.a.heartbeat, request, context)
+        return await self.answer_as_client(make, self.a.heartbeat, request, context)
 
-    def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.QueryAssignmentResponse(status=s)  # noqa: E731
-        refused = self.refused(request, context)
-        return make(refused) if refused is not None else self.answer(make, self.a.query_assignment, request)
+        refused = await self.refused(request, context)
+        return make(refused) if refused is not None else await self.answer(make, self.a.query_assignment, request)
 
-    def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.SendMessageResponse(status=s)  # noqa: E731
         if not isinstance(request, CutSendRequest):
-            return self.answer_as_client(make, self.a.send_message, request, context, {})
+            return await self.answer_as_client(make, self.a.send_message, request, context, {})
         # a large request (rmqpy.proxy.grpc.large): the bodies left out of its decode, and once
         # answered, the memory it took back to the system
         try:
-            return self.answer_as_client(make, self.a.send_message, request.request, context, request.bodies)
+            return await self.answer_as_client(make, self.a.send_message, request.request, context, request.bodies)
         finally:
             if self.trimmer is not None:
                 self.trimmer.soon()
 
-    def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.AckMessageResponse(status=s)  # noqa: E731
-        return self.answer_as_client(make, self.a.ack_message, request, context)
+        return await self.answer_as_client(make, self.a.ack_message, request, context)
 
-    def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.ChangeInvisibleDurationResponse(status=s)  # noqa: E731
-        return self.answer_as_client(make, self.a.change_invisible_duration, request, context)
+        return await self.answer_as_client(make, self.a.change_invisible_duration, request, context)
 
-    def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.NotifyClientTerminationResponse(status=s)  # noqa: E731
-        return self.answer_as_client(make, self.a.notify_client_termination, request, context)
+        return await self.answer_as_client(make, self.a.notify_client_termination, request, context)
 
-    def EndTransaction(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def EndTransaction(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.EndTransactionResponse(status=s)  # noqa: E731
-        return self.answer_as_client(make, self.a.end_transaction, request, context)
+        return await self.answer_as_client(make, self.a.end_transaction, request, context)
 
-    def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s)  # noqa: E731
-        return self.answer_as_client(make, self.a.forward_message_to_dead_letter_queue, request, context)
+        return await self.answer_as_client(make, self.a.forward_message_to_dead_letter_queue, request, context)
 
     # ------------------------------------------------------------------ streams
-    def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         make = lambda s: [spb.ReceiveMessageResponse(status=s)]  # noqa: E731
         version = str(dict(context.invocation_metadata()).get(CLIENT_VERSION, ""))[:32]
-        yield from self.answer_as_client(make, self.a.receive_message, request, context,
-                                          self.remaining_ms(context), version)
+        for response in await self.answer_as_client(make, self.a.receive_message, request, context,
+                                                     self.remaining_ms(context), version):
+            yield response
         now = self.a.broker.now_ms()
         done = spb.ReceiveMessageResponse()
         done.delivery_timestamp.seconds, done.delivery_timestamp.nanos = now // 1000, (now % 1000) * 1_000_000
         yield done
 
-    def Telemetry(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
+    async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:  # noqa: N802
         """The client's settings and its answers in, the merged settings and the broker's commands out
         (:mod:`rmqpy.proxy.grpc.telemetry`)."""
-        yield from telemetry_stream(self, request_iterator, context)
+        async for command in telemetry_stream(self, request_iterator, context):
+            yield command

@@ -1,16 +1,16 @@
-"""A client's Telemetry stream (the proxy's ``ClientActivity.telemetry``), on grpcio's threads.
+"""A client's Telemetry stream (the proxy's ``ClientActivity.telemetry``), a coroutine of grpcio's loop.
 
 The client's settings and its answers to the broker's commands come in; the merged settings and the
-broker's commands (transaction check-backs, thread stack trace and verify requests) go out. A thread
-reads the client's commands while the call's own thread writes what the stream holds; the settings
-go to the client activity and the answers to the client table, each on the reactor through the
-servicer's bridge (:class:`rmqpy.proxy.grpc.servicer.MessagingServicer`).
+broker's commands (transaction check-backs, thread stack trace and verify requests) go out. A task
+reads the client's commands while the call's coroutine writes what the stream holds; the settings go
+to the client activity and the answers to the client table, each on the reactor through the
+servicer's bridge (:class:`rmqpy.proxy.grpc.servicer.MessagingServicer`). An open stream costs no
+thread (issue 31 case 2).
 """
 from __future__ import annotations
 
-import queue
-import threading
-from typing import TYPE_CHECKING, Any, Iterator
+import asyncio
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import grpc
 from rocketmq.grpc_protocol import service_pb2 as spb
@@ -31,7 +31,7 @@ ANSWERS = ("thread_stack_trace", "verify_message_result")  # a client's answers 
 
 
 def report_answer(servicer: "MessagingServicer", ch: Any, cmd: Any) -> None:
-    """A client's answer to a command of the broker, from the stream's reader thread to the
+    """A client's answer to a command of the broker, from the stream's reader to the
     reactor, where the requests waiting for it are (``GrpcClients.report``); one beyond rmqpy's
     bounds is dropped here."""
     answer = bounded_answer(cmd)
@@ -42,69 +42,88 @@ def report_answer(servicer: "MessagingServicer", ch: Any, cmd: Any) -> None:
     servicer.reactor.callFromThread(servicer.a.clients.report, ch, answer)
 
 
-def telemetry_stream(servicer: "MessagingServicer", request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
+async def telemetry_stream(servicer: "MessagingServicer", request_iterator: AsyncIterator[Any],
+                           context: Any) -> AsyncIterator[Any]:
     """The client's settings and its answers to the broker's commands in, the merged settings
     and the broker's commands (transaction check-backs, thread stack trace and verify requests)
-    out. A thread reads the client's commands while this one writes what ``out`` holds; the
+    out. A task reads the client's commands while this coroutine writes what ``out`` holds; the
     answers go to the reactor (:func:`report_answer`). A settings command that fails validation ends the
     stream with INVALID_ARGUMENT, as ``ClientActivity.processTelemetryException`` does."""
-    ch = servicer.channel(context)
+    ch = await servicer.channel(context)
     if ch is None:
         yield spb.TelemetryCommand(status=status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
         return
-    out: queue.Queue[Any] = queue.Queue(MAX_TELEMETRY_PENDING)
+    loop = asyncio.get_running_loop()
+    # what goes to the client: the broker's commands (dropped when full) and the answers to the
+    # client's commands (whose reading waits when full)
+    out: asyncio.Queue[Any] = asyncio.Queue(MAX_TELEMETRY_PENDING)
+    # the broker's commands handed to the loop and taken by it: each written by one thread only, so
+    # their difference (those on their way) needs no lock
+    handed, taken = [0], [0]
 
-    def write(cmd: Any) -> None:  # on the reactor: never blocks it
+    def take(cmd: Any) -> None:  # on the loop
+        taken[0] += 1
         try:
             out.put_nowait(cmd)
-        except queue.Full:
-            servicer.log.warn("telemetry of {c}: {n} commands not written, dropping one", c=ch.client_id[:64],
-                          n=MAX_TELEMETRY_PENDING)
+        except asyncio.QueueFull:
+            servicer.reactor.callFromThread(servicer.log.warn, "telemetry of {c}: {n} commands not written, "
+                                            "dropping one", c=ch.client_id[:64], n=MAX_TELEMETRY_PENDING)
 
-    def read() -> None:
+    def write(cmd: Any) -> None:  # on the reactor: never blocks it
+        if handed[0] - taken[0] >= MAX_TELEMETRY_PENDING:
+            servicer.log.warn("telemetry of {c}: {n} commands not written, dropping one", c=ch.client_id[:64],
+                              n=MAX_TELEMETRY_PENDING)
+            return
+        handed[0] += 1
         try:
-            for n, cmd in enumerate(request_iterator):
+            loop.call_soon_threadsafe(take, cmd)
+        except RuntimeError:  # the loop is closed: the endpoint stopped
+            pass
+
+    async def read() -> None:
+        try:
+            n = 0
+            async for cmd in request_iterator:
                 if n >= MAX_TELEMETRY_COMMANDS:
                     break
+                n += 1
                 kind = cmd.WhichOneof("command")
                 if kind not in ("settings", *ANSWERS):
                     continue
-                refused = servicer.refused(cmd, context)
+                refused = await servicer.refused(cmd, context)
                 if refused is not None:  # the proxy answers the command and keeps the stream
-                    out.put(spb.TelemetryCommand(status=refused))
+                    await out.put(spb.TelemetryCommand(status=refused))
                     continue
                 if kind in ANSWERS:
                     report_answer(servicer, ch, cmd)
                     continue
                 try:
-                    out.put(servicer.call(servicer.a.settings, cmd, ch, write))
+                    await out.put(await servicer.call(servicer.a.settings, cmd, ch, write))
                 except Refused as exc:
                     code = grpc.StatusCode.INVALID_ARGUMENT if Code.BAD_REQUEST <= exc.code < Code.INTERNAL_ERROR \
                         else grpc.StatusCode.INTERNAL
-                    out.put((code, f"process client telemetryCommand failed. {exc.message}"[:300]))
+                    await out.put((code, f"process client telemetryCommand failed. {exc.message}"[:300]))
                     return
                 except Exception as exc:
-                    servicer.log.failure("telemetry settings failed", Failure())
-                    out.put((grpc.StatusCode.INTERNAL, f"process client telemetryCommand failed. {exc}"[:300]))
+                    servicer.reactor.callFromThread(servicer.log.failure, "telemetry settings failed", Failure())
+                    await out.put((grpc.StatusCode.INTERNAL, f"process client telemetryCommand failed. {exc}"[:300]))
                     return
-        except Exception:  # the client went away: grpc.RpcError from the iterator
+        except Exception:  # the client went away: grpc's error from the iterator
             pass
-        finally:
-            out.put(_END)
+        finally:  # the end must be queued: a command of the broker makes room for it
+            if out.full():
+                out.get_nowait()
+            out.put_nowait(_END)
 
-    threading.Thread(target=read, name="grpc-telemetry", daemon=True).start()
+    reader = asyncio.ensure_future(read())
     try:
         while True:
-            try:
-                item = out.get(timeout=0.5)
-            except queue.Empty:
-                if servicer.stopping or not context.is_active():
-                    return
-                continue
+            item = await out.get()
             if item is _END:
                 return
             if isinstance(item, tuple):
-                context.abort(*item)
+                await context.abort(*item)
             yield item
     finally:
+        reader.cancel()
         servicer.reactor.callFromThread(servicer.a.clients.detach, ch, write)

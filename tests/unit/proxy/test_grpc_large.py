@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Iterator
 
 import grpc
 import pytest
@@ -140,13 +140,16 @@ def test_the_trimmer_trims_once_after_a_burst_and_again_after_the_next() -> None
 
 
 class _Reactor:
-    """Runs what the grpcio threads hand over at once, on their thread."""
+    """Runs what grpcio's loop hands over at once, on the loop's thread."""
 
-    def callFromThread(self, fn: Any, *args: Any) -> None:  # noqa: N802
-        fn(*args)
+    def callFromThread(self, fn: Any, *args: Any, **kw: Any) -> None:  # noqa: N802
+        fn(*args, **kw)
 
 
-def test_the_endpoint_decodes_sendmessage_without_the_oversized_body() -> None:
+@pytest.fixture
+def endpoint() -> Iterator[tuple[Any, list[Any]]]:
+    """A GrpcServerService on fake activities whose send_message records (request, bodies) and
+    refuses: the service and what it recorded."""
     seen: list[Any] = []
 
     def send_message(req: Any, ch: Any, bodies: Any) -> Any:
@@ -158,6 +161,14 @@ def test_the_endpoint_decodes_sendmessage_without_the_oversized_body() -> None:
                                  channel_of=lambda *a: object(), send_message=send_message, grpc_port=0)
     svc = GrpcServerService(activities, _Reactor(), "127.0.0.1", 0, max_calls=4)  # type: ignore[arg-type]
     svc.startService()
+    try:
+        yield svc, seen
+    finally:
+        svc.halt(svc.server, grace=None)
+
+
+def test_the_endpoint_decodes_sendmessage_without_the_oversized_body(endpoint) -> None:
+    svc, seen = endpoint
     channel = grpc.insecure_channel(f"127.0.0.1:{svc.bound_port}")
     try:
         stub = sgrpc.MessagingServiceStub(channel)
@@ -175,5 +186,22 @@ def test_the_endpoint_decodes_sendmessage_without_the_oversized_body() -> None:
         assert svc.trimmer.trims >= 1 or svc.trimmer.trim is None
     finally:
         channel.close()
-        svc.server.stop(grace=None).wait(5)
-        svc.trimmer.stop()
+
+
+@pytest.mark.parametrize("method", ["SendMessage", "QueryRoute", "ReceiveMessage"])
+def test_a_malformed_request_ends_the_call_internal_as_the_proxy(endpoint, method: str) -> None:
+    """grpc-java (the proxy) and grpcio's synchronous server answer a request that is not a protobuf
+    with INTERNAL; grpcio's asyncio server would say UNKNOWN."""
+    svc, seen = endpoint
+    with grpc.insecure_channel(f"127.0.0.1:{svc.bound_port}") as channel:
+        path = f"/apache.rocketmq.v2.MessagingService/{method}"
+        call = channel.unary_stream(path) if method == "ReceiveMessage" else channel.unary_unary(path)
+        with pytest.raises(grpc.RpcError) as err:
+            result = call(b"\x0a\xff\xff\xff", timeout=10)  # a field whose length runs past the end
+            list(result) if method == "ReceiveMessage" else result
+        assert err.value.code() == grpc.StatusCode.INTERNAL
+        # the methods the proxy 5.3.3 does not serve either
+        with pytest.raises(grpc.RpcError) as err:
+            channel.unary_unary("/apache.rocketmq.v2.MessagingService/UpdateOffset")(b"", timeout=10)
+        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert seen == []

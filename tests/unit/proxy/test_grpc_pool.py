@@ -1,69 +1,82 @@
-"""The gRPC endpoint's server (rmqpy.proxy.grpc.server.grpc_server): calls that stay open, as every
-client's Telemetry stream does, never leave a later call without a thread; a call over the limit is
-refused at once with RESOURCE_EXHAUSTED instead of waiting."""
+"""The gRPC endpoint's server (rmqpy.proxy.grpc.server.grpc_server, grpcio's asyncio server on a loop
+of its own): calls that stay open, as every client's Telemetry stream does, cost no thread, so many
+of them never keep a later call waiting (grpcio's synchronous server held a thread per call: 1,024
+open streams refused every other client, issue 31 case 2); a call over the limit is refused at once
+with RESOURCE_EXHAUSTED instead of waiting."""
 from __future__ import annotations
 
+import asyncio
 import threading
-from typing import Any, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 import grpc
 import pytest
 
+from rmqpy.proxy.grpc.aioloop import AioThread
 from rmqpy.proxy.grpc.server import grpc_server
 
-LIMIT = 4
+LIMIT = 300  # calls in progress at once; far more than the threads of this process
 
 
-def _handler(release: threading.Event) -> Any:
-    def hold(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
+def _handler(release: asyncio.Event) -> Any:
+    async def hold(request: bytes, context: Any) -> AsyncIterator[bytes]:
         yield b"open"
-        release.wait(60)  # a stream that lasts, as a client's Telemetry stream lasts
+        await release.wait()  # a stream that lasts, as a client's Telemetry stream lasts
 
-    def ping(request: bytes, context: Any) -> bytes:
+    async def ping(request: bytes, context: Any) -> bytes:
         return b"pong"
 
     return grpc.method_handlers_generic_handler("rmqpy.test.Pool", {
-        "Hold": grpc.stream_stream_rpc_method_handler(hold),
+        "Hold": grpc.unary_stream_rpc_method_handler(hold),
         "Ping": grpc.unary_unary_rpc_method_handler(ping),
     })
 
 
 @pytest.fixture
-def endpoint() -> Iterator[tuple[grpc.Channel, threading.Event]]:
-    release = threading.Event()
-    server = grpc_server(LIMIT, 1 << 20)
-    server.add_generic_rpc_handlers((_handler(release),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+def endpoint() -> Iterator[grpc.Channel]:
+    aio = AioThread()
+    aio.start()
+    release = asyncio.Event()
+
+    async def serve() -> tuple[Any, int]:
+        server = grpc_server(LIMIT, 1 << 20)
+        server.add_generic_rpc_handlers((_handler(release),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        return server, port
+
+    server, port = aio.submit(serve()).result(10)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
-        yield channel, release
+        yield channel
     finally:
-        release.set()
+        assert aio.loop is not None
+        aio.loop.call_soon_threadsafe(release.set)
         channel.close()
-        server.stop(grace=None).wait(5)
+        aio.submit(server.stop(None)).result(10)
+        aio.stop()
 
 
-def test_open_streams_leave_a_thread_for_every_admitted_call(endpoint) -> None:
-    channel, _ = endpoint
-    hold = channel.stream_stream("/rmqpy.test.Pool/Hold")
-    ping = channel.unary_unary("/rmqpy.test.Pool/Ping")
-    streams = [hold(iter(()), timeout=10) for _ in range(LIMIT - 1)]
+def _open(channel: grpc.Channel, n: int) -> list[Any]:
+    hold = channel.unary_stream("/rmqpy.test.Pool/Hold")  # a stream whose call needs no client thread
+    streams = [hold(b"", timeout=30) for _ in range(n)]
     for s in streams:
-        assert next(s) == b"open"  # each stream runs on a pool thread of its own
-    # the old pool (64 threads for 1024 calls) let open streams take every thread: this call then
-    # waited in the pool's queue until its deadline
-    assert ping(b"", timeout=10) == b"pong"
-    streams.append(hold(iter(()), timeout=10))
-    assert next(streams[-1]) == b"open"
+        assert next(s) == b"open"
+    return streams
+
+
+def test_open_streams_take_no_thread(endpoint) -> None:
+    threads_before = threading.active_count()
+    streams = _open(endpoint, LIMIT - 1)
+    # the synchronous server ran each on a pool thread of its own; here they are coroutines
+    assert threading.active_count() - threads_before < 10
+    assert endpoint.unary_unary("/rmqpy.test.Pool/Ping")(b"", timeout=10) == b"pong"
+    assert len(streams) == LIMIT - 1
 
 
 def test_a_call_over_the_limit_is_refused_at_once(endpoint) -> None:
-    channel, _ = endpoint
-    hold = channel.stream_stream("/rmqpy.test.Pool/Hold")
-    streams = [hold(iter(()), timeout=10) for _ in range(LIMIT)]
-    for s in streams:
-        assert next(s) == b"open"
+    streams = _open(endpoint, LIMIT)  # held: a stream whose call object is collected is cancelled
     with pytest.raises(grpc.RpcError) as err:
-        channel.unary_unary("/rmqpy.test.Pool/Ping")(b"", timeout=10)
+        endpoint.unary_unary("/rmqpy.test.Pool/Ping")(b"", timeout=10)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert len(streams) == LIMIT

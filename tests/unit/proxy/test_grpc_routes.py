@@ -4,7 +4,8 @@ to the activity ``ROUTES`` names (rmqpy/proxy/grpc/activity/). Each activity's m
 a recorder here, and each RPC is called as grpcio calls it."""
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, AsyncIterator
 
 import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -45,8 +46,8 @@ CALLS: dict[str, tuple[Any, type, Any]] = {
 class _Reactor:
     """Runs what the servicer hands the reactor at once, on the calling thread."""
 
-    def callFromThread(self, f: Any, *args: Any) -> None:  # noqa: N802 (Twisted's name)
-        f(*args)
+    def callFromThread(self, f: Any, *args: Any, **kw: Any) -> None:  # noqa: N802 (Twisted's name)
+        f(*args, **kw)
 
 
 class _Context:
@@ -62,7 +63,7 @@ class _Context:
     def is_active(self) -> bool:
         return True
 
-    def abort(self, code: Any, details: str) -> None:
+    async def abort(self, code: Any, details: str) -> None:
         raise AssertionError(f"aborted: {code} {details}")
 
 
@@ -102,15 +103,23 @@ def test_each_rpc_reaches_its_activity(acts, rpc) -> None:
     request = request_type()
     if rpc == "Telemetry":
         request.settings.CopyFrom(pb.Settings(client_type=pb.ClientType.PRODUCER))
-        out = list(servicer.Telemetry(iter([request]), _Context()))
+        out = asyncio.run(_collect(servicer.Telemetry(_one(request), _Context())))
     elif rpc == "ReceiveMessage":
-        out = list(servicer.ReceiveMessage(request, _Context()))[:-1]  # the last: the delivery timestamp
+        out = asyncio.run(_collect(servicer.ReceiveMessage(request, _Context())))[:-1]  # the last: the delivery time
     else:
-        out = [getattr(servicer, rpc)(request, _Context())]
+        out = [asyncio.run(getattr(servicer, rpc)(request, _Context()))]
     assert out == [answer]
     assert len(got) == 1 and got[0][0] == request
     if rpc not in ("QueryRoute", "QueryAssignment"):  # the others run as the client named in the metadata
         assert got[0][1].client_id == "client-1"
+
+
+async def _one(request: Any) -> AsyncIterator[Any]:
+    yield request
+
+
+async def _collect(stream: AsyncIterator[Any]) -> list[Any]:
+    return [item async for item in stream]
 
 
 def _never(name: str) -> Any:

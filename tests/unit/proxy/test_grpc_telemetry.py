@@ -5,9 +5,9 @@ VerifyMessageCommand, and the client's answers with their nonce become the broke
 5.3.3's proxy (GrpcClientChannel, ClientActivity, GrpcChannelManager, LocalProxyRelayService)."""
 from __future__ import annotations
 
+import asyncio
 import queue
-import threading
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -19,6 +19,7 @@ from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.admin import ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader
 from rmqpy.proxy.grpc import local, relay
 from rmqpy.proxy.grpc.activities import MessagingActivities
+from rmqpy.proxy.grpc.aioloop import AioThread
 from rmqpy.proxy.grpc.servicer import MessagingServicer
 from tests.unit.broker.helpers import FakeChannel, call, make_broker, send_request
 
@@ -219,16 +220,16 @@ def test_answers_are_bounded_before_they_reach_the_reactor() -> None:
     assert relay.bounded_answer(_verify_result("7", pb.Code.OK)) is not None
 
 
-# ---------------------------------------------------------------------- the stream's reader thread
+# ---------------------------------------------------------------------- the stream's reader
 class _Reactor:
-    """The reactor thread, played by the test's thread: ``pump`` runs what grpcio's threads handed over."""
+    """The reactor thread, played by the test's thread: ``pump`` runs what grpcio's loop handed over."""
 
     def __init__(self, clock: Any) -> None:
         self.clock = clock
         self.calls: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]]] = queue.Queue()
 
-    def callFromThread(self, f: Callable[..., Any], *args: Any) -> None:  # noqa: N802 (Twisted's name)
-        self.calls.put((f, args))
+    def callFromThread(self, f: Callable[..., Any], *args: Any, **kw: Any) -> None:  # noqa: N802 (Twisted's name)
+        self.calls.put((lambda: f(*args, **kw), ()))
 
     def pump(self, until: Callable[[], bool], timeout: float = 10.0) -> None:
         import time
@@ -258,39 +259,46 @@ class _Context:
 
 def test_the_telemetry_reader_hands_a_thread_stack_trace_to_the_reactor(tmp_path) -> None:
     """Through the servicer's Telemetry: settings, the broker's command out, the client's answer in
-    (on grpcio's threads), the admin tool's answer on the reactor."""
+    (a coroutine on grpcio's loop, as the endpoint runs it), the admin tool's answer on the reactor."""
     broker, clock = make_broker(tmp_path)
+    aio = AioThread()
+    aio.start()
     try:
         acts = MessagingActivities(broker, broker.dispatcher, 8081)
         reactor = _Reactor(clock)
         servicer = MessagingServicer(acts, reactor)
-        incoming: queue.Queue[Any] = queue.Queue()
+        incoming: asyncio.Queue[Any] = asyncio.Queue()
         outgoing: list[Any] = []
 
-        def requests():
-            while (cmd := incoming.get()) is not None:
+        def send(cmd: Any) -> None:  # the client writes its stream
+            assert aio.loop is not None
+            aio.loop.call_soon_threadsafe(incoming.put_nowait, cmd)
+
+        async def requests() -> AsyncIterator[Any]:
+            while (cmd := await incoming.get()) is not None:
                 yield cmd
 
-        def stream() -> None:  # a grpcio pool thread writing the stream
-            for cmd in servicer.Telemetry(requests(), _Context()):
+        async def stream() -> None:  # grpcio's loop writing the stream
+            async for cmd in servicer.Telemetry(requests(), _Context()):
                 outgoing.append(cmd)
 
-        writer = threading.Thread(target=stream, daemon=True)
-        writer.start()
-        incoming.put(_consumer_settings())
+        writer = aio.submit(stream())
+        send(_consumer_settings())
         reactor.pump(lambda: len(outgoing) == 1)
         assert outgoing[0].status.code == pb.Code.OK
         admin = FakeChannel()
         call(broker, admin, _running_info(jstack=True))
         reactor.pump(lambda: len(outgoing) == 2)
         nonce = outgoing[1].print_thread_stack_trace_command.nonce
-        incoming.put(_stack_trace("999", "forged"))  # unknown: nothing answered
-        incoming.put(_stack_trace(nonce, "from the reader"))
+        send(_stack_trace("999", "forged"))  # unknown: nothing answered
+        send(_stack_trace(nonce, "from the reader"))
         reactor.pump(lambda: bool(admin.sent))
         assert fastjson.loads(admin.sent[0].body)["jstack"] == "from the reader"
         assert len(admin.sent) == 1
-        incoming.put(None)  # the client ends its stream
-        reactor.pump(lambda: not writer.is_alive() and reactor.calls.empty())
+        send(None)  # the client ends its stream
+        reactor.pump(lambda: writer.done() and reactor.calls.empty())
+        writer.result()
     finally:
         servicer.stopping = True
+        aio.stop()
         broker.shutdown()
