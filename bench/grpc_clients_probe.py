@@ -17,7 +17,10 @@ RSS and thread count, and, while they are held, what a new client waits: a fresh
 QueryRoute and SendMessage (``--samples`` times; p50 and max), and whether the official Python client
 (5.1.2) starts and sends one message. The broker inherits this process's open-file limit, which it
 raises to the hard limit at start: run the probe under ``prlimit`` for more than ~6,000 clients (the
-default TLS-and-plain-text port relays each connection through the front: 3 descriptors a client).
+default TLS-and-plain-text port relays each connection through the front: 3 descriptors a client;
+``-D tls.server.mode=disabled``: grpcio holds the port, one descriptor a client). The clients' closed
+connections sit in TIME_WAIT for a minute afterwards, in the ephemeral range where tests/interop's
+``free_port`` looks: run it apart from the interop tests.
 """
 from __future__ import annotations
 
@@ -116,12 +119,21 @@ async def _worker(endpoint: str, n: int, first: int, topic: str, heartbeat_s: fl
 
 
 def new_client(endpoint: str, topic: str) -> tuple[float, float, str]:
-    """A new client's first QueryRoute and SendMessage on a connection of its own: (ms, ms, code)."""
+    """A new client's first QueryRoute and SendMessage on a connection of its own: (ms, ms, codes)."""
+    import grpc
+    client_id = f"probe-new-{time.monotonic_ns()}"
+    t0 = time.monotonic()
+    try:
+        return _new_client(endpoint, topic, client_id)
+    except grpc.RpcError as exc:
+        return (time.monotonic() - t0) * 1000, 0.0, f"gRPC {exc.code().name}"  # type: ignore[attr-defined]
+
+
+def _new_client(endpoint: str, topic: str, client_id: str) -> tuple[float, float, str]:
     import grpc
     from rocketmq.grpc_protocol import definition_pb2 as pb
     from rocketmq.grpc_protocol import service_pb2 as spb
     from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
-    client_id = f"probe-new-{time.monotonic_ns()}"
     with grpc.insecure_channel(endpoint, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
         stub = sgrpc.MessagingServiceStub(channel)
         t0 = time.monotonic()
@@ -151,6 +163,11 @@ def official_send(endpoint: str, topic: str) -> str:
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SENT")), None)
     return f"yes: started and sent in {line[5:]}" if line else "no: " + (proc.stderr.strip().splitlines()
                                                                          or [f"exit {proc.returncode}"])[-1][:200]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -221,6 +238,10 @@ def main() -> int:
                 report["refused or failed"] = sum(c["refused"] for c in counts)
                 time.sleep(5)
                 report["broker while held"] = proc_status(broker_pid)
+                cpu0, t_cpu = cpu_seconds(broker_pid), time.monotonic()
+                time.sleep(10)
+                report["broker CPU % while held (10 s)"] = round(
+                    (cpu_seconds(broker_pid) - cpu0) / (time.monotonic() - t_cpu) * 100, 1)
                 samples = [new_client(endpoint, TOPIC) for _ in range(a.samples)]
                 for k, label in ((0, "route"), (1, "send")):
                     ms = sorted(s[k] for s in samples)

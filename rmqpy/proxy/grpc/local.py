@@ -60,6 +60,8 @@ class LocalChannel:
         self.client_id = client_id
         self.language, self.version = language, version  # what consumerConnection/producerConnection show
         self.settings: Any = None  # the client's raw Settings (apache.rocketmq.v2), from its Telemetry stream
+        # (settings, group, body): the HEART_BEAT body last built from them (GrpcClients.register)
+        self.heartbeat_body: tuple[Any, str | None, bytes | None] | None = None
         self.push: Push | None = None  # set while a Telemetry stream is open
         self.last_used = clock.seconds()
         self.read_at: float | None = None

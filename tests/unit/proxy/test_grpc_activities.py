@@ -154,6 +154,23 @@ def test_settings_register_the_client_and_heartbeat_needs_them(env) -> None:
     assert err.value.code == pb.Code.BAD_REQUEST
 
 
+def test_new_settings_change_what_the_next_heartbeat_registers(env) -> None:
+    """The HEART_BEAT body is built once per settings (a client heartbeats every 10 s): settings
+    naming another topic register the client as that topic's producer at the next heartbeat."""
+    acts, ch = env
+    tc = TopicConfig("GrpcT2")
+    acts.broker.topic_config_manager.update_topic_config(tc)
+    heartbeat = spb.HeartbeatRequest(client_type=pb.ClientType.PRODUCER)
+    for topic in ("GrpcT", "GrpcT2"):
+        cmd = _settings_cmd(client_type=pb.ClientType.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name=topic)]))
+        ch.settings = cmd.settings  # as the settings activity keeps them, without registering
+        assert _result(acts.heartbeat(heartbeat, ch)).status.code == pb.Code.OK
+        assert acts.broker.producer_manager.get_available_channel(topic) is ch
+        body = ch.heartbeat_body
+        assert _result(acts.heartbeat(heartbeat, ch)).status.code == pb.Code.OK
+        assert ch.heartbeat_body is body  # the same settings: not built again
+
+
 def test_consumer_settings_take_the_groups_retry_times_and_order(env) -> None:
     acts, ch = env
     sub = pb.Subscription(group=pb.Resource(name="g2"), subscriptions=[
