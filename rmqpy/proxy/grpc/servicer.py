@@ -40,6 +40,8 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.stopping = False
         self.peers: dict[int, str] = {}  # GrpcFront.peers when a front relays the connections
         self.trimmer: Trimmer | None = None  # returns the memory of large requests (rmqpy.proxy.grpc.large)
+        # Telemetry streams refused authentication that never passed it (on the loop; telemetry.keep_refused)
+        self.unauthenticated: set[object] = set()
 
     # ------------------------------------------------------------------ the bridge
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 # per stream: a client sends its settings once, then every 5 minutes, and answers what an admin tool asks
 MAX_TELEMETRY_COMMANDS = 10_000
 MAX_TELEMETRY_PENDING = 1024  # commands waiting to be written to one client's stream; more are dropped
+#: streams that were refused authentication and never passed it, kept open (the proxy keeps them);
+#: past this many, a refused stream is ended after its refusal, so that streams without valid
+#: credentials cannot hold what authenticated clients need (issue 31 case 2)
+MAX_UNAUTHENTICATED_STREAMS = 1024
 _END = object()
 ANSWERS = ("thread_stack_trace", "verify_message_result")  # a client's answers to the broker's commands
 
@@ -40,6 +44,22 @@ def report_answer(servicer: "MessagingServicer", ch: Any, cmd: Any) -> None:
                                                           "dropped", c=ch.client_id[:64]))
         return
     servicer.reactor.callFromThread(servicer.a.clients.report, ch, answer)
+
+
+def keep_refused(servicer: "MessagingServicer", stream: object, client_id: str) -> bool:
+    """Whether a stream whose command was just refused authentication stays open (on the loop): it
+    does, as the proxy's, unless it never authenticated and ``MAX_UNAUTHENTICATED_STREAMS`` such
+    streams are open already."""
+    unauthenticated = servicer.unauthenticated
+    if stream in unauthenticated:
+        return True
+    if len(unauthenticated) >= MAX_UNAUTHENTICATED_STREAMS:
+        servicer.reactor.callFromThread(servicer.log.warn, "telemetry of {c}: refused, and {n} streams that never "
+                                        "authenticated are open: ending it", c=client_id[:64],
+                                        n=MAX_UNAUTHENTICATED_STREAMS)
+        return False
+    unauthenticated.add(stream)
+    return True
 
 
 async def telemetry_stream(servicer: "MessagingServicer", request_iterator: AsyncIterator[Any],
@@ -80,6 +100,8 @@ async def telemetry_stream(servicer: "MessagingServicer", request_iterator: Asyn
         except RuntimeError:  # the loop is closed: the endpoint stopped
             pass
 
+    stream = object()  # this stream, in servicer.unauthenticated while refused and never authenticated
+
     async def read() -> None:
         try:
             n = 0
@@ -93,7 +115,10 @@ async def telemetry_stream(servicer: "MessagingServicer", request_iterator: Asyn
                 refused = await servicer.refused(cmd, context)
                 if refused is not None:  # the proxy answers the command and keeps the stream
                     await out.put(spb.TelemetryCommand(status=refused))
+                    if not keep_refused(servicer, stream, ch.client_id):
+                        return
                     continue
+                servicer.unauthenticated.discard(stream)
                 if kind in ANSWERS:
                     report_answer(servicer, ch, cmd)
                     continue
@@ -126,4 +151,5 @@ async def telemetry_stream(servicer: "MessagingServicer", request_iterator: Asyn
             yield item
     finally:
         reader.cancel()
+        servicer.unauthenticated.discard(stream)
         servicer.reactor.callFromThread(servicer.a.clients.detach, ch, write)

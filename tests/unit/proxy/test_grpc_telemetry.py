@@ -17,7 +17,7 @@ from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.admin import ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader
-from rmqpy.proxy.grpc import local, relay
+from rmqpy.proxy.grpc import local, relay, telemetry
 from rmqpy.proxy.grpc.activities import MessagingActivities
 from rmqpy.proxy.grpc.aioloop import AioThread
 from rmqpy.proxy.grpc.servicer import MessagingServicer
@@ -302,3 +302,77 @@ def test_the_telemetry_reader_hands_a_thread_stack_trace_to_the_reactor(tmp_path
         servicer.stopping = True
         aio.stop()
         broker.shutdown()
+
+
+class _InlineReactor:
+    """Runs what the loop hands over at once, on the loop's thread."""
+
+    def callFromThread(self, f: Callable[..., Any], *args: Any, **kw: Any) -> None:  # noqa: N802 (Twisted's name)
+        f(*args, **kw)
+
+
+class _Auth:
+    """Authenticates a call whose metadata has ``authorization: ok``."""
+
+    def check(self, metadata: dict[str, str], request: Any, address: str, host: str) -> str | None:
+        return None if metadata.get("authorization") == "ok" else "no credentials"
+
+
+class _AuthContext(_Context):
+    def __init__(self, client_id: str, authorization: str = "") -> None:
+        self.metadata = [("x-mq-client-id", client_id)] + ([("authorization", authorization)] if authorization else [])
+
+    def invocation_metadata(self) -> list[tuple[str, str]]:
+        return self.metadata
+
+
+def test_streams_that_never_authenticate_are_bounded(tmp_path, monkeypatch) -> None:
+    """The proxy answers a refused Telemetry command and keeps the stream; past
+    MAX_UNAUTHENTICATED_STREAMS such streams a refused one is ended after its answer, and a client
+    with credentials still opens its stream."""
+    monkeypatch.setattr(telemetry, "MAX_UNAUTHENTICATED_STREAMS", 2)
+    broker, _clock = make_broker(tmp_path)
+    servicer = MessagingServicer(MessagingActivities(broker, broker.dispatcher, 8081), _InlineReactor(), _Auth())
+
+    ended_early: list[str] = []
+
+    async def scenario() -> list[list[Any]]:
+        ends: list[asyncio.Event] = []
+        outputs: list[list[Any]] = []
+        ended: list[str] = []
+
+        async def client(client_id: str, authorization: str = "") -> None:
+            end = asyncio.Event()
+            ends.append(end)
+            out: list[Any] = []
+            outputs.append(out)
+
+            async def commands() -> AsyncIterator[Any]:
+                yield _consumer_settings()
+                await end.wait()  # the client keeps its stream open
+
+            async for cmd in servicer.Telemetry(commands(), _AuthContext(client_id, authorization)):
+                out.append(cmd)
+            out.append("ended")
+            ended.append(client_id)
+
+        tasks = [asyncio.ensure_future(client(f"bad-{i}")) for i in range(3)]
+        tasks.append(asyncio.ensure_future(client("good", "ok")))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        ended_early.extend(ended)
+        for end in ends:
+            end.set()
+        await asyncio.gather(*tasks)
+        return outputs
+
+    try:
+        bad0, bad1, bad2, good = asyncio.run(scenario())
+    finally:
+        broker.shutdown()
+    refused = [out[0].status.code for out in (bad0, bad1, bad2)]
+    assert refused == [pb.Code.UNAUTHORIZED] * 3
+    # the first two stayed open until their client ended them; the third was ended at once
+    assert ended_early == ["bad-2"]
+    assert good[0].status.code == pb.Code.OK and good[-1] == "ended"
+    assert servicer.unauthenticated == set()
