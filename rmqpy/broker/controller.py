@@ -86,6 +86,7 @@ from rmqpy.protocol.codes import MQVersion, RequestCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.namesrv import UnRegisterBrokerRequestHeader
 from rmqpy.remoting.client import RemotingClient
+from rmqpy.remoting.connection_limits import ConnectionCap, remoting_cap
 from rmqpy.remoting.dispatch import RequestDispatcher, RequestProcessor
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.ratelimit import RateLimitedLogger
@@ -193,6 +194,7 @@ class BrokerController:
             self.topic_config_manager, self.consumer_offset_manager, self.delay_offset_manager,
             self.subscription_group_manager, clock=reactor, timer=self.timer_message_service)
         self.server_factories: list[Any] = []  # the listening sides
+        self.remoting_cap: ConnectionCap | None = None  # their connection cap (server_factory)
         # idle / half-sent connections and the partial-frame budget, over both ports
         self.connection_limits = ConnectionLimits.from_config(self.netty_config)
         self.channel_sweeper = ChannelSweeper(reactor, self.connection_limits, config=self.netty_config)
@@ -550,8 +552,11 @@ class BrokerController:
     def server_factory(self) -> Any:
         """A factory for one listening port; all ports share the dispatcher."""
         from rmqpy.broker.server import BrokerServerFactory
+        if self.remoting_cap is None:  # one cap for the listen and fast ports, computed when the first is made
+            self.remoting_cap = remoting_cap(self.netty_config, self.reactor, "broker", self.broker_config.openFileReserve)
         factory = BrokerServerFactory(self.dispatcher, self.reactor, self.now_ms,
-                                      max_frame=self.netty_config.frameMaxLength, limits=self.connection_limits)
+                                      max_frame=self.netty_config.frameMaxLength, limits=self.connection_limits,
+                                      cap=self.remoting_cap)
         self.server_factories.append(factory)
         self.channel_sweeper.add(factory)
         return factory

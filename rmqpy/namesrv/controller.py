@@ -24,6 +24,7 @@ from rmqpy.namesrv.kvconfig import KVConfigManager, KVLimits
 from rmqpy.namesrv.metrics import NamesrvMetrics
 from rmqpy.namesrv.processor import NamesrvRequestProcessor
 from rmqpy.namesrv.routeinfo import RouteInfoManager
+from rmqpy.remoting.connection_limits import remoting_cap
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
 from rmqpy.remoting.protocol import RemotingServerFactory
@@ -54,7 +55,8 @@ class NamesrvController(service.MultiService):
         self.dispatcher.register(self.processor.handlers, self.processor)
         self.dispatcher.add_channel_listener(self)
         limits = ConnectionLimits.from_config(netty)
-        self.factory = RemotingServerFactory(self.dispatcher, self.clock, netty.frameMaxLength, limits)
+        self.factory = RemotingServerFactory(self.dispatcher, self.clock, netty.frameMaxLength, limits,
+                                             remoting_cap(netty, self.clock, "name server"))
         self.sweeper = ChannelSweeper(self.clock, limits, [self.factory], netty)  # idle, half-sent connections
         self.server = RemotingServerService(reactor, netty.listenPort, self.factory, netty.bindAddress,
                                             wrap_factory, eager_writes=True)

@@ -96,3 +96,17 @@ class ConnectionCap:
         self.refused += 1
         self.limiter.warn(f"{self.port_name} cap {kind}", self.log, fmt, port=self.port_name, host=host, n=n,
                           key=key, cap=cap)
+
+
+def remoting_cap(netty: NettyServerConfig, clock: IReactorTime, what: str, reserve: int = 0) -> ConnectionCap:
+    """The remoting ports' ConnectionCap of a server (``what``: "broker", "name server"), from
+    ``serverMaxConnections`` / ``serverMaxConnectionsPerAddress``: by default what the open-file limit
+    leaves after ``reserve`` descriptors for the store (0: a quarter of the limit), one a connection.
+    Logs the caps once, as the gRPC port's are."""
+    from rmqpy.common import fdlimit
+    total, per_address, how = fdlimit.port_caps(netty.serverMaxConnections, netty.serverMaxConnectionsPerAddress,
+                                                reserve, 1)
+    ConnectionCap.log.info("{what} remoting ports: at most {n} connections, {m} per address (0: no cap; {how})",
+                           what=what, n=total, m=per_address, how=how)
+    return ConnectionCap(f"{what} remoting ports", clock, total, per_address,
+                         ("serverMaxConnections", "serverMaxConnectionsPerAddress"))

@@ -46,3 +46,8 @@ class NettyServerConfig:
     serverChannelMaxUnsentBytes: int = 32 * 1024 * 1024
     serverPartialFrameTimeoutSeconds: int = 60
     serverPartialFramesMaxBytes: int = 256 * 1024 * 1024
+    # rmqpy (Java has none): connections the remoting ports hold at once (a broker's listenPort and fast
+    # port together), in all and per source address; 0 = from the open-file limit (what the store's
+    # reserve leaves, one descriptor a connection) and a quarter of that per address, < 0 = no cap
+    serverMaxConnections: int = 0
+    serverMaxConnectionsPerAddress: int = 0

@@ -20,7 +20,7 @@ from zope.interface import implementer
 
 from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, FrameError, RemotingCommand
-from rmqpy.remoting.connection_limits import ConnectionLimits
+from rmqpy.remoting.connection_limits import ConnectionCap, ConnectionLimits
 
 _LENGTH = struct.Struct(">I")
 # partial frames counted against the budget of all connections: smaller ones cost little
@@ -282,8 +282,13 @@ class RemotingServerFactory(protocol.Factory):
     """Builds server-side connections that all share one dispatcher."""
 
     def __init__(self, dispatcher: "Dispatcher", clock: IReactorTime,
-                 max_frame: int = codec.DEFAULT_MAX_FRAME, limits: ConnectionLimits | None = None) -> None:
+                 max_frame: int = codec.DEFAULT_MAX_FRAME, limits: ConnectionLimits | None = None,
+                 cap: ConnectionCap | None = None) -> None:
         self.dispatcher = dispatcher
+        # the port's connection cap (shared by the ports of one server); counted here at the accept,
+        # or by the TLS detector in front (which then sets admits_at_build False: it counts at the accept)
+        self.cap = cap
+        self.admits_at_build = True
         self.clock = clock
         self.max_frame = max_frame
         self.limits = limits if limits is not None else ConnectionLimits()
@@ -291,9 +296,14 @@ class RemotingServerFactory(protocol.Factory):
         self.closed_unsent = 0  # connections closed for serverChannelMaxUnsentBytes
         self.partial_budget: Any = None  # the ChannelSweeper watching this factory, if any
 
-    def buildProtocol(self, addr: object) -> RemotingProtocol:
+    def buildProtocol(self, addr: object) -> RemotingProtocol | None:
+        host = str(getattr(addr, "host", "?"))
+        counted = self.cap is not None and self.admits_at_build
+        if counted and not self.cap.admit(host):  # type: ignore[union-attr]
+            return None  # Twisted closes the socket at once
         proto = _TrackedProtocol(self.dispatcher, self.clock, self.max_frame)
         proto.factory = self
+        proto.capped_host = host if counted else None
         if self.partial_budget is not None:
             proto._budget = self.partial_budget
         return proto
@@ -317,6 +327,7 @@ class _TrackedProtocol(RemotingProtocol):
     _unsent = 0  # bytes written while paused
     _reader: Any = None
     _not_reading = False  # the reader was paused
+    capped_host: str | None = None  # the address the factory's cap counted this connection under
 
     def connectionMade(self) -> None:
         self.factory.channels.add(self)
@@ -339,6 +350,9 @@ class _TrackedProtocol(RemotingProtocol):
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.factory.channels.discard(self)
+        if self.capped_host is not None and self.factory.cap is not None:
+            self.factory.cap.release(self.capped_host)
+            self.capped_host = None
         self._release()
         self._buffer.clear()
         super().connectionLost(reason)

@@ -444,6 +444,11 @@ class TlsDetectingFactory(protocol.Factory):
         self.tls_factory.protocol = _LoggedTLSProtocol
         self.refused_plaintext = 0
         self.handshake_timeouts = 0
+        # the inner factory's connection cap is counted here, at the accept: a connection waiting for
+        # its first byte holds a descriptor as much as one past it
+        self.cap: Any = getattr(inner, "cap", None)
+        if self.cap is not None:
+            inner.admits_at_build = False  # type: ignore[attr-defined]
 
     def startFactory(self) -> None:  # noqa: N802
         self.wrapper.holder.start()
@@ -453,7 +458,9 @@ class TlsDetectingFactory(protocol.Factory):
         self.inner.doStop()  # type: ignore[no-untyped-call]
         self.wrapper.holder.stop()
 
-    def buildProtocol(self, addr: Any) -> "_Detector":  # noqa: N802
+    def buildProtocol(self, addr: Any) -> "_Detector | None":  # noqa: N802
+        if self.cap is not None and not self.cap.admit(str(getattr(addr, "host", "?"))):
+            return None  # Twisted closes the socket at once
         return _Detector(self, addr)
 
 
@@ -542,6 +549,8 @@ class _Detector(protocol.Protocol):
 
     def connectionLost(self, reason: Any = protocol.connectionDone) -> None:  # noqa: N802
         self._cancel_timer()
+        if self.factory.cap is not None:
+            self.factory.cap.release(str(getattr(self.addr, "host", "?")))
         if self.delegate is not None:
             delegate, self.delegate = self.delegate, None
             delegate.connectionLost(reason)

@@ -20,6 +20,7 @@ from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.remoting import tls
 from rmqpy.remoting.client import RemotingClient
+from rmqpy.remoting.connection_limits import ConnectionCap
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.protocol import RemotingConnectionError, RemotingServerFactory, RemotingTimeoutError
 from rmqpy.remoting.tls_testcerts import issue, make_ca
@@ -57,11 +58,11 @@ def sleep(r, seconds: float) -> defer.Deferred:
 class Server:
     """A remoting port answering PING, wrapped by the TLS wrapper of ``props``."""
 
-    def __init__(self, r, props: dict[str, str], use_inotify: bool = False) -> None:
+    def __init__(self, r, props: dict[str, str], use_inotify: bool = False, cap: ConnectionCap | None = None) -> None:
         self.dispatched: list[RemotingCommand] = []
         dispatcher = RequestDispatcher()
         dispatcher.register(PING, self)
-        self.factory = RemotingServerFactory(dispatcher, r)
+        self.factory = RemotingServerFactory(dispatcher, r, cap=cap)
         self.wrapper = tls.server_factory_wrapper(props, reactor=r, use_inotify=use_inotify)
         outer = self.wrapper(self.factory) if self.wrapper else self.factory
         self.outer = outer
@@ -690,4 +691,38 @@ def test_a_silent_connection_is_closed_after_the_idle_time_before_any_byte(pki):
             assert outer.handshake_timeouts == 1
         finally:
             await port.stopListening()
+    run(body)
+
+
+# ------------------------------------------------------------------ the ports' connection cap
+
+@pytest.mark.parametrize("mode", ["permissive", "plain"])
+def test_the_connection_cap_counts_silent_connections_and_frees_closed_ones(pki, mode):
+    """serverMaxConnections: a connection counts from its accept, before its first byte (the TLS
+    detector in front counts it); past the cap a new one is closed at once; a closed one frees its slot."""
+    async def body(r):
+        cap = ConnectionCap("test remoting ports", r, 2, 0, ("serverMaxConnections", "serverMaxConnectionsPerAddress"))
+        props = server_props(pki, **{"tls.server.mode": "permissive"}) if mode == "permissive" else \
+            {"tls.test.mode.enable": "false", "tls.config.file": "/nonexistent"}
+        srv = Server(r, props, cap=cap)
+        client = RemotingClient(r)
+        try:
+            silent = [await raw_connect(r, srv.addr, b"") for _ in range(2)]
+            await sleep(r, 0.2)
+            assert cap.total == 2
+            third = await raw_connect(r, srv.addr, b"")
+            await third.closed  # closed at once by the server
+            assert await refused(ping(client, srv.addr, timeout=1.0))
+            assert cap.refused >= 2
+            silent[0].transport.loseConnection()
+            await silent[0].closed
+            await sleep(r, 0.2)
+            assert cap.total == 1
+            assert (await ping(client, srv.addr)).remark == "pong"
+            silent[1].transport.loseConnection()
+        finally:
+            client.close()
+            await srv.close()
+        await sleep(r, 0.2)
+        assert cap.total == 0 and cap.by_address == {}
     run(body)
