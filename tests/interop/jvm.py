@@ -54,6 +54,7 @@ HARNESS_MAIN = "io.rmqpy.interop.harness.Harness"
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+CONTROLLER_MAIN = "org.apache.rocketmq.controller.ControllerStartup"
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 #: runs another main class unchanged, minus a 3 s wait in client shutdown
 FASTEXIT_MAIN = "io.rmqpy.interop.harness.FastExit"
@@ -267,6 +268,7 @@ def home_sysprops(home: Path, client_log_level: str = "WARN") -> dict[str, str]:
 _LOGBACK_5X = {
     NAMESRV_MAIN: "rmq.namesrv.logback.xml",
     BROKER_MAIN: "rmq.broker.logback.xml",
+    CONTROLLER_MAIN: "rmq.controller.logback.xml",
     "server": "rmq.broker.logback.xml",
     "proxy": "rmq.proxy.logback.xml",
     "tools": "rmq.tools.logback.xml",
@@ -482,7 +484,7 @@ class JavaProcess:
         A clean broker shutdown takes ~7 s on 4.9 and ~18 s on 5.3.3 (its
         PopReviveService and netty event threads each wait out a poll); pass
         a small ``timeout`` when a clean store does not matter."""
-        self._dump_archive()
+        self.dump_archive()
         if self.proc.poll() is None:
             try:
                 self.proc.send_signal(signal.SIGTERM)
@@ -494,7 +496,7 @@ class JavaProcess:
         return self.proc.poll()
 
     def kill9(self) -> int | None:
-        self._dump_archive()
+        self.dump_archive()
         if self.proc.poll() is None:
             try:
                 self.proc.kill()
@@ -503,9 +505,10 @@ class JavaProcess:
             self.proc.wait(10)
         return self.proc.poll()
 
-    def _dump_archive(self) -> None:
+    def dump_archive(self) -> None:
         """Write this JVM's class archive before it ends (once, at its first stop or kill): at the
-        end, so that the pause of the dump (1-2 s at a safepoint) falls outside any scenario."""
+        end, so that the pause of the dump (1-2 s at a safepoint) falls outside any scenario. A test
+        that times a kill -9 calls it before its scenario, so that the kill is at once."""
         part, self.archive_part = self.archive_part, None
         if part is not None and self.proc.poll() is None:
             cds.dump_running(java_executable(), self.proc.pid, part)
@@ -675,6 +678,24 @@ def start_java_namesrv_with_controller(version: str, workdir: Path, ip: str, tim
             raise JavaError(f"the controller embedded in the name server did not elect itself:\n{ns.log_tail(30)}")
         time.sleep(0.2)
     return ns, f"{ip}:{ns.port}", ctl
+
+
+def start_java_controller(version: str, workdir: Path, port: int, props: Mapping[str, object], *,
+                          heap_mb: int = 128, timeout: float = 60.0) -> JavaProcess:
+    """Apache's standalone controller (``ControllerStartup -c controller.properties``, rocketmq-controller
+    of ``version``) on ``port`` (its ``listenPort``), the ControllerConfig keys of ``props``
+    (``controllerDLegerGroup``, ``controllerDLegerPeers``, ``controllerDLegerSelfId``, ...); returns when it
+    listens and printed "boot success" (it may not have a leader yet: see :func:`controller_leader`).
+    ``workdir`` is its ROCKETMQ_HOME and user.home; its store defaults to ``workdir/store``. Started
+    again on the same ``workdir`` and ``port``, it reads its DLedger journal."""
+    _check_version(version)
+    home = prepare_home(Path(workdir))
+    conf = {"listenPort": port, "rocketmqHome": str(home), "controllerStorePath": str(home / "store"),
+            "mappedFileSize": 4 * 1024 * 1024, **props}
+    config = home / "controller.properties"
+    _write_properties(config, conf)
+    return _start_server("controller", version, CONTROLLER_MAIN, home, config, {k: str(v) for k, v in conf.items()},
+                         port, heap_mb, None, (), "boot success", timeout)
 
 
 def start_java_broker(

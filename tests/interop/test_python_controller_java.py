@@ -24,15 +24,17 @@ import concurrent.futures
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rmqpy.client import Message, Producer
 from rmqpy.protocol.codes import RequestCode
+from rmqpy.store.commitlog import CommitLog
 from tests.interop import clients, jvm, servers
-from tests.interop.test_controller_failover_java import _keys_on
+from tests.interop.test_controller_failover_java import _commit_log, _keys_on, _runtime, _runtime_now
 from tests.interop.test_controller_mode_java import _sections
-from tests.interop.waiting import wait_until
+from tests.interop.waiting import concurrently, wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -43,20 +45,30 @@ TOPIC = "PyCtlTopic"
 COUNT = 100
 
 
-def start_controllers(tmp: Path, ip: str) -> tuple[dict[str, servers.ServerProcess], dict[str, str]]:
+def start_controllers(tmp: Path, ip: str, kind: str = "rmqpy") -> tuple[dict[str, Any], dict[str, str]]:
+    """Three controllers of one DLedger group ``pyctl``, started side by side: rmqpy's (``twistd
+    rmq-controller``, PySyncObj on ``controllerRaftPeers``) or Apache's 5.3.3 ``ControllerStartup``
+    (``kind`` "java", DLedger); (peer id -> process, peer id -> address). Both scan for dead brokers
+    and masters every 2 s."""
     ports = {f"n{i}": servers.free_port() for i in range(3)}
-    raft = {p: servers.free_port() for p in ports}
     peers = ";".join(f"{p}-{ip}:{port}" for p, port in ports.items())
-    raft_peers = ";".join(f"{p}-{ip}:{port}" for p, port in raft.items())
-    procs = {}
-    for peer, port in ports.items():
-        conf = servers.write_conf(tmp / peer / "controller.conf", {
-            "controllerDLegerGroup": "pyctl", "controllerDLegerPeers": peers, "controllerDLegerSelfId": peer,
-            "controllerRaftPeers": raft_peers, "controllerStorePath": tmp / peer / "store",
-            "scanNotActiveBrokerInterval": 2000, "scanInactiveMasterInterval": 2000})
-        procs[peer] = servers.ServerProcess("rmq-controller", ["-c", str(conf)], tmp / peer, port, ip)
+    keys = {"controllerDLegerGroup": "pyctl", "controllerDLegerPeers": peers,
+            "scanNotActiveBrokerInterval": 2000, "scanInactiveMasterInterval": 2000}
+
+    def start(peer: str) -> Any:
+        if kind == "java":
+            return jvm.start_java_controller(JAVA, tmp / peer, ports[peer], {**keys, "controllerDLegerSelfId": peer})
+        return procs[peer].start()
+    procs: dict[str, Any] = {}
+    if kind == "rmqpy":
+        raft_peers = ";".join(f"{p}-{ip}:{servers.free_port()}" for p in ports)
+        for peer, port in ports.items():
+            conf = servers.write_conf(tmp / peer / "controller.conf", {
+                **keys, "controllerDLegerSelfId": peer, "controllerRaftPeers": raft_peers,
+                "controllerStorePath": tmp / peer / "store"})
+            procs[peer] = servers.ServerProcess("rmq-controller", ["-c", str(conf)], tmp / peer, port, ip)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        list(pool.map(lambda p: p.start(), procs.values()))
+        procs.update(zip(ports, pool.map(start, ports)))
     return procs, {p: f"{ip}:{port}" for p, port in ports.items()}
 
 
@@ -76,13 +88,24 @@ def leader_of(addrs: list[str]) -> str:
     return ""
 
 
-def sync_state(leader: str) -> dict:
+def sync_state(leader: str, name: str = SET) -> dict:
+    """What the controller at ``leader`` holds of set ``name`` (masterAddress, masterEpoch, inSyncReplicas...)."""
     try:
         code, _r, _e, body = jvm.remoting_request(leader, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
-                                                  body=json.dumps([SET]).encode())
+                                                  body=json.dumps([name]).encode())
     except (OSError, ValueError):
         return {}
-    return json.loads(body).get("replicasInfoTable", {}).get(SET, {}) if code == 0 else {}
+    return json.loads(body).get("replicasInfoTable", {}).get(name, {}) if code == 0 else {}
+
+
+def start_member(kind: str, workdir: Path, ns_addr: str, props: dict, ip: str, port: int | None = None) -> Any:
+    """One broker of a set in controller mode: Apache's 5.3.3 (``kind`` "java") or rmqpy's, on ``port``
+    (a free one by default; the same one to restart it on its store)."""
+    if kind == "java":
+        return jvm.start_java_broker(JAVA, workdir, ns_addr, {**props, "bindAddress": "0.0.0.0"}, broker_ip=ip,
+                                     listen_port=port, wait_registered=False)
+    port = port or servers.free_port()
+    return servers.start_broker(workdir, ns_addr, props={**props, "listenPort": port}, port=port, host=ip)
 
 
 @pytest.mark.parametrize("members", ["java", "mixed"])
@@ -99,16 +122,11 @@ def test_brokers_fail_over_under_rmqpy_controllers(java_built, client_host, tmp_
         ns = servers.start_namesrv(tmp_path / "ns", host=ip)
         procs["ns"] = ns
         props = {"brokerClusterName": CLUSTER, "brokerName": SET, "enableControllerMode": True,
-                 "controllerAddr": ";".join(live), "brokerIP1": ip, "brokerIP2": ip, "bindAddress": "0.0.0.0",
+                 "controllerAddr": ";".join(live), "brokerIP1": ip, "brokerIP2": ip,
                  "mappedFileSizeCommitLog": 4 * 1024 * 1024, "allAckInSyncStateSet": True}
 
         def start(name: str) -> object:
-            if name.startswith("java"):
-                return jvm.start_java_broker(JAVA, tmp_path / name, ns.addr, props, broker_ip=ip,
-                                             wait_registered=False)
-            port = servers.free_port()
-            return servers.start_broker(tmp_path / name, ns.addr, props={**props, "listenPort": port}, port=port,
-                                        host=ip)
+            return start_member(name.split("-")[0], tmp_path / name, ns.addr, props, ip)
 
         if members == "mixed":  # the rmqpy master first: it elects itself
             procs["py-1"] = start("py-1")
@@ -224,3 +242,211 @@ def test_brokers_fail_over_under_rmqpy_controllers(java_built, client_host, tmp_
 
 def _peer(ctl_addrs: dict[str, str], addr: str) -> str:
     return next(p for p, a in ctl_addrs.items() if a == addr)
+
+
+#: the broker sets under Apache's controllers, in start order (the first elects itself master): the
+#: issue's mixed set, a Java-majority set, and the all-Java set as the reference
+SETS = {"mixed": ("py", "py", "java"), "jmaj": ("java", "java", "py"), "java": ("java", "java", "java")}
+#: SEND_OKs each producer must have before the kill and after the failover
+LOAD = 10
+
+
+def commit_log_end(store: Path) -> int:
+    """Where the last whole record of the commit log under ``store`` ends (a killed broker's written end)."""
+    log = CommitLog(str(store / "commitlog"), 4 * 1024 * 1024, readonly=True)
+    log.load()
+    try:
+        return max((off + d.size for off, d in log.iter_records(log.get_min_offset()) if d.success), default=0)
+    finally:
+        log.close()
+
+
+def epoch_entries(store: Path) -> list[tuple[int, int]]:
+    """The (epoch, start offset) entries of a store's epoch file (Java's ``CheckpointFile``)."""
+    lines = (store / "epochFileCheckpoint").read_text().split("\n") if (store / "epochFileCheckpoint").exists() else []
+    return [(int(a), int(b)) for a, _, b in (line.partition("-") for line in lines[2:] if line)]
+
+
+class BrokerSet:
+    """Three brokers of one set under the controllers ``ctl``, with a 4.9.8 producer sending SYNC all the time."""
+
+    def __init__(self, kind: str, tmp: Path, ip: str, ns_addr: str, ctl: list[str]) -> None:
+        self.kind, self.tmp, self.ip, self.ns_addr, self.ctl = kind, tmp / kind, ip, ns_addr, ctl
+        self.name, self.cluster, self.topic = f"broker-{kind}", f"Cl-{kind}", f"Fo-{kind}"
+        self.props = {"brokerClusterName": self.cluster, "brokerName": self.name, "enableControllerMode": True,
+                      "controllerAddr": ";".join(ctl), "brokerIP1": ip, "brokerIP2": ip,
+                      "mappedFileSizeCommitLog": 4 * 1024 * 1024, "allAckInSyncStateSet": True,
+                      # no TBW102 route: a send before its topic's route would go to any set's master
+                      "autoCreateTopicEnable": False}
+        self.members = {f"{k}-{i}": k for i, k in enumerate(SETS[kind], 1)}
+        self.procs: dict[str, Any] = {}
+        self.producer: clients.BackgroundHarness | None = None
+
+    def start(self, name: str, port: int | None = None) -> None:
+        self.procs[name] = start_member(self.members[name], self.tmp / name, self.ns_addr, self.props, self.ip, port)
+
+    def addr(self, name: str) -> str:
+        return f"{self.ip}:{self.procs[name].port}"
+
+    def state(self) -> dict:
+        return sync_state(leader_of(self.ctl), self.name)
+
+    def named(self, addr: str) -> str:
+        return next(n for n in self.procs if self.addr(n) == addr)
+
+    def store(self, name: str) -> Path:
+        return self.tmp / name / "store"
+
+    def diag(self) -> str:
+        return json.dumps(self.state()) + "".join(p.log_tail(40) for p in self.procs.values())
+
+    def up(self) -> None:
+        """The members of the first one's kind start side by side, the first to register with the
+        controllers elects itself; then the others join; all three in the in-sync set."""
+        kind = SETS[self.kind][0]
+        concurrently(*(lambda n=n: self.start(n) for n, k in self.members.items() if k == kind))
+        wait_until(lambda: self.state().get("masterAddress"), 60, what=f"{self.kind}: a {kind} master elected",
+                   diag=self.diag)
+        concurrently(*(lambda n=n: self.start(n) for n, k in self.members.items() if k != kind), lambda: None)
+        info = wait_until(lambda: (lambda i: i if len(i.get("inSyncReplicas", [])) == 3 else {})(self.state()), 60,
+                          what=f"{self.kind}: all three in sync", diag=self.diag)
+        self.master = self.named(info["masterAddress"])
+        assert self.members[self.master] == kind, info
+        wait_until(lambda: jvm.broker_registered(self.ns_addr, self.addr(self.master)), 30,
+                   what=f"{self.kind}: the master registered")
+        # a Java master's class archive now, not in its kill -9 (a pause of 1-2 s before the kill)
+        getattr(self.procs[self.master], "dump_archive", lambda: None)()
+
+    def kill_master(self) -> float:
+        """kill -9 of the master; when it was dead."""
+        self.procs[self.master].kill9()
+        return time.monotonic()
+
+    def create_topic(self) -> None:
+        """The set's topic on its master (what mqadmin updateTopic sends), then known to each replica
+        (their sync from the master: a new master must have it) and routed by the name server."""
+        fields = {"topic": self.topic, "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+                  "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"}
+        code, remark, _, _ = jvm.remoting_request(self.addr(self.master), RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                                  {k: str(v) for k, v in fields.items()})
+        assert code == 0, (self.kind, code, remark)
+
+        def known(name: str) -> bool:
+            try:
+                code, _, _, body = jvm.remoting_request(self.addr(name), RequestCode.GET_ALL_TOPIC_CONFIG)
+            except (OSError, ValueError):
+                return False
+            return code == 0 and f'"{self.topic}"'.encode() in body
+        for name in self.procs:
+            wait_until(lambda n=name: known(n), 30, 0.2, what=f"{self.kind}: {name} has {self.topic}", diag=self.diag)
+        wait_until(lambda: jvm.remoting_request(self.ns_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                {"topic": self.topic})[0] == 0, 30, 0.2,
+                   what=f"{self.kind}: {self.topic} routed")
+
+    def produce(self, host: Any) -> None:
+        """The official 4.9.8 producer, SYNC sends one after the other; a failed send is counted and the
+        next goes on; its routes polled every second (Java's default is 30 s)."""
+        self.producer = clients.BackgroundHarness(host, "4.9.8", [
+            "produce", "-n", self.ns_addr, "-t", self.topic, "-g", f"P{self.kind}", "-c", "1000000", "--keys", "k{i}",
+            "--continue-on-error", "--send-timeout-ms", "1000", "--poll-namesrv-ms", "1000"], self.tmp / "producer.jsonl")
+
+    def acked(self) -> list[dict]:
+        assert self.producer is not None
+        return [e for e in self.producer.events().of("sent") if e["status"] == "SEND_OK"]
+
+    def fail_over(self, killed: float, last_i: int) -> dict[str, float]:
+        """After the master's kill -9 at ``killed``: the seconds to a new master and to the first SEND_OK
+        of a message sent after the kill (index past ``last_i`` + 1, the one in flight)."""
+        old = self.addr(self.master)
+        info = wait_until(lambda: (lambda i: i if i.get("masterAddress") not in (None, "", old) else {})(
+            self.state()), 60, 0.05, what=f"{self.kind}: a new master", diag=self.diag)
+        elected = time.monotonic() - killed
+        wait_until(lambda: any(e["i"] > last_i + 1 for e in self.acked()), 60, 0.05,
+                   what=f"{self.kind}: a SEND_OK after the kill", diag=self.diag)
+        first_ok = time.monotonic() - killed
+        assert info["masterEpoch"] == 2, info
+        self.new_master = self.named(info["masterAddress"])
+        return {"elected": elected, "first_ok": first_ok}
+
+    def rejoin(self) -> dict[str, int]:
+        """The old master, restarted on its store and port: the new master's replica, its commit log cut
+        to where the elected epoch starts (what it wrote past that, no replica acked) and caught up, its
+        epoch file the new master's, back in the in-sync set. (bytes cut, the common end offset)"""
+        old, new = self.master, self.new_master
+        written = commit_log_end(self.store(old))
+        elected_start = epoch_entries(self.store(new))[-1][1]
+        self.start(old, self.procs[old].port)
+        end = int(_runtime_now(self.addr(new))["commitLogMaxOffset"])  # the producer is stopped: final
+        wait_until(lambda: int(_runtime(self.addr(old)).get("commitLogMaxOffset", -1)) == end, 60,
+                   what=f"{self.kind}: {old} caught up to {end}", diag=self.diag)
+        assert _commit_log(self.store(old), end) == _commit_log(self.store(new), end), self.kind
+        assert [e for e, _ in epoch_entries(self.store(new))] == [1, 2], (self.kind, epoch_entries(self.store(new)))
+        wait_until(lambda: epoch_entries(self.store(old)) == epoch_entries(self.store(new)), 10,
+                   what=f"{self.kind}: {old}'s epoch file is {new}'s", diag=self.diag)
+        wait_until(lambda: len(self.state().get("inSyncReplicas", [])) == 3, 60,
+                   what=f"{self.kind}: {old} back in the in-sync set", diag=self.diag)
+        return {"cut": max(0, written - elected_start), "end": end}
+
+
+def test_sets_fail_over_under_java_controllers(java_built, client_host, tmp_path: Path):
+    """Three standalone Apache 5.3.3 controllers (``ControllerStartup``, DLedger) and three sets side by
+    side: mixed (rmqpy master + rmqpy + Java 5.3.3), Java-majority (Java master + Java + rmqpy) and all
+    Java (the reference). A 4.9.8 producer sends SYNC to each set all the time; ``kill -9`` of the three
+    masters at once: each set elects a replica, its producer resumes (the time from the kill to the
+    first SEND_OK of a message sent after it is printed, per set), every acknowledged message is read
+    back from the new master; each old master, restarted, rejoins as a replica, its commit log cut to
+    the elected epoch's start and then equal to the new master's."""
+    ip = client_host.host_ip
+    t0 = time.monotonic()
+    ctls, ctl_addrs = start_controllers(tmp_path / "ctl", ip, "java")
+    ctl = list(ctl_addrs.values())
+    sets: dict[str, BrokerSet] = {}
+    ns = None
+    try:
+        wait_until(lambda: leader_of(ctl), 30, what="a controller leader",
+                   diag=lambda: "".join(p.log_tail(30) for p in ctls.values()))
+        ns = servers.start_namesrv(tmp_path / "ns", host=ip)
+        sets = {k: BrokerSet(k, tmp_path, ip, ns.addr, ctl) for k in SETS}
+        # each set's producer starts once the set is up and its topic routed
+        concurrently(*(lambda s=s: (s.up(), s.create_topic(), s.produce(client_host)) for s in sets.values()))
+        up = time.monotonic() - t0
+        for s in sets.values():
+            wait_until(lambda s=s: len(s.acked()) >= LOAD, 60, 0.2, what=f"{s.kind}: {LOAD} SEND_OK", diag=s.diag)
+
+        loaded = time.monotonic()
+        killed = {k: s.kill_master() for k, s in sets.items()}
+        last = {k: max(e["i"] for e in s.producer.events() if "i" in e) for k, s in sets.items()}  # type: ignore
+        times: dict[str, dict[str, float]] = {}
+        concurrently(*(lambda k=k, s=s: times.__setitem__(k, s.fail_over(killed[k], last[k]))
+                       for k, s in sets.items()))
+        after = time.monotonic()
+        for k, s in sets.items():
+            wait_until(lambda k=k, s=s: sum(e["i"] > last[k] + 1 for e in s.acked()) >= LOAD, 60, 0.2,
+                       what=f"{k}: {LOAD} SEND_OK after the failover", diag=s.diag)
+            s.producer.stop()  # type: ignore[union-attr]
+        acked = {k: {e["keys"] for e in s.acked()} for k, s in sets.items()}
+        for k, s in sets.items():
+            read = _keys_on(ns.addr, s.topic)
+            assert acked[k] <= read, (k, sorted(acked[k] - read)[:10])
+        failed_over = time.monotonic()
+
+        rejoined: dict[str, dict[str, int]] = {}
+        concurrently(*(lambda k=k, s=s: rejoined.__setitem__(k, s.rejoin()) for k, s in sets.items()))
+        for k, s in sets.items():
+            print(f"{k} ({' + '.join(SETS[k])}): {s.new_master} elected {times[k]['elected']:.2f} s and the first "
+                  f"SEND_OK {times[k]['first_ok']:.2f} s after kill -9 of {s.master}; {len(acked[k])} acknowledged, "
+                  f"all read back; {s.master} rejoined, {rejoined[k]['cut']} unreplicated bytes cut, equal up to "
+                  f"{rejoined[k]['end']}")
+        print(f"sets up in {up:.1f} s, loaded in {loaded - t0 - up:.1f} s, failed over in {after - loaded:.1f} s, "
+              f"more load and read back in {failed_over - after:.1f} s, rejoined in {time.monotonic() - failed_over:.1f}"
+              f" s, all in {time.monotonic() - t0:.1f} s")
+    finally:
+        for s in sets.values():
+            if s.producer is not None:
+                s.producer.stop()
+            for proc in s.procs.values():
+                proc.kill9()
+        if ns is not None:
+            ns.kill9()
+        for proc in ctls.values():
+            proc.kill9()
