@@ -21,7 +21,16 @@ against a Java 5.3.3 broker's endpoint by tests/interop/test_metrics_logs.py):
   and delivered, their delay, and the timer service's gauges. ``rocketmq_half_messages``: prepared
   sends less END_TRANSACTIONs, per real topic;
 - rmqpy's own: ``rmqpy_reactor_lag_milliseconds``, ``rmqpy_put_latency_milliseconds``,
-  ``rmqpy_flush_latency_milliseconds`` and ``rmqpy_storage_disk_used_ratio``.
+  ``rmqpy_flush_latency_milliseconds`` and ``rmqpy_storage_disk_used_ratio``;
+- rmqpy's own too, the replica set (controller mode, issue 28): ``rmqpy_broker_role{role}`` (1 for
+  the role held now: ``SYNC_MASTER``, ``ASYNC_MASTER`` or ``SLAVE``, as Java's ``BrokerRole``), and in
+  controller mode ``rmqpy_broker_master_epoch`` (the epoch of the master this broker knows, as mqadmin
+  getSyncStateSet's ``#MasterEpoch``), ``rmqpy_broker_sync_state_set_size`` and
+  ``rmqpy_broker_sync_state_set_epoch`` (``#SyncStateSetNums`` and ``#SyncStateSetEpoch``: the master's
+  in-sync set, which the master keeps: 0 on a replica). Apache 5.3.3's broker
+  exports no metric of these (``BrokerMetricsConstant``, ``DefaultStoreMetricsConstant`` and the HA
+  service have none; only its controller counts elections, ``election_total``, and its own ``role``:
+  rmqpy/controller/metrics.py), hence rmqpy's prefix.
 
 Where rmqpy's numbers differ: ``throughput_in`` and ``message_size`` count a stored message's
 size computed from the request (Java's ``wroteBytes``, the record as stored, less the
@@ -266,7 +275,8 @@ class BrokerMetricsManager:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(CallbackCollector(
             self._traffic, lambda: self.rpc.families(self.base), self._broker_gauges, self._connections,
-            self._lag, self._store, self._pop, self._timer, lambda: self.reactor_lag.families(self.base)))
+            self._lag, self._store, self._pop, self._timer, lambda: self.reactor_lag.families(self.base),
+            self._replicas))
 
     @staticmethod
     def enabled(broker_config: Any) -> bool:
@@ -403,6 +413,20 @@ class BrokerMetricsManager:
         yield base.one("rocketmq_topic_number", "Active topic number", len(b.topic_config_manager.table))
         yield base.one("rocketmq_consumer_group_number", "Active subscription group number",
                        len(b.subscription_group_manager.table))
+
+    def _replicas(self) -> Iterable[Metric]:
+        base = self.base
+        yield base.gauge("rmqpy_broker_role", "The broker's role now (1)", ("role",),
+                         [((self.broker.role.role.value,), 1)])
+        replicas = getattr(self.broker, "replicas_manager", None)  # controller mode only
+        if replicas is None:
+            return
+        yield base.one("rmqpy_broker_master_epoch", "The epoch of the master this broker knows", replicas.master_epoch)
+        on_master = replicas.master_broker_id is not None and replicas.master_broker_id == replicas.broker_controller_id
+        yield base.one("rmqpy_broker_sync_state_set_size", "The master's in-sync replicas, itself included",
+                       len(replicas.sync_state_set) if on_master else 0)
+        yield base.one("rmqpy_broker_sync_state_set_epoch", "The epoch of the master's in-sync set",
+                       replicas.sync_state_set_epoch if on_master else 0)
 
     def _connections(self) -> Iterable[Metric]:
         b, base = self.broker, self.base

@@ -90,3 +90,37 @@ def test_fenced_until_elected_then_a_sync_master_with_id_0(tmp_path) -> None:
         stopped = broker.shutdown()
         clock.pump([1.0] * 3)
     assert stopped.called, "the broker's service tree, replicas manager included, stops"
+
+
+def test_metrics_follow_the_role_the_epoch_and_the_in_sync_set(tmp_path) -> None:
+    """rmqpy_broker_role, rmqpy_broker_master_epoch, rmqpy_broker_sync_state_set_{size,epoch} (rmqpy's own:
+    Java 5.3.3's broker has none) as an election and a notification change them."""
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    clock = task.Clock()
+    clock.advance(1_700_000_000)
+    settings = controller_mode_settings(tmp_path)
+    settings.broker.metricsExporterType = "PROM"
+    controller = FakeController(leader=C1, peers=[C1])
+    broker = BrokerController(settings, clock)
+    broker.namesrv_client = controller  # type: ignore[assignment]
+    broker.initialize()
+    broker.start()
+
+    def scrape() -> dict[str, Any]:
+        assert broker.metrics_manager is not None
+        text = generate_latest(broker.metrics_manager.registry).decode()
+        return {(x.name, x.labels.get("role", "")): x.value for f in text_string_to_metric_families(text)
+                for x in f.samples if x.name.startswith("rmqpy_broker_") and x.labels["node_id"] == "broker-a"}
+    try:
+        clock.pump([1.0] * 10)
+        assert scrape() == {("rmqpy_broker_role", "SYNC_MASTER"): 1, ("rmqpy_broker_master_epoch", ""): 1,
+                            ("rmqpy_broker_sync_state_set_size", ""): 1, ("rmqpy_broker_sync_state_set_epoch", ""): 1}
+        controller.name_server["broker-a"][0] = "127.0.0.1:20911"
+        call(broker, FakeChannel(), notify(controller, 2, "127.0.0.1:20911", 2))
+        assert scrape() == {("rmqpy_broker_role", "SLAVE"): 1, ("rmqpy_broker_master_epoch", ""): 2,
+                            ("rmqpy_broker_sync_state_set_size", ""): 0, ("rmqpy_broker_sync_state_set_epoch", ""): 0}
+    finally:
+        broker.shutdown()
+        clock.pump([1.0] * 3)
