@@ -32,7 +32,7 @@ from rmqpy.client import Message, Producer
 from rmqpy.protocol.codes import RequestCode
 from rmqpy.store.commitlog import CommitLog
 from tests.interop import clients, jvm, servers
-from tests.interop.test_controller_failover_java import _commit_log, _keys_on, _runtime, _runtime_now
+from tests.interop.test_controller_failover_java import _commit_log, _keys_on, _runtime
 from tests.interop.test_controller_mode_java import _sections
 from tests.interop.waiting import concurrently, wait_until
 
@@ -376,7 +376,9 @@ class BrokerSet:
         written = commit_log_end(self.store(old))
         elected_start = epoch_entries(self.store(new))[-1][1]
         self.start(old, self.procs[old].port)
-        end = int(_runtime_now(self.addr(new))["commitLogMaxOffset"])  # the producer is stopped: final
+        # the producer is stopped: final (polled: a loaded JVM may answer a request late)
+        end = wait_until(lambda: int(_runtime(self.addr(new)).get("commitLogMaxOffset", 0)), 30,
+                         what=f"{self.kind}: {new}'s runtime info", diag=self.diag)
         wait_until(lambda: int(_runtime(self.addr(old)).get("commitLogMaxOffset", -1)) == end, 60,
                    what=f"{self.kind}: {old} caught up to {end}", diag=self.diag)
         assert _commit_log(self.store(old), end) == _commit_log(self.store(new), end), self.kind
