@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ import pytest
 from rmqpy.client import Message, Producer
 from rmqpy.protocol.codes import RequestCode
 from rmqpy.store.commitlog import CommitLog
-from tests.interop import clients, jvm, servers
+from tests.interop import clients, grpcpy, jvm, servers
 from tests.interop.test_controller_failover_java import _commit_log, _keys_on, _runtime
 from tests.interop.test_controller_mode_java import _sections
 from tests.interop.waiting import concurrently, wait_until
@@ -249,6 +251,9 @@ def _peer(ctl_addrs: dict[str, str], addr: str) -> str:
 SETS = {"mixed": ("py", "py", "java"), "jmaj": ("java", "java", "py"), "java": ("java", "java", "java")}
 #: SEND_OKs each producer must have before the kill and after the failover
 LOAD = 10
+#: the producers a set can have: the 4.9.8 remoting client, the 5.1.2 Python gRPC client (through Apache's
+#: proxy: bench/controller_failover_sets.py)
+CLIENTS = ("remoting", "grpc")
 
 
 def commit_log_end(store: Path) -> int:
@@ -272,8 +277,9 @@ class BrokerSet:
 
     def __init__(self, kind: str, tmp: Path, ip: str, ns_addr: str, ctl: list[str]) -> None:
         self.kind, self.tmp, self.ip, self.ns_addr, self.ctl = kind, tmp / kind, ip, ns_addr, ctl
-        self.name, self.cluster, self.topic = f"broker-{kind}", f"Cl-{kind}", f"Fo-{kind}"
-        self.props = {"brokerClusterName": self.cluster, "brokerName": self.name, "enableControllerMode": True,
+        self.name, self.topic = f"broker-{kind}", f"Fo-{kind}"
+        self.master = ""  # once up
+        self.props = {"brokerClusterName": CLUSTER, "brokerName": self.name, "enableControllerMode": True,
                       "controllerAddr": ";".join(ctl), "brokerIP1": ip, "brokerIP2": ip,
                       "mappedFileSizeCommitLog": 4 * 1024 * 1024, "allAckInSyncStateSet": True,
                       # no TBW102 route: a send before its topic's route would go to any set's master
@@ -281,6 +287,8 @@ class BrokerSet:
         self.members = {f"{k}-{i}": k for i, k in enumerate(SETS[kind], 1)}
         self.procs: dict[str, Any] = {}
         self.producer: clients.BackgroundHarness | None = None
+        self.grpc: subprocess.Popen | None = None
+        self.clients = CLIENTS[:1]  # and "grpc" once produce() started it
 
     def start(self, name: str, port: int | None = None) -> None:
         self.procs[name] = start_member(self.members[name], self.tmp / name, self.ns_addr, self.props, self.ip, port)
@@ -310,12 +318,13 @@ class BrokerSet:
         concurrently(*(lambda n=n: self.start(n) for n, k in self.members.items() if k != kind), lambda: None)
         info = wait_until(lambda: (lambda i: i if len(i.get("inSyncReplicas", [])) == 3 else {})(self.state()), 60,
                           what=f"{self.kind}: all three in sync", diag=self.diag)
-        self.master = self.named(info["masterAddress"])
-        assert self.members[self.master] == kind, info
-        wait_until(lambda: jvm.broker_registered(self.ns_addr, self.addr(self.master)), 30,
+        master = self.named(info["masterAddress"])
+        assert self.members[master] == kind, info
+        wait_until(lambda: jvm.broker_registered(self.ns_addr, info["masterAddress"]), 30,
                    what=f"{self.kind}: the master registered")
         # a Java master's class archive now, not in its kill -9 (a pause of 1-2 s before the kill)
-        getattr(self.procs[self.master], "dump_archive", lambda: None)()
+        getattr(self.procs[master], "dump_archive", lambda: None)()
+        self.master = master
 
     def kill_master(self) -> float:
         """kill -9 of the master; when it was dead."""
@@ -343,30 +352,57 @@ class BrokerSet:
                                                 {"topic": self.topic})[0] == 0, 30, 0.2,
                    what=f"{self.kind}: {self.topic} routed")
 
-    def produce(self, host: Any) -> None:
-        """The official 4.9.8 producer, SYNC sends one after the other; a failed send is counted and the
-        next goes on; its routes polled every second (Java's default is 30 s)."""
+    def produce(self, host: Any, grpc_endpoint: str | None = None) -> None:
+        """Producers sending one message after the other, each going on after a failed send: the
+        official 4.9.8 remoting producer (SYNC, its routes polled every second: Java's default is 30 s)
+        and, given ``grpc_endpoint`` (Apache's proxy), the official 5.1.2 Python gRPC client."""
         self.producer = clients.BackgroundHarness(host, "4.9.8", [
             "produce", "-n", self.ns_addr, "-t", self.topic, "-g", f"P{self.kind}", "-c", "1000000", "--keys", "k{i}",
-            "--continue-on-error", "--send-timeout-ms", "1000", "--poll-namesrv-ms", "1000"], self.tmp / "producer.jsonl")
+            "--continue-on-error", "--send-timeout-ms", "1000", "--poll-namesrv-ms", "1000"], self.tmp / "remoting.jsonl")
+        if grpc_endpoint is None:
+            return
+        self.clients = CLIENTS
+        with open(self.tmp / "grpc.jsonl", "w") as out:
+            self.grpc = host.popen([sys.executable, str(grpcpy.CLIENT), grpc_endpoint, "produce", self.topic, "1000000",
+                                    "--keys", "g{i}", "--continue-on-error"], stdout=out, stderr=subprocess.DEVNULL)
 
-    def acked(self) -> list[dict]:
-        assert self.producer is not None
-        return [e for e in self.producer.events().of("sent") if e["status"] == "SEND_OK"]
+    def stop_producers(self) -> None:
+        if self.producer is not None:
+            self.producer.stop()
+        if self.grpc is not None and self.grpc.poll() is None:
+            self.grpc.kill()
+            self.grpc.wait(10)
 
-    def fail_over(self, killed: float, last_i: int) -> dict[str, float]:
-        """After the master's kill -9 at ``killed``: the seconds to a new master and to the first SEND_OK
-        of a message sent after the kill (index past ``last_i`` + 1, the one in flight)."""
+    def acked(self, client: str) -> list[dict]:
+        """The sends of ``client`` ("remoting", "grpc") answered SEND_OK (a gRPC receipt is one)."""
+        return [e for e in clients.read_events(self.tmp / f"{client}.jsonl").of("sent")
+                if e.get("status", "SEND_OK") == "SEND_OK"]
+
+    def last_sent(self) -> dict[str, int]:
+        """Each producer's last message index sent or failed so far."""
+        return {c: max((e["i"] for e in clients.read_events(self.tmp / f"{c}.jsonl") if "i" in e), default=-1)
+                for c in self.clients}
+
+    def fail_over(self, killed: float, last: dict[str, int]) -> dict[str, float]:
+        """After the master's kill -9 at ``killed``: the seconds to a new master, and for each producer to
+        its first SEND_OK of a message sent after the kill (an index past ``last`` + 1, the one in flight)."""
         old = self.addr(self.master)
         info = wait_until(lambda: (lambda i: i if i.get("masterAddress") not in (None, "", old) else {})(
             self.state()), 60, 0.05, what=f"{self.kind}: a new master", diag=self.diag)
-        elected = time.monotonic() - killed
-        wait_until(lambda: any(e["i"] > last_i + 1 for e in self.acked()), 60, 0.05,
-                   what=f"{self.kind}: a SEND_OK after the kill", diag=self.diag)
-        first_ok = time.monotonic() - killed
+        times = {"elected": time.monotonic() - killed}
+        pending = set(self.clients)
+
+        def resumed() -> bool:
+            for c in list(pending):
+                if any(e["i"] > last[c] + 1 for e in self.acked(c)):
+                    times[c] = time.monotonic() - killed
+                    pending.discard(c)
+            return not pending
+        wait_until(resumed, 60, 0.05, what=f"{self.kind}: a SEND_OK after the kill from each producer",
+                   diag=lambda: f"{pending} {self.diag()}")
         assert info["masterEpoch"] == 2, info
         self.new_master = self.named(info["masterAddress"])
-        return {"elected": elected, "first_ok": first_ok}
+        return times
 
     def rejoin(self) -> dict[str, int]:
         """The old master, restarted on its store and port: the new master's replica, its commit log cut
@@ -393,40 +429,64 @@ class BrokerSet:
 def test_sets_fail_over_under_java_controllers(java_built, client_host, tmp_path: Path):
     """Three standalone Apache 5.3.3 controllers (``ControllerStartup``, DLedger) and three sets side by
     side: mixed (rmqpy master + rmqpy + Java 5.3.3), Java-majority (Java master + Java + rmqpy) and all
-    Java (the reference). A 4.9.8 producer sends SYNC to each set all the time; ``kill -9`` of the three
-    masters at once: each set elects a replica, its producer resumes (the time from the kill to the
-    first SEND_OK of a message sent after it is printed, per set), every acknowledged message is read
-    back from the new master; each old master, restarted, rejoins as a replica, its commit log cut to
-    the elected epoch's start and then equal to the new master's."""
+    Java (the reference). The 4.9.8 remoting producer sends SYNC to each set all the time; ``kill -9``
+    of the three masters at once: each set elects a replica, the producers resume (the time from the
+    kill to the first SEND_OK of a message sent after it is printed, per set), every acknowledged
+    message is read back from the new master; each old master, restarted, rejoins as a replica, its
+    commit log cut to the elected epoch's start and then equal to the new master's. With a gRPC
+    producer too: bench/controller_failover_sets.py."""
+    run_sets(client_host, tmp_path, grpc=False)
+
+
+def run_sets(client_host: Any, tmp_path: Path, grpc: bool) -> dict[str, dict[str, float]]:
+    """The scenario of :func:`test_sets_fail_over_under_java_controllers`; with ``grpc``, Apache's 5.3.3
+    proxy (cluster mode) in front of the sets and the 5.1.2 Python gRPC client sending to each set
+    through it as well (rmqpy's own gRPC port serves its broker only: a client pointed at it cannot
+    follow a new master). Per set, the seconds from the kill to the new master ("elected") and to each
+    producer's first SEND_OK ("remoting", "grpc")."""
     ip = client_host.host_ip
     t0 = time.monotonic()
     ctls, ctl_addrs = start_controllers(tmp_path / "ctl", ip, "java")
     ctl = list(ctl_addrs.values())
     sets: dict[str, BrokerSet] = {}
-    ns = None
+    ns = proxy = None
     try:
         wait_until(lambda: leader_of(ctl), 30, what="a controller leader",
                    diag=lambda: "".join(p.log_tail(30) for p in ctls.values()))
         ns = servers.start_namesrv(tmp_path / "ns", host=ip)
         sets = {k: BrokerSet(k, tmp_path, ip, ns.addr, ctl) for k in SETS}
-        # each set's producer starts once the set is up and its topic routed
-        concurrently(*(lambda s=s: (s.up(), s.create_topic(), s.produce(client_host)) for s in sets.values()))
+        started: list[Any] = []
+
+        def start_proxy() -> None:
+            """Apache's proxy, its routes refreshed every second, once a master of the cluster is up (it
+            makes a system topic there at start)."""
+            wait_until(lambda: any(s.master for s in sets.values()), 120, what="a master up")
+            started.append(jvm.start_java_proxy(JAVA, tmp_path / "proxy", ns.addr, props={  # type: ignore[union-attr]
+                "rocketMQClusterName": CLUSTER, "topicRouteServiceCacheRefreshSeconds": 1}))
+        concurrently(*(lambda s=s: (s.up(), s.create_topic()) for s in sets.values()),
+                     *((start_proxy,) if grpc else ()))
+        proxy = started[0] if started else None
+        for s in sets.values():
+            s.produce(client_host, f"{ip}:{proxy.port}" if proxy is not None else None)
         up = time.monotonic() - t0
         for s in sets.values():
-            wait_until(lambda s=s: len(s.acked()) >= LOAD, 60, 0.2, what=f"{s.kind}: {LOAD} SEND_OK", diag=s.diag)
+            for c in s.clients:
+                wait_until(lambda s=s, c=c: len(s.acked(c)) >= LOAD, 60, 0.2, what=f"{s.kind}: {LOAD} SEND_OK ({c})",
+                           diag=s.diag)
 
         loaded = time.monotonic()
         killed = {k: s.kill_master() for k, s in sets.items()}
-        last = {k: max(e["i"] for e in s.producer.events() if "i" in e) for k, s in sets.items()}  # type: ignore
+        last = {k: s.last_sent() for k, s in sets.items()}
         times: dict[str, dict[str, float]] = {}
         concurrently(*(lambda k=k, s=s: times.__setitem__(k, s.fail_over(killed[k], last[k]))
                        for k, s in sets.items()))
         after = time.monotonic()
         for k, s in sets.items():
-            wait_until(lambda k=k, s=s: sum(e["i"] > last[k] + 1 for e in s.acked()) >= LOAD, 60, 0.2,
-                       what=f"{k}: {LOAD} SEND_OK after the failover", diag=s.diag)
-            s.producer.stop()  # type: ignore[union-attr]
-        acked = {k: {e["keys"] for e in s.acked()} for k, s in sets.items()}
+            for c in s.clients:
+                wait_until(lambda k=k, s=s, c=c: sum(e["i"] > last[k][c] + 1 for e in s.acked(c)) >= LOAD, 60, 0.2,
+                           what=f"{k}: {LOAD} SEND_OK after the failover ({c})", diag=s.diag)
+            s.stop_producers()
+        acked = {k: {e["keys"] for c in s.clients for e in s.acked(c)} for k, s in sets.items()}
         for k, s in sets.items():
             read = _keys_on(ns.addr, s.topic)
             assert acked[k] <= read, (k, sorted(acked[k] - read)[:10])
@@ -435,20 +495,23 @@ def test_sets_fail_over_under_java_controllers(java_built, client_host, tmp_path
         rejoined: dict[str, dict[str, int]] = {}
         concurrently(*(lambda k=k, s=s: rejoined.__setitem__(k, s.rejoin()) for k, s in sets.items()))
         for k, s in sets.items():
-            print(f"{k} ({' + '.join(SETS[k])}): {s.new_master} elected {times[k]['elected']:.2f} s and the first "
-                  f"SEND_OK {times[k]['first_ok']:.2f} s after kill -9 of {s.master}; {len(acked[k])} acknowledged, "
-                  f"all read back; {s.master} rejoined, {rejoined[k]['cut']} unreplicated bytes cut, equal up to "
-                  f"{rejoined[k]['end']}")
+            t = times[k]
+            grpc_ok = f" and {t['grpc']:.2f} s (5.1.2 gRPC, proxy)" if "grpc" in t else ""
+            print(f"{k} ({' + '.join(SETS[k])}): {s.new_master} elected {t['elected']:.2f} s after kill -9 of "
+                  f"{s.master}, first SEND_OK {t['remoting']:.2f} s (4.9.8 remoting){grpc_ok}; {len(acked[k])} "
+                  f"acknowledged, all read back; {s.master} rejoined, {rejoined[k]['cut']} unreplicated bytes cut, "
+                  f"equal up to {rejoined[k]['end']}")
         print(f"sets up in {up:.1f} s, loaded in {loaded - t0 - up:.1f} s, failed over in {after - loaded:.1f} s, "
               f"more load and read back in {failed_over - after:.1f} s, rejoined in {time.monotonic() - failed_over:.1f}"
               f" s, all in {time.monotonic() - t0:.1f} s")
+        return times
     finally:
         for s in sets.values():
-            if s.producer is not None:
-                s.producer.stop()
+            s.stop_producers()
             for proc in s.procs.values():
                 proc.kill9()
-        if ns is not None:
-            ns.kill9()
+        for server in (proxy, ns):
+            if server is not None:
+                server.kill9()
         for proc in ctls.values():
             proc.kill9()

@@ -3,7 +3,9 @@
 Run in a client host: ``python grpc_client.py ENDPOINT COMMAND ...``; prints one JSON object per
 line (``sent``, ``received``, ``done``) on stdout. Commands:
 
-* ``produce TOPIC N [GROUP] [--delay-s D]``: Producer.send N messages (bodies ``grpc-{i}``), in
+* ``produce TOPIC N [GROUP] [--delay-s D] [--keys TEMPLATE] [--continue-on-error]``: Producer.send N
+  messages (bodies ``grpc-{i}``, keys TEMPLATE with ``{i}`` the index; a failed send with
+  --continue-on-error is an ``error`` line with its index, and the next one is sent 50 ms later), in
   message group GROUP if given (a FIFO topic), or with a delivery timestamp D s after the send (a
   DELAY topic; ``sent`` then carries ``deliverAt``, epoch seconds). 5.1.2 writes
   ``Message.delivery_timestamp`` into the Timestamp's seconds although its docstring says ms: a
@@ -71,17 +73,28 @@ def run(config, command: str, rest: list[str], tls: bool, hold: float) -> int:
         producer.startup()
         try:
             delay_s = _opt(rest, "--delay-s", None)
+            keys = _opt(rest, "--keys", None)
+            go_on = "--continue-on-error" in rest
             for i in range(n):
                 m = Message()
                 m.topic, m.body, m.tag = topic, f"grpc-{i}".encode(), "TagA"
                 if len(rest) > 2 and not rest[2].startswith("--"):
                     m.message_group = rest[2]
                 extra = {}
+                if keys is not None:
+                    m.keys = extra["keys"] = keys.replace("{i}", str(i))
                 if delay_s is not None:
                     m.delivery_timestamp = int(time.time()) + int(delay_s)
                     extra["deliverAt"] = m.delivery_timestamp
-                receipt = producer.send(m)
-                emit("sent", msgId=receipt.message_id, body=f"grpc-{i}", **extra)
+                try:
+                    receipt = producer.send(m)
+                except Exception as exc:  # noqa: BLE001 (--continue-on-error: counted, the next one sent)
+                    if not go_on:
+                        raise
+                    emit("error", i=i, error=f"{type(exc).__name__}: {exc}")
+                    time.sleep(0.05)  # an application's pause: some errors come at once, a loop would spin
+                    continue
+                emit("sent", i=i, msgId=receipt.message_id, body=f"grpc-{i}", **extra)
             _hold(hold)
         finally:
             producer.shutdown()
