@@ -1,7 +1,8 @@
 """Controller mode under kill -9 (issue 32): a random controller and the set's master, each round.
 
 Three controllers (``--controllers rmqpy``: ``twistd rmq-controller`` on PySyncObj; ``java``: Apache's
-5.3.3 name server with its controller embedded, three DLedger peers, used only as controllers), an
+5.3.3 name server with its controller embedded, three DLedger peers, used only as controllers;
+``java-standalone``: Apache's 5.3.3 ``ControllerStartup``, three DLedger peers), an
 rmqpy name server and a set of two rmqpy brokers in controller mode with
 ``allAckInSyncStateSet=true``. A producer thread sends all the time (rmqpy's blocking producer, keys
 numbered). Each round: wait until both brokers are in the SyncStateSet, ``kill -9`` one controller
@@ -11,7 +12,7 @@ controller on its store). At the end every key that got SEND_OK must be read bac
 Printed: per round the two times, then their median and maximum, the acknowledged and lost
 counts, and each controller's RSS. Not part of CI:
 
-    PYTHONPATH=. python3 bench/controller_kill9_loop.py --rounds 50 [--controllers java] [--seed 7]
+    PYTHONPATH=. python3 bench/controller_kill9_loop.py --rounds 50 [--controllers java|java-standalone] [--seed 7]
 """
 from __future__ import annotations
 
@@ -89,6 +90,8 @@ class Controllers:
                                       {**keys, "controllerRaftPeers": self.peers(self.raft)})
             self.procs[peer] = servers.ServerProcess("rmq-controller", ["-c", str(conf)], self.tmp / peer,
                                                      self.ports[peer]).start()
+        elif self.kind == "java-standalone":
+            self.procs[peer] = jvm.start_java_controller(jvm_version(), self.tmp / peer, self.ports[peer], keys)
         else:
             self.procs[peer] = jvm.start_java_namesrv(jvm_version(), workdir=self.tmp / peer, props={
                 **{k: str(v) for k, v in keys.items()}, "enableControllerInNamesrv": True,
@@ -108,12 +111,12 @@ def jvm_version() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=50)
-    ap.add_argument("--controllers", choices=("rmqpy", "java"), default="rmqpy")
+    ap.add_argument("--controllers", choices=("rmqpy", "java", "java-standalone"), default="rmqpy")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    if args.controllers == "java":
+    if args.controllers != "rmqpy":
         jvm.ensure_built()
     tmp = Path(tempfile.mkdtemp(prefix="ctl-kill9-"))
     ctl = Controllers(args.controllers, tmp / "ctl")
