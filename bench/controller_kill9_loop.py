@@ -119,7 +119,11 @@ def main() -> int:
     if args.controllers != "rmqpy":
         jvm.ensure_built()
     tmp = Path(tempfile.mkdtemp(prefix="ctl-kill9-"))
-    ctl = Controllers(args.controllers, tmp / "ctl")
+    try:
+        ctl = Controllers(args.controllers, tmp / "ctl")
+    except BaseException:  # no free ports (a flood of TIME_WAIT sockets on the machine, say)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     ns = brokers = None
     procs: dict[str, Any] = {}
     stop = threading.Event()
