@@ -355,7 +355,8 @@ class BrokerSet:
     def produce(self, host: Any, grpc_endpoint: str | None = None) -> None:
         """Producers sending one message after the other, each going on after a failed send: the
         official 4.9.8 remoting producer (SYNC, its routes polled every second: Java's default is 30 s)
-        and, given ``grpc_endpoint`` (Apache's proxy), the official 5.1.2 Python gRPC client."""
+        and, given ``grpc_endpoint`` (Apache's proxy), the official 5.1.2 Python gRPC client, 20 ms between
+        two sends (as fast as it can, three of them starved the JVMs on 2 cores: no remoting send in 60 s)."""
         self.producer = clients.BackgroundHarness(host, "4.9.8", [
             "produce", "-n", self.ns_addr, "-t", self.topic, "-g", f"P{self.kind}", "-c", "1000000", "--keys", "k{i}",
             "--continue-on-error", "--send-timeout-ms", "1000", "--poll-namesrv-ms", "1000"], self.tmp / "remoting.jsonl")
@@ -364,7 +365,8 @@ class BrokerSet:
         self.clients = CLIENTS
         with open(self.tmp / "grpc.jsonl", "w") as out:
             self.grpc = host.popen([sys.executable, str(grpcpy.CLIENT), grpc_endpoint, "produce", self.topic, "1000000",
-                                    "--keys", "g{i}", "--continue-on-error"], stdout=out, stderr=subprocess.DEVNULL)
+                                    "--keys", "g{i}", "--continue-on-error", "--pause", "0.02"], stdout=out,
+                                   stderr=subprocess.DEVNULL)
 
     def stop_producers(self) -> None:
         if self.producer is not None:

@@ -3,9 +3,10 @@
 Run in a client host: ``python grpc_client.py ENDPOINT COMMAND ...``; prints one JSON object per
 line (``sent``, ``received``, ``done``) on stdout. Commands:
 
-* ``produce TOPIC N [GROUP] [--delay-s D] [--keys TEMPLATE] [--continue-on-error]``: Producer.send N
-  messages (bodies ``grpc-{i}``, keys TEMPLATE with ``{i}`` the index; a failed send with
-  --continue-on-error is an ``error`` line with its index, and the next one is sent 50 ms later), in
+* ``produce TOPIC N [GROUP] [--delay-s D] [--keys TEMPLATE] [--continue-on-error] [--pause S]``:
+  Producer.send N messages (bodies ``grpc-{i}``, keys TEMPLATE with ``{i}`` the index; a failed send
+  with --continue-on-error is an ``error`` line with its index, and the next one is sent 50 ms later;
+  --pause: S seconds between two sends, a steady producer rather than one as fast as it can), in
   message group GROUP if given (a FIFO topic), or with a delivery timestamp D s after the send (a
   DELAY topic; ``sent`` then carries ``deliverAt``, epoch seconds). 5.1.2 writes
   ``Message.delivery_timestamp`` into the Timestamp's seconds although its docstring says ms: a
@@ -75,6 +76,7 @@ def run(config, command: str, rest: list[str], tls: bool, hold: float) -> int:
             delay_s = _opt(rest, "--delay-s", None)
             keys = _opt(rest, "--keys", None)
             go_on = "--continue-on-error" in rest
+            pause = float(_opt(rest, "--pause", "0"))
             for i in range(n):
                 m = Message()
                 m.topic, m.body, m.tag = topic, f"grpc-{i}".encode(), "TagA"
@@ -95,6 +97,7 @@ def run(config, command: str, rest: list[str], tls: bool, hold: float) -> int:
                     time.sleep(0.05)  # an application's pause: some errors come at once, a loop would spin
                     continue
                 emit("sent", i=i, msgId=receipt.message_id, body=f"grpc-{i}", **extra)
+                time.sleep(pause)
             _hold(hold)
         finally:
             producer.shutdown()
