@@ -39,6 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.grpc_idle_probe import grpc_send  # noqa: E402
 from tests.interop import servers  # noqa: E402
 
 TOPIC = "ClientsProbe"
@@ -149,22 +150,6 @@ def _new_client(endpoint: str, topic: str, client_id: str) -> tuple[float, float
     return (t1 - t0) * 1000, (t2 - t1) * 1000, code
 
 
-def official_send(endpoint: str, topic: str) -> str:
-    code = ("import sys, time\nfrom rocketmq import ClientConfiguration, Credentials, Producer, Message\n"
-            "t = time.monotonic()\n"
-            "p = Producer(ClientConfiguration(sys.argv[1], Credentials(), request_timeout=10), (sys.argv[2],))\n"
-            "p.startup()\nm = Message()\nm.topic, m.body = sys.argv[2], b'probe'\n"
-            "p.send(m)\nprint('SENT %.0f ms' % ((time.monotonic() - t) * 1000), flush=True)\np.shutdown()\n")
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, endpoint, topic], capture_output=True, text=True,
-                              timeout=60)
-    except subprocess.TimeoutExpired:
-        return "no (timed out after 60 s)"
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SENT")), None)
-    return f"yes: started and sent in {line[5:]}" if line else "no: " + (proc.stderr.strip().splitlines()
-                                                                         or [f"exit {proc.returncode}"])[-1][:200]
-
-
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
@@ -248,7 +233,7 @@ def main() -> int:
                     report[f"new client while held: first {label} ms p50 / max"] = \
                         f"{ms[len(ms) // 2]:.1f} / {ms[-1]:.1f}"
                 report["new client while held: codes"] = sorted({s[2] for s in samples})
-                report["official Python client while held"] = official_send(endpoint, TOPIC)
+                report["official Python client while held: started and sent"] = grpc_send(endpoint, TOPIC, 60)
                 report["broker after the samples"] = proc_status(broker_pid)
             finally:
                 for w in workers:
