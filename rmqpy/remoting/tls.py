@@ -36,6 +36,10 @@ Where rmqpy differs from Java, on purpose (the safer choice):
   registration, 10 s later; a 10 s first-byte deadline reset that connection under the
   registration and cost the broker its route for 30 s more.) Where the wrapped server has no idle
   limit, the handshake timeout bounds the silence instead.
+* SNI (Java serves one certificate; apache/rocketmq#10302): ``tls.server.sni.<name>.certPath``,
+  ``.keyPath`` and ``.keyPassword`` add a pair per server name (``*.example.com`` matches one
+  label); a client whose SNI names one gets that pair, anyone else the default certificate. The same
+  keys serve the gRPC port (grpc core picks the pair by SNI), and reload watches their files too.
 * Reload watches certificate, key and trust files (inotify when available plus a 500 ms
   poll) and reloads when ANY of them changes (Java waits for both cert and key), after
   checking the new key matches the new certificate; a broken file keeps the old context.
@@ -46,9 +50,10 @@ name: brokers reach name servers by IP address.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -109,6 +114,9 @@ class TlsSettings:
     client_auth_server: bool = False
     client_trust_cert_path: str | None = None
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    # rmqpy (Java has none, apache/rocketmq#10302): server name -> (certPath, keyPath, keyPassword),
+    # from tls.server.sni.<name>.certPath / .keyPath / .keyPassword; "*.example.com" matches one label
+    server_sni: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     config_file: str = DEFAULT_CONFIG_FILE
     config_file_used: bool = False
     sources: list[str] = field(default_factory=list)
@@ -122,8 +130,8 @@ class TlsSettings:
                 extra = load_properties(s.config_file)
             except PropertiesError as exc:
                 raise TlsConfigError(str(exc)) from None
-            for key in _FILE_KEYS:
-                if key in extra:
+            for key in extra:
+                if key in _FILE_KEYS or key.startswith("tls.server.sni."):
                     p[key] = extra[key].strip()
             s.config_file_used = True
         mode = p.get("tls.server.mode", "permissive").lower()
@@ -149,6 +157,7 @@ class TlsSettings:
         # Java's test mode defaults to true (TlsSystemConfig.tlsTestModeEnable, ProxyConfig.tlsTestModeEnable)
         s.server_self_signed = not s.server_cert_path and (s.test_mode if test_mode is not None
                                                            else not s.server_key_path)
+        s.server_sni = _sni_pairs(p)
         if "tls.handshake.timeoutMillis" in p:
             try:
                 s.handshake_timeout = int(p["tls.handshake.timeoutMillis"]) / 1000.0
@@ -158,13 +167,55 @@ class TlsSettings:
         return s
 
     def server_paths(self) -> list[str]:
-        return [q for q in (self.server_cert_path, self.server_key_path, self.server_trust_cert_path) if q]
+        """The server's files to read and watch (a self-signed default has only the SNI ones)."""
+        if self.server_self_signed:
+            return self.sni_paths()
+        return [q for q in (self.server_cert_path, self.server_key_path, self.server_trust_cert_path) if q] + \
+            self.sni_paths()
+
+    def sni_paths(self) -> list[str]:
+        return [q for cert, key, _ in self.server_sni.values() for q in (cert, key)]
 
     def client_paths(self) -> list[str]:
         return [q for q in (self.client_cert_path, self.client_key_path, self.client_trust_cert_path) if q]
 
 
 # ------------------------------------------------------------------ building contexts
+
+_SNI_NAME = re.compile(r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+
+
+def _sni_pairs(p: dict[str, str]) -> dict[str, tuple[str, str, str | None]]:
+    """The ``tls.server.sni.<name>.*`` keys: a certificate and key per server name, both required."""
+    found: dict[str, dict[str, str]] = {}
+    for key, value in p.items():
+        if not key.startswith("tls.server.sni."):
+            continue
+        name, _, attr = key[len("tls.server.sni."):].rpartition(".")
+        if attr not in ("certPath", "keyPath", "keyPassword"):
+            raise TlsConfigError(f"{key}: expected tls.server.sni.<server name>.certPath, .keyPath or .keyPassword")
+        name = name.lower()
+        if len(name) > 253 or not _SNI_NAME.match(name):
+            raise TlsConfigError(f"{key}: {name!r} is not a host name (or *.domain)")
+        found.setdefault(name, {})[attr] = value
+    out = {}
+    for name, attrs in found.items():
+        if not attrs.get("certPath") or not attrs.get("keyPath"):
+            raise TlsConfigError(f"tls.server.sni.{name}: needs both certPath and keyPath")
+        out[name] = (attrs["certPath"], attrs["keyPath"], _opt(attrs.get("keyPassword")))
+    return out
+
+
+def sni_match(names: Iterable[str], server_name: str) -> str | None:
+    """The configured name a client's SNI ``server_name`` selects: the same name, else the
+    ``*.`` name of its parent domain; None for neither (the default certificate then)."""
+    wanted = server_name.lower().rstrip(".")
+    names = set(names)
+    if wanted in names:
+        return wanted
+    parent = wanted.partition(".")[2]
+    return f"*.{parent}" if parent and f"*.{parent}" in names else None
+
 
 def _read_files(paths: list[str]) -> dict[str, bytes]:
     out = {}
@@ -257,17 +308,41 @@ def self_signed_pair(common_name: str = "rmqpy-test-mode") -> tuple[bytes, bytes
 
 
 def build_server_context(s: TlsSettings, files: dict[str, bytes]) -> tuple[SSL.Context, str]:
-    """(context, SHA-256 fingerprint of the served certificate) from the file contents."""
+    """(context, SHA-256 fingerprint of the served certificate) from the file contents. With
+    ``tls.server.sni.*`` pairs, a client's SNI picks its pair's context (same client-auth rules)."""
     ctx = _base_context(server=True)
     if s.server_self_signed:
         cert_pem, key_pem = files["<test-cert>"], files["<test-key>"]
         fp = _use_pair(ctx, {"c": cert_pem, "k": key_pem}, "c", "k", None)
         ctx.set_verify(SSL.VERIFY_PEER, _trust_all)  # Java test mode: client auth OPTIONAL, trust all
-        return ctx, fp
-    fp = _use_pair(ctx, files, s.server_cert_path, s.server_key_path, s.server_key_password)  # type: ignore[arg-type]
+    else:
+        fp = _use_pair(ctx, files, s.server_cert_path, s.server_key_path, s.server_key_password)  # type: ignore[arg-type]
+        _client_auth(ctx, s, files)
+    if s.server_sni:
+        by_name = {}
+        for name, (cert_path, key_path, password) in s.server_sni.items():
+            named = _base_context(server=True)
+            _use_pair(named, files, cert_path, key_path, password)
+            if s.server_self_signed:
+                named.set_verify(SSL.VERIFY_PEER, _trust_all)
+            else:
+                _client_auth(named, s, files)
+            by_name[name] = named
+
+        def pick(conn: SSL.Connection) -> None:
+            server_name = conn.get_servername()
+            name = sni_match(by_name, server_name.decode("ascii", "replace")) if server_name else None
+            if name is not None:
+                conn.set_context(by_name[name])
+        ctx.set_tlsext_servername_callback(pick)
+    return ctx, fp
+
+
+def _client_auth(ctx: SSL.Context, s: TlsSettings, files: dict[str, bytes]) -> None:
+    """tls.server.need.client.auth and the trust of client certificates, as Java applies them."""
     if s.need_client_auth == "none":
         ctx.set_verify(SSL.VERIFY_NONE)
-        return ctx, fp
+        return
     mode = SSL.VERIFY_PEER | (SSL.VERIFY_FAIL_IF_NO_PEER_CERT if s.need_client_auth == "require" else 0)
     if s.server_auth_client:
         if not s.server_trust_cert_path:
@@ -279,7 +354,6 @@ def build_server_context(s: TlsSettings, files: dict[str, bytes]) -> tuple[SSL.C
             ctx.set_verify(mode)
     else:
         ctx.set_verify(mode, _trust_all)  # Java: authClient=false trusts every client certificate
-    return ctx, fp
 
 
 def build_client_context(s: TlsSettings, files: dict[str, bytes]) -> tuple[SSL.Context, str]:
@@ -571,7 +645,6 @@ class TlsServerWrapper:
         paths = settings.server_paths()
         if settings.server_self_signed:
             static["<test-cert>"], static["<test-key>"] = self_signed_pair()
-            paths = []
             log.info("TLS: no tls.server.certPath: serving a self-signed certificate beside plaintext "
                      "(tls.test.mode.enable, Java's default; not for production)")
         self.holder = ReloadingContext("server", lambda files: build_server_context(settings, files), paths,

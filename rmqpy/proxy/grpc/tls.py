@@ -40,7 +40,6 @@ class GrpcTls:
         self.paths = settings.server_paths()
         if settings.server_self_signed:
             self._static["<test-cert>"], self._static["<test-key>"] = tls.self_signed_pair()
-            self.paths = []
         self._stamps = self._stat()
         files = self._read()
         self.initial, self.fingerprint = self._config(files)
@@ -74,16 +73,15 @@ class GrpcTls:
         s = self.settings
         _, fp = tls.build_server_context(s, {**files, **self._static})  # raises TlsConfigError
         if s.server_self_signed:
-            cert, key_pem = self._static["<test-cert>"], self._static["<test-key>"]
+            pairs = [(self._static["<test-key>"], self._static["<test-cert>"])]
         else:
             assert s.server_cert_path and s.server_key_path
-            cert = files[s.server_cert_path]
-            password = s.server_key_password.encode() if s.server_key_password else None
-            key = serialization.load_pem_private_key(files[s.server_key_path], password)
-            key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption())  # grpcio takes a clear key only
+            pairs = [_pair(files, s.server_cert_path, s.server_key_path, s.server_key_password)]
+        # the tls.server.sni.* pairs after the default one: grpc core picks the pair whose certificate
+        # names the client's SNI, the first for a client sending none or another name
+        pairs += [_pair(files, cert, key, password) for cert, key, password in s.server_sni.values()]
         roots = files.get(s.server_trust_cert_path or "") if self.require_client_auth else None
-        return grpc.ssl_server_certificate_configuration([(key_pem, cert)], roots), fp
+        return grpc.ssl_server_certificate_configuration(pairs, roots), fp
 
     @property
     def require_client_auth(self) -> bool:
@@ -119,6 +117,14 @@ class GrpcTls:
 
     def credentials(self) -> Any:
         return grpc.dynamic_ssl_server_credentials(self.initial, self.fetch, self.require_client_auth)
+
+
+def _pair(files: dict[str, bytes], cert_path: str, key_path: str, password: str | None) -> tuple[bytes, bytes]:
+    """(clear PEM key, certificate chain) as grpcio takes a pair (it reads no encrypted key)."""
+    key = serialization.load_pem_private_key(files[key_path], password.encode() if password else None)
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return key_pem, files[cert_path]
 
 
 def grpc_tls(props: dict[str, str] | None) -> GrpcTls | None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from twisted.internet import defer, protocol, task
+from OpenSSL import SSL
+from twisted.internet import defer, protocol, task, threads
 
 from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import RemotingCommand
@@ -726,3 +727,57 @@ def test_the_connection_cap_counts_silent_connections_and_frees_closed_ones(pki,
         await sleep(r, 0.2)
         assert cap.total == 0 and cap.by_address == {}
     run(body)
+
+
+# ------------------------------------------------------------------ SNI
+
+def _served_fingerprint(port: int, server_name: str | None) -> str:
+    """The certificate the server shows a client sending ``server_name`` as its SNI (None: none)."""
+    ctx = SSL.Context(SSL.TLS_CLIENT_METHOD)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.settimeout(None)  # pyOpenSSL wants a blocking socket (a timeout one raises WantRead)
+        conn = SSL.Connection(ctx, sock)
+        if server_name:
+            conn.set_tlsext_host_name(server_name.encode())
+        conn.set_connect_state()
+        conn.do_handshake()
+        cert = conn.get_peer_certificate().to_cryptography()
+        conn.shutdown()
+    return tls.fingerprint(cert)
+
+
+def test_sni_serves_each_names_certificate_and_the_default_to_the_rest(pki, tmp_path):
+    """tls.server.sni.<name>.certPath/keyPath (rmqpy's; Java has one certificate, apache/rocketmq#10302):
+    a client's SNI picks its name's pair, exact or by its *. parent; no SNI or another name: the default."""
+    named = issue(pki["ca"], "named", hosts=("mq.example",))
+    wild = issue(pki["ca"], "wild", hosts=("*.wild.example",))
+    n_cert, n_key = named.write(tmp_path, "named")
+    w_cert, w_key = wild.write(tmp_path, "wild")
+    props = server_props(pki, **{"tls.server.sni.mq.example.certPath": str(n_cert),
+                                 "tls.server.sni.mq.example.keyPath": str(n_key),
+                                 "tls.server.sni.*.wild.example.certPath": str(w_cert),
+                                 "tls.server.sni.*.wild.example.keyPath": str(w_key)})
+
+    async def body(r):
+        srv = Server(r, props)
+        port = srv.port.getHost().port
+        try:
+            seen = {name: await threads.deferToThreadPool(r, r.getThreadPool(), _served_fingerprint, port, name)
+                    for name in ("mq.example", "MQ.example", "a.wild.example", "a.b.wild.example", "other.example",
+                                 None)}
+        finally:
+            await srv.close()
+        assert seen == {"mq.example": named.fingerprint, "MQ.example": named.fingerprint,
+                        "a.wild.example": wild.fingerprint, "a.b.wild.example": pki["server"].fingerprint,
+                        "other.example": pki["server"].fingerprint, None: pki["server"].fingerprint}
+    run(body)
+
+
+def test_sni_keys_are_checked():
+    base = {"tls.config.file": "/nonexistent"}
+    with pytest.raises(tls.TlsConfigError, match="needs both certPath and keyPath"):
+        tls.TlsSettings.from_props({**base, "tls.server.sni.mq.example.certPath": "/c.pem"})
+    with pytest.raises(tls.TlsConfigError, match="not a host name"):
+        tls.TlsSettings.from_props({**base, "tls.server.sni.a..b.certPath": "/c", "tls.server.sni.a..b.keyPath": "/k"})
+    with pytest.raises(tls.TlsConfigError, match="expected tls.server.sni"):
+        tls.TlsSettings.from_props({**base, "tls.server.sni.mq.example.cert": "/c"})
