@@ -32,6 +32,7 @@ from twisted.web import resource, server
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RPC_ONEWAY, RemotingCommand
+from rmqpy.remoting.connection_limits import ConnectionCap
 
 #: Java ``RemotingMetricsManager.getMetricsView``: rocketmq_rpc_latency buckets (ms)
 RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
@@ -244,8 +245,39 @@ class _MetricsRequest(server.Request):
         pass
 
 
-def metrics_site(registry: CollectorRegistry) -> server.Site:
-    site = server.Site(MetricsPage(registry), timeout=30)  # idle connections closed after 30 s
+#: connections the metrics port holds at once, in all and per source address: a Prometheus server
+#: scrapes with one or two; more are closed at once (rmqpy's bound; Java's exporter has none)
+MAX_METRICS_CONNECTIONS = 64
+MAX_METRICS_CONNECTIONS_PER_ADDRESS = 16
+
+
+class _CappedSite(server.Site):
+    """A Site whose connections count against a ConnectionCap from the accept to the close."""
+
+    cap: ConnectionCap | None = None
+
+    def buildProtocol(self, addr: Any) -> Any:  # noqa: N802 (Twisted's name)
+        host = str(getattr(addr, "host", "?"))
+        if self.cap is not None and not self.cap.admit(host):
+            return None  # Twisted closes the socket at once
+        channel = super().buildProtocol(addr)
+        if self.cap is not None and channel is not None:
+            cap, lost = self.cap, channel.connectionLost
+
+            def released(reason: Any) -> None:
+                cap.release(host)
+                lost(reason)
+            channel.connectionLost = released
+        return channel
+
+
+def metrics_site(registry: CollectorRegistry, clock: Any = None) -> server.Site:
+    """The endpoint's Site; with a ``clock`` (the reactor) its connections are capped
+    (:data:`MAX_METRICS_CONNECTIONS`, :data:`MAX_METRICS_CONNECTIONS_PER_ADDRESS`)."""
+    site = _CappedSite(MetricsPage(registry), timeout=30)  # idle connections closed after 30 s
+    if clock is not None:
+        site.cap = ConnectionCap("metrics port", clock, MAX_METRICS_CONNECTIONS, MAX_METRICS_CONNECTIONS_PER_ADDRESS,
+                                 ("(rmqpy's bound)", "(rmqpy's bound)"))
     site.requestFactory = _MetricsRequest
     site.noisy = False
     site.displayTracebacks = False
@@ -280,4 +312,5 @@ def metrics_service(registry: CollectorRegistry, host: str, port: int, what: str
             _log.info("{what}: Prometheus endpoint listening on {url}", what=what, url=endpoint_url(bound.host, bound.port))
             return listening
 
-    return MetricsServer(port, metrics_site(registry), interface=host)
+    from twisted.internet import reactor
+    return MetricsServer(port, metrics_site(registry, reactor), interface=host)
