@@ -18,9 +18,11 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import construct as cs
+
+from rmqpy.speedups import native as _native
 
 if TYPE_CHECKING:
     import mmap
@@ -223,7 +225,7 @@ def properties_to_string(props: dict[str, str] | None) -> str:
     return "".join([f"{k}\u0001{v}\u0002" for k, v in props.items() if v is not None])
 
 
-def string_to_properties(s: str | bytes | None) -> dict[str, str]:
+def _py_string_to_properties(s: str | bytes | None) -> dict[str, str]:
     """``MessageDecoder.string2messageProperties``: pairs split at the first \\x01; Java skips
     items shorter than 3 characters and pairs with an empty name or an empty value (a pair
     without \\x01 has an empty value); the last of a repeated name wins."""
@@ -237,6 +239,11 @@ def string_to_properties(s: str | bytes | None) -> dict[str, str]:
         if name and value:
             out[name] = value
     return out
+
+
+#: :func:`_py_string_to_properties`, compiled where ``rmqpy._speedups`` is built (rmqpy.speedups)
+string_to_properties: Callable[[str | bytes | None], dict[str, str]] = (
+    _native.string_to_properties if _native is not None else _py_string_to_properties)
 
 
 # --------------------------------------------------------------------------- java hash
@@ -512,9 +519,23 @@ def encode_record_at(buf: WritableBuffer, pos: int, total: int, topic_bytes: byt
     buf[q + 2:pos + total] = props_bytes
 
 
-def encode_batch_records(records: Iterable[tuple[int, bytes, bytes, int]], total: int, topic_bytes: bytes,
+def encode_batch_records(records: Sequence[tuple[int, bytes, bytes, int]], total: int, topic_bytes: bytes,
                          queue_id: int, sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
                          store_host: bytes, reconsume_times: int, queue_offset: int, physical_offset: int) -> bytes:
+    """:func:`_py_encode_batch_records`, compiled for IPv4 hosts where ``rmqpy._speedups`` is built."""
+    if _native is not None and len(born_host) == 8 and len(store_host) == 8:
+        out: bytes = _native.encode_batch_records(records, total, topic_bytes, queue_id, sys_flag, born_timestamp,
+                                                  born_host, store_timestamp, store_host, reconsume_times,
+                                                  queue_offset, physical_offset)
+        return out
+    return _py_encode_batch_records(records, total, topic_bytes, queue_id, sys_flag, born_timestamp, born_host,
+                                    store_timestamp, store_host, reconsume_times, queue_offset, physical_offset)
+
+
+def _py_encode_batch_records(records: Iterable[tuple[int, bytes, bytes, int]], total: int, topic_bytes: bytes,
+                             queue_id: int, sys_flag: int, born_timestamp: int, born_host: bytes,
+                             store_timestamp: int, store_host: bytes, reconsume_times: int, queue_offset: int,
+                             physical_offset: int) -> bytes:
     """The V1 records of a batch, back to back: ``(flag, body, properties bytes, size)`` each, the
     first at ``physical_offset`` and ``queue_offset``, the next ones after it; ``total`` bytes in
     all. The same bytes as :func:`encode_record_into` of each in turn (unit-tested), built apart
@@ -787,7 +808,7 @@ def encode_batch_body(items: Iterable[tuple[int, bytes, dict[str, str] | str]]) 
     return b"".join(out)
 
 
-def decode_batch_items(body: bytes) -> list[tuple[int, bytes, bytes, str]]:
+def _py_decode_batch_items(body: bytes) -> list[tuple[int, bytes, bytes, str]]:
     """A SEND_BATCH_MESSAGE body as ``(flag, body, properties bytes, properties string)`` per
     message, what the store's batch put needs: no :class:`BatchItem` per message, the
     properties' bytes kept beside their text (valid UTF-8: encoding the text gives them back).
@@ -816,6 +837,11 @@ def decode_batch_items(body: bytes) -> list[tuple[int, bytes, bytes, str]]:
         items.append((flag, body[pos + 20:pos + 20 + blen], pb, ps))
         pos = p
     return items
+
+
+#: :func:`_py_decode_batch_items`, compiled where ``rmqpy._speedups`` is built
+decode_batch_items: Callable[[bytes], list[tuple[int, bytes, bytes, str]]] = (
+    _native.decode_batch_items if _native is not None else _py_decode_batch_items)
 
 
 def decode_batch_body(body: RecordBuffer) -> list[BatchItem]:

@@ -7,6 +7,7 @@ import os
 import struct
 from typing import Any, Iterator, Sequence
 
+from rmqpy.speedups import native as _native
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE
 from rmqpy.store.mapped_file import MappedFile, MappedFileQueue
 from rmqpy.store.paths import consume_queue_path
@@ -180,8 +181,11 @@ class ConsumeQueue:
             if mf.file_from_offset + wrote == first[3] * CQ_STORE_UNIT_SIZE and end <= mf.file_size:
                 mm = mf.mm
                 assert mm is not None  # writable: mapped
-                pack = UNIT.pack
-                mm[wrote:end] = b"".join([pack(u[0], u[1], u[2]) for u in units])
+                if _native is not None:
+                    mm[wrote:end] = _native.consume_queue_units(units)
+                else:
+                    pack = UNIT.pack
+                    mm[wrote:end] = b"".join([pack(u[0], u[1], u[2]) for u in units])
                 mf.wrote_position = end
                 last = units[-1]
                 self.max_physic_offset = last[0] + last[1]

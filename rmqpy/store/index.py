@@ -12,6 +12,7 @@ from typing import Sequence
 
 from rmqpy.protocol.message import _POW31, TRANSACTION_ROLLBACK_TYPE, java_string_hash
 from rmqpy.protocol.sysflag import TRANSACTION_MASK
+from rmqpy.speedups import native as _native
 from rmqpy.store.mapped_file import MappedFile, StoreError
 
 log = logging.getLogger(__name__)
@@ -233,6 +234,14 @@ class IndexFile:
         else:
             diff = (store_timestamp - begin_ts) // 1000
             diff = 0 if diff < 0 else min(diff, INT_MAX)
+        if _native is not None and count > 1 and entries:  # past the file's first entry: the loop below, compiled
+            count, added = _native.index_add_entries(mm, slots, count, entries, diff)
+            self.hash_slot_count = slot_count + added
+            self.index_count = count
+            self.end_phy_offset = entries[-1][1]
+            self.end_timestamp = store_timestamp
+            self.dirty = True
+            return
         for key_hash, phy_offset in entries:
             abs_slot = HEADER_SIZE + (key_hash % slots) * 4
             slot_value, = unpack_slot(mm, abs_slot)
@@ -405,7 +414,9 @@ class IndexService:
             if 0 < room and len(uniq) <= room and entries[0][0] >= last.end_phy_offset:
                 if uniq:
                     uniq_keys, uniq_phys = zip(*uniq)
-                    last.add_key_hashes(list(zip(hasher.many(topic, uniq_keys), uniq_phys)), store_timestamp)
+                    hashes = (_native.index_key_hashes(topic, uniq_keys) if _native is not None
+                              else hasher.many(topic, uniq_keys))
+                    last.add_key_hashes(list(zip(hashes, uniq_phys)), store_timestamp)
                     last._write_header()
                 return
         pending: list[tuple[int, int]] = []  # (key_hash, phy) for ``f``, not written yet

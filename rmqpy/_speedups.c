@@ -1,0 +1,643 @@
+/* rmqpy._speedups: the batch put path's per-message loops in C (issue 29 item 1).
+ *
+ * Each function is a drop-in for a pure-Python function that stays the reference (named in its
+ * docstring); tests/unit/store/test_speedups.py checks the two against each other byte for byte,
+ * errors included, with hypothesis. Nothing here trusts its input: every length and offset is
+ * checked before a byte is read or written, and a value the pure path would refuse raises the
+ * same exception type (struct.error, ValueError, TypeError) instead.
+ *
+ * Plain CPython C API, no third-party headers: the body CRC32 calls zlib.crc32 (Python's own
+ * zlib module) so that building needs only a C compiler and Python's headers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static PyObject *struct_error;  /* struct.error: what the pure path's Struct.pack raises */
+static PyObject *zlib_crc32;    /* zlib.crc32 */
+
+#define MAGIC_V1 0xDAA320A7u
+#define MAX_TOPIC_V1 127
+#define INDEX_HEADER 40
+#define INDEX_ITEM 20
+
+static void put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+static void put64(unsigned char *p, uint64_t v) {
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+static uint32_t get32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* An integer for a struct field in [lo, hi]: struct.error otherwise, as Struct.pack. */
+static int field(PyObject *obj, long long lo, long long hi, long long *out) {
+    if (!PyLong_Check(obj) && !PyIndex_Check(obj)) {
+        PyErr_SetString(struct_error, "required argument is not an integer");
+        return -1;
+    }
+    PyObject *n = PyNumber_Index(obj);
+    if (n == NULL) return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
+    Py_DECREF(n);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(struct_error, "argument out of range [%lld, %lld]", lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+#define I32(obj, out) field((obj), INT32_MIN, INT32_MAX, (out))
+#define I64(obj, out) field((obj), INT64_MIN, INT64_MAX, (out))
+
+/* An 8-byte host (ip + port) for a struct "8s" field: bytes or bytearray, else struct.error. */
+static int host8(PyObject *obj, const char **out) {
+    if (PyBytes_Check(obj) && PyBytes_GET_SIZE(obj) == 8) {
+        *out = PyBytes_AS_STRING(obj);
+        return 0;
+    }
+    if (PyByteArray_Check(obj) && PyByteArray_GET_SIZE(obj) == 8) {
+        *out = PyByteArray_AS_STRING(obj);
+        return 0;
+    }
+    PyErr_SetString(struct_error, "a host must be 8 bytes (bytes or bytearray)");
+    return -1;
+}
+
+/* ------------------------------------------------------------------ commit log records */
+
+typedef struct {
+    long long size, flag;
+    Py_buffer body, props;
+    int has_body, has_props;
+} record_in;
+
+static void release_records(record_in *r, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (r[i].has_body) PyBuffer_Release(&r[i].body);
+        if (r[i].has_props) PyBuffer_Release(&r[i].props);
+    }
+}
+
+/* size == 91 + blen + tlen + plen, compared as the pure path compares (any object); sets r->size. */
+static int size_matches(PyObject *size, long long want, record_in *r) {
+    if (PyLong_Check(size)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(size, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        r->size = v;
+        return !overflow && v == want;
+    }
+    PyObject *w = PyLong_FromLongLong(want);
+    if (w == NULL) return -1;
+    int eq = PyObject_RichCompareBool(size, w, Py_EQ);
+    Py_DECREF(w);
+    r->size = want;
+    return eq;
+}
+
+/* The checks of one (flag, body, props, size) in the pure loop's order; its buffers stay held.
+ * ``fields`` are queue_id, queue_offset and physical_offset of this record (Python ints). */
+static int check_record(PyObject *item, Py_ssize_t tlen, PyObject *const *fields, long long qoff_add,
+                        long long phy_add, record_in *r, long long *queue_id, int *deferred_type_error) {
+    PyObject *seq = PySequence_Fast(item, "cannot unpack non-iterable object");
+    if (seq == NULL) return -1;
+    int rc = -1;
+    if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        PyErr_Format(PyExc_ValueError, "expected 4 values to unpack, got %zd", PySequence_Fast_GET_SIZE(seq));
+        goto done;
+    }
+    PyObject *flag = PySequence_Fast_GET_ITEM(seq, 0), *body = PySequence_Fast_GET_ITEM(seq, 1);
+    PyObject *props = PySequence_Fast_GET_ITEM(seq, 2), *size = PySequence_Fast_GET_ITEM(seq, 3);
+    Py_ssize_t blen = PyObject_Length(body);
+    if (blen < 0) goto done;
+    Py_ssize_t plen = PyObject_Length(props);
+    if (plen < 0) goto done;
+    int eq = size_matches(size, 91 + (long long)blen + tlen + plen, r);
+    if (eq < 0) goto done;
+    if (!eq) {  /* before any pack, as the pure loop */
+        PyErr_SetString(PyExc_ValueError, "record size does not match its parts");
+        goto done;
+    }
+    /* zlib.crc32(body) needs a buffer (TypeError), then the fixed part's fields (struct.error) */
+    if (PyObject_GetBuffer(body, &r->body, PyBUF_SIMPLE) < 0) goto done;
+    r->has_body = 1;
+    if (r->body.len != blen) {  /* len() counts items of another size: not a record's body */
+        PyErr_SetString(PyExc_TypeError, "a record's body must be a buffer of bytes");
+        goto done;
+    }
+    long long qid, qoff, phy;
+    if (field(size, INT32_MIN, INT32_MAX, &r->size) < 0 || I32(fields[0], &qid) < 0 || I32(flag, &r->flag) < 0
+            || I64(fields[1], &qoff) < 0 || I64(fields[2], &phy) < 0)
+        goto done;
+    if (blen > INT32_MAX || (qoff_add && qoff > INT64_MAX - qoff_add) || (phy_add > 0 && phy > INT64_MAX - phy_add)
+            || (phy_add < 0 && phy < INT64_MIN - phy_add)) {
+        PyErr_SetString(struct_error, "argument out of range");
+        goto done;
+    }
+    *queue_id = qid;
+    if (plen > 32767) {
+        PyErr_SetString(struct_error, "short format requires -32768 <= number <= 32767");
+        goto done;
+    }
+    /* b"".join at the end needs the properties as a buffer: TypeError, but after the total check */
+    if (PyObject_GetBuffer(props, &r->props, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        *deferred_type_error = 1;
+    } else {
+        r->has_props = 1;
+        if (r->props.len != plen) {
+            PyErr_SetString(PyExc_TypeError, "a record's properties must be a buffer of bytes");
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    Py_DECREF(seq);
+    return rc;
+}
+
+static void write_record(unsigned char *p, const record_in *r, uint32_t crc, long long queue_id, long long qoff,
+                         long long phy, const unsigned char *same, PyObject *topic) {
+    Py_ssize_t tlen = PyBytes_GET_SIZE(topic), blen = r->body.len, plen = r->props.len;
+    put32(p, (uint32_t)r->size);
+    put32(p + 4, MAGIC_V1);
+    put32(p + 8, crc & 0x7FFFFFFFu);
+    put32(p + 12, (uint32_t)queue_id);
+    put32(p + 16, (uint32_t)r->flag);
+    put64(p + 20, (uint64_t)qoff);
+    put64(p + 28, (uint64_t)phy);
+    memcpy(p + 36, same, 48);
+    put32(p + 84, (uint32_t)blen);
+    p += 88;
+    memcpy(p, r->body.buf, (size_t)blen);
+    p += blen;
+    *p++ = (unsigned char)tlen;
+    memcpy(p, PyBytes_AS_STRING(topic), (size_t)tlen);
+    p += tlen;
+    p[0] = (unsigned char)((uint16_t)plen >> 8);
+    p[1] = (unsigned char)plen;
+    memcpy(p + 2, r->props.buf, (size_t)plen);
+}
+
+PyDoc_STRVAR(encode_batch_records_doc,
+"encode_batch_records(records, total, topic_bytes, queue_id, sys_flag, born_timestamp, born_host,\n"
+"                     store_timestamp, store_host, reconsume_times, queue_offset, physical_offset) -> bytes\n\n"
+"rmqpy.protocol.message._py_encode_batch_records for IPv4 hosts (8 bytes each; ValueError otherwise):\n"
+"every record checked before the bytes are made, the same bytes and the same exception types.");
+
+static PyObject *encode_batch_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "encode_batch_records() takes 12 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *topic = args[2];
+    if (!PyBytes_Check(topic)) {
+        PyErr_SetString(PyExc_TypeError, "topic_bytes must be bytes");
+        return NULL;
+    }
+    Py_ssize_t tlen = PyBytes_GET_SIZE(topic);
+    Py_ssize_t bl = PyObject_Length(args[6]), sl = bl < 0 ? -1 : PyObject_Length(args[8]);
+    if (bl < 0 || sl < 0) return NULL;
+    if (bl != 8 || sl != 8) {
+        PyErr_SetString(PyExc_ValueError, "the compiled encoder takes IPv4 hosts (8 bytes) only");
+        return NULL;
+    }
+    if (tlen > MAX_TOPIC_V1) {
+        PyErr_Format(PyExc_ValueError, "topic too long for a V1 record: %zd bytes", tlen);
+        return NULL;
+    }
+    /* the fields every record shares (sysFlag .. prepared offset: 48 bytes), packed once */
+    long long sys_flag, born_ts, store_ts, reconsume;
+    const char *born, *store;
+    if (I32(args[4], &sys_flag) < 0 || I64(args[5], &born_ts) < 0 || host8(args[6], &born) < 0
+            || I64(args[7], &store_ts) < 0 || host8(args[8], &store) < 0 || I32(args[9], &reconsume) < 0)
+        return NULL;
+    unsigned char same[48];
+    put32(same, (uint32_t)sys_flag);
+    put64(same + 4, (uint64_t)born_ts);
+    memcpy(same + 12, born, 8);
+    put64(same + 20, (uint64_t)store_ts);
+    memcpy(same + 28, store, 8);
+    put32(same + 36, (uint32_t)reconsume);
+    put64(same + 40, 0);
+    PyObject *seq = PySequence_Fast(args[0], "records must be iterable");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), held = 0;
+    record_in *rs = PyMem_Calloc(n ? (size_t)n : 1, sizeof(record_in));
+    PyObject *out = NULL, *sum_obj = NULL;
+    if (rs == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    int deferred_type_error = 0;
+    long long sum = 0, queue_id = 0;
+    PyObject *const fields[3] = {args[3], args[10], args[11]};  /* queue_id, queue_offset, physical_offset */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        held = i + 1;
+        if (check_record(PySequence_Fast_GET_ITEM(seq, i), tlen, fields, (long long)i, sum, &rs[i], &queue_id,
+                         &deferred_type_error) < 0)
+            goto done;
+        sum += rs[i].size;  /* each size < 2^31 and at most PY_SSIZE_T_MAX records: no overflow */
+    }
+    sum_obj = PyLong_FromLongLong(sum);
+    if (sum_obj == NULL) goto done;
+    int ne = PyObject_RichCompareBool(sum_obj, args[1], Py_NE);
+    if (ne < 0) goto done;
+    if (ne) {
+        PyErr_Format(PyExc_ValueError, "batch records of %lld bytes, %R expected", sum, args[1]);
+        goto done;
+    }
+    if (deferred_type_error) {
+        PyErr_SetString(PyExc_TypeError, "record properties must be a bytes-like object");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sum);
+    if (out == NULL) goto done;
+    long long qoff = 0, phy = 0;
+    if (n && (I64(args[10], &qoff) < 0 || I64(args[11], &phy) < 0)) {  /* checked per record above */
+        Py_CLEAR(out);
+        goto done;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const record_in *r = &rs[i];
+        PyObject *crc = PyObject_CallOneArg(zlib_crc32, r->body.obj);
+        if (crc == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        unsigned long c = PyLong_AsUnsignedLongMask(crc);
+        Py_DECREF(crc);
+        if (c == (unsigned long)-1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        write_record(p, r, (uint32_t)c, queue_id, qoff + i, phy, same, topic);
+        p += r->size;
+        phy += r->size;
+    }
+done:
+    Py_XDECREF(sum_obj);
+    release_records(rs, held);
+    PyMem_Free(rs);
+    Py_DECREF(seq);
+    return out;
+}
+
+/* ------------------------------------------------------------------ batch body */
+
+static int be_i32(const unsigned char *p) { return (int32_t)get32(p); }
+
+PyDoc_STRVAR(decode_batch_items_doc,
+"decode_batch_items(body: bytes) -> list[tuple[int, bytes, bytes, str]]\n\n"
+"rmqpy.protocol.message._py_decode_batch_items: a SEND_BATCH_MESSAGE body's items; ValueError\n"
+"(UnicodeDecodeError for properties that are not UTF-8) on malformed input, at the same item.");
+
+static PyObject *decode_batch_items(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    PyObject *items = PyList_New(0);
+    if (items == NULL) goto fail;
+    while (pos < n) {
+        if (pos + 20 > n) {
+            PyErr_Format(PyExc_ValueError, "truncated batch item at %zd", pos);
+            goto fail;
+        }
+        long long total = be_i32(b + pos), flag = be_i32(b + pos + 12), blen = be_i32(b + pos + 16);
+        long long p = pos + 20 + blen;
+        if (blen < 0 || p + 2 > n) {
+            PyErr_Format(PyExc_ValueError, "bad batch item body length %lld at %zd", blen, pos);
+            goto fail;
+        }
+        long long plen = (int16_t)(((unsigned)b[p] << 8) | b[p + 1]);
+        p += 2;
+        if (plen < 0 || p + plen > n) {
+            PyErr_Format(PyExc_ValueError, "bad batch item properties length %lld at %zd", plen, pos);
+            goto fail;
+        }
+        PyObject *ps = PyUnicode_DecodeUTF8((const char *)b + p, (Py_ssize_t)plen, NULL);
+        if (ps == NULL) goto fail;
+        if (total != p + plen - pos) {
+            Py_DECREF(ps);
+            PyErr_Format(PyExc_ValueError, "batch item size %lld != %lld at %zd", total, p + plen - pos, pos);
+            goto fail;
+        }
+        PyObject *item = Py_BuildValue("(Ly#y#N)", flag, (const char *)b + pos + 20, (Py_ssize_t)blen,
+                                       (const char *)b + p, (Py_ssize_t)plen, ps);
+        if (item == NULL) goto fail;
+        int rc = PyList_Append(items, item);
+        Py_DECREF(item);
+        if (rc < 0) goto fail;
+        pos = (Py_ssize_t)(p + plen);
+    }
+    PyBuffer_Release(&view);
+    return items;
+fail:
+    Py_XDECREF(items);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ properties */
+
+PyDoc_STRVAR(string_to_properties_doc,
+"string_to_properties(s: str | bytes | None) -> dict[str, str]\n\n"
+"rmqpy.protocol.message._py_string_to_properties: name\\x01value pairs split at \\x02; pairs with\n"
+"an empty name or value skipped; the last of a repeated name wins; bytes decoded with 'replace'.");
+
+static PyObject *string_to_properties(PyObject *self, PyObject *s) {
+    (void)self;
+    int truth = PyObject_IsTrue(s);
+    if (truth < 0) return NULL;
+    if (!truth) return PyDict_New();
+    PyObject *text;
+    if (PyUnicode_Check(s)) {
+        text = Py_NewRef(s);
+    } else {  /* bytes(s).decode("utf-8", "replace") */
+        PyObject *raw = PyObject_CallOneArg((PyObject *)&PyBytes_Type, s);
+        if (raw == NULL) return NULL;
+        text = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), "replace");
+        Py_DECREF(raw);
+        if (text == NULL) return NULL;
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) goto fail;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), start = 0;
+    while (start <= n) {
+        Py_ssize_t end = PyUnicode_FindChar(text, 0x02, start, n, 1);
+        if (end == -2) goto fail;
+        if (end < 0) end = n;
+        Py_ssize_t sep = PyUnicode_FindChar(text, 0x01, start, end, 1);
+        if (sep == -2) goto fail;
+        if (sep > start && sep + 1 < end) {  /* a name and a value */
+            PyObject *name = PyUnicode_Substring(text, start, sep);
+            PyObject *value = name ? PyUnicode_Substring(text, sep + 1, end) : NULL;
+            int rc = value ? PyDict_SetItem(out, name, value) : -1;
+            Py_XDECREF(name);
+            Py_XDECREF(value);
+            if (rc < 0) goto fail;
+        }
+        start = end + 1;
+    }
+    Py_DECREF(text);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(text);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ index */
+
+/* Java String.hashCode() over the UTF-16 units of ``s``, continued from ``h``. */
+static uint32_t java_hash(uint32_t h, PyObject *s) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {  /* a surrogate pair */
+            c -= 0x10000;
+            h = h * 31u + (0xD800u + (c >> 10));
+            c = 0xDC00u + (c & 0x3FFu);
+        }
+        h = h * 31u + c;
+    }
+    return h;
+}
+
+PyDoc_STRVAR(index_key_hashes_doc,
+"index_key_hashes(topic: str, keys: Sequence[str]) -> list[int]\n\n"
+"[rmqpy.store.index.index_key_hash(topic + '#' + k) for k in keys]: abs(String.hashCode()), 0 for\n"
+"Integer.MIN_VALUE.");
+
+static PyObject *index_key_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "index_key_hashes(topic: str, keys: Sequence[str])");
+        return NULL;
+    }
+    uint32_t prefix = java_hash(0, args[0]) * 31u + '#';
+    PyObject *seq = PySequence_Fast(args[1], "keys must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(k)) {
+            PyErr_SetString(PyExc_TypeError, "an index key must be a str");
+            goto fail;
+        }
+        int32_t h = (int32_t)java_hash(prefix, k);
+        long v = h == INT32_MIN ? 0 : (h < 0 ? -(long)h : (long)h);
+        PyObject *o = PyLong_FromLong(v);
+        if (o == NULL) goto fail;
+        PyList_SET_ITEM(out, i, o);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+/* (key_hash, phy) of an index entry: the pure loop's unpacking, TypeError/ValueError as Python's. */
+static int entry_pair(PyObject *e, PyObject **hash, PyObject **phy) {
+    if (PyTuple_Check(e) && PyTuple_GET_SIZE(e) == 2) {
+        *hash = PyTuple_GET_ITEM(e, 0);
+        *phy = PyTuple_GET_ITEM(e, 1);
+        return 0;
+    }
+    if (!PyTuple_Check(e) && !PyList_Check(e)) {
+        PyErr_SetString(PyExc_TypeError, "an index entry must be a (key_hash, phy_offset) pair");
+        return -1;
+    }
+    if (PySequence_Fast_GET_SIZE(e) != 2) {
+        PyErr_Format(PyExc_ValueError, "expected 2 values to unpack, got %zd", PySequence_Fast_GET_SIZE(e));
+        return -1;
+    }
+    *hash = PySequence_Fast_GET_ITEM(e, 0);
+    *phy = PySequence_Fast_GET_ITEM(e, 1);
+    return 0;
+}
+
+PyDoc_STRVAR(index_add_entries_doc,
+"index_add_entries(buf, hash_slot_num, index_count, entries, diff) -> (index_count, new_slots)\n\n"
+"The loop of rmqpy.store.index.IndexFile.add_key_hashes for a file past its first entry: each\n"
+"(key_hash, phy_offset) written as an entry chained to its slot's last one, and the slot pointed\n"
+"at it; the new count and how many slots were empty. struct.error where Struct.pack_into would\n"
+"raise (a field out of range, past the buffer), the entries before it written, as the pure loop.");
+
+static PyObject *index_add_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long slots, count, diff;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "index_add_entries() takes 5 arguments");
+        return NULL;
+    }
+    if (I64(args[1], &slots) < 0 || I64(args[2], &count) < 0 || I64(args[4], &diff) < 0) return NULL;
+    if (slots <= 0) {
+        PyErr_SetString(slots ? PyExc_ValueError : PyExc_ZeroDivisionError, "hash_slot_num must be positive");
+        return NULL;
+    }
+    if (diff < INT32_MIN || diff > INT32_MAX) {
+        PyErr_SetString(struct_error, "argument out of range");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {  /* TypeError, as Struct.pack_into */
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "argument must be read-write bytes-like object");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[3], "entries must be a sequence");
+    if (seq == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    unsigned char *mm = view.buf;
+    long long len = view.len, added = 0;
+    /* items start after the header and the slots; a huge slot count is past any buffer */
+    long long items = slots > (len / 4) ? len + 1 : INDEX_HEADER + slots * 4;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *hobj, *pobj;
+        if (entry_pair(PySequence_Fast_GET_ITEM(seq, i), &hobj, &pobj) < 0) goto done;
+        long long h, phy;
+        if (!PyLong_Check(hobj)) {
+            PyErr_SetString(PyExc_TypeError, "key_hash must be an int");
+            goto done;
+        }
+        /* key_hash % slots (Python's sign), then the slot read: a hash beyond int64 fails its pack later */
+        PyObject *m = PyNumber_Remainder(hobj, args[1]);
+        if (m == NULL) goto done;
+        long long slot = PyLong_AsLongLong(m);
+        Py_DECREF(m);
+        if (slot == -1 && PyErr_Occurred()) goto done;
+        long long abs_slot = INDEX_HEADER + slot * 4;
+        if (abs_slot + 4 > len) {
+            PyErr_SetString(struct_error, "unpack_from requires a bigger buffer");
+            goto done;
+        }
+        long long slot_value = be_i32(mm + abs_slot);
+        if (slot_value <= 0 || slot_value > count) slot_value = 0;
+        if (I32(hobj, &h) < 0 || I64(pobj, &phy) < 0) goto done;
+        long long at = count > (len - items) / INDEX_ITEM ? len + 1 : items + count * INDEX_ITEM;
+        if (count < 0 || at < 0 || at + INDEX_ITEM > len) {
+            PyErr_SetString(struct_error, "pack_into requires a bigger buffer");
+            goto done;
+        }
+        if (count > INT32_MAX) {  /* the slot's value */
+            PyErr_SetString(struct_error, "argument out of range");
+            goto done;
+        }
+        put32(mm + at, (uint32_t)h);
+        put64(mm + at + 4, (uint64_t)phy);
+        put32(mm + at + 12, (uint32_t)diff);
+        put32(mm + at + 16, (uint32_t)slot_value);
+        put32(mm + abs_slot, (uint32_t)count);
+        if (slot_value == 0) added++;
+        count++;
+    }
+    result = Py_BuildValue("(LL)", count, added);
+done:
+    Py_DECREF(seq);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------ consume queue */
+
+PyDoc_STRVAR(consume_queue_units_doc,
+"consume_queue_units(units) -> bytes\n\n"
+"b''.join(UNIT.pack(u[0], u[1], u[2]) for u in units): the 20-byte units (phy, size, tags code)\n"
+"of rmqpy.store.consume_queue.ConsumeQueue.put_batch; struct.error for a field out of range.");
+
+static PyObject *consume_queue_units(PyObject *self, PyObject *arg) {
+    (void)self;
+    PyObject *seq = PySequence_Fast(arg, "units must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = n > PY_SSIZE_T_MAX / 20 ? PyErr_NoMemory() : PyBytes_FromStringAndSize(NULL, n * 20);
+    if (out == NULL) goto done;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++, p += 20) {
+        PyObject *u = PySequence_Fast_GET_ITEM(seq, i);
+        long long phy, size, tags;
+        PyObject *f[3];
+        for (int j = 0; j < 3; j++) {
+            f[j] = PySequence_GetItem(u, j);  /* u[j]: IndexError/TypeError as the pure path */
+            if (f[j] == NULL) {
+                while (j--) Py_DECREF(f[j]);
+                Py_CLEAR(out);
+                goto done;
+            }
+        }
+        int bad = I64(f[0], &phy) < 0 || I32(f[1], &size) < 0 || I64(f[2], &tags) < 0;
+        Py_DECREF(f[0]);
+        Py_DECREF(f[1]);
+        Py_DECREF(f[2]);
+        if (bad) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        put64(p, (uint64_t)phy);
+        put32(p + 8, (uint32_t)size);
+        put64(p + 12, (uint64_t)tags);
+    }
+done:
+    Py_DECREF(seq);
+    return out;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"encode_batch_records", (PyCFunction)(void (*)(void))encode_batch_records, METH_FASTCALL,
+     encode_batch_records_doc},
+    {"decode_batch_items", decode_batch_items, METH_O, decode_batch_items_doc},
+    {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
+    {"index_key_hashes", (PyCFunction)(void (*)(void))index_key_hashes, METH_FASTCALL, index_key_hashes_doc},
+    {"index_add_entries", (PyCFunction)(void (*)(void))index_add_entries, METH_FASTCALL, index_add_entries_doc},
+    {"consume_queue_units", consume_queue_units, METH_O, consume_queue_units_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "rmqpy._speedups",
+    "The batch put path's per-message loops in C; rmqpy.speedups says whether they run.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    PyObject *st = PyImport_ImportModule("struct");
+    struct_error = st ? PyObject_GetAttrString(st, "error") : NULL;
+    Py_XDECREF(st);
+    PyObject *z = struct_error ? PyImport_ImportModule("zlib") : NULL;
+    zlib_crc32 = z ? PyObject_GetAttrString(z, "crc32") : NULL;
+    Py_XDECREF(z);
+    if (zlib_crc32 == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
