@@ -19,6 +19,7 @@ from twisted.internet.error import CannotListenError
 from twisted.python import usage
 
 import rmqpy
+from rmqpy import speedups
 from rmqpy.common.properties import PropertiesError, convert_properties
 from rmqpy.protocol.codes import MQVersion
 from rmqpy.remoting.tls_hook import TlsOptions
@@ -40,8 +41,10 @@ def rocketmq_version() -> str:
 
 
 def version_line(program: str) -> str:
+    """``--version``: rmqpy's and RocketMQ's versions, then which path the store's batch loops take
+    (compiled or pure Python, rmqpy.speedups), since the same install may run either."""
     return (f"{program} (rmqpy {rmqpy.__version__}): Apache RocketMQ {rocketmq_version()} "
-            f"wire protocol and store, for RocketMQ 4.9.x and 5.x clients")
+            f"wire protocol and store, for RocketMQ 4.9.x and 5.x clients; {speedups.describe()}")
 
 
 class ServerOptions(TlsOptions):

@@ -9,6 +9,7 @@ import pytest
 from twisted.scripts._twistd_unix import ServerOptions as TwistdOptions
 
 import rmqpy
+from rmqpy import speedups
 from rmqpy.broker import tap as broker_tap
 from rmqpy.common.startup import ServerRoot, check_ports_free
 from rmqpy.namesrv import tap as namesrv_tap
@@ -63,6 +64,7 @@ def test_version_names_rmqpy_and_the_rocketmq_version(tap, name, capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{name} (rmqpy {rmqpy.__version__}): Apache RocketMQ 5.3.3")
+    assert out.rstrip().endswith(speedups.describe())  # which path the store's batch loops take
 
 
 def test_the_pidfile_is_named_after_the_tap_unless_given(tmp_path, monkeypatch):
