@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+static PyObject *tags_key;      /* "TAGS" */
 static PyObject *struct_error;  /* struct.error: what the pure path's Struct.pack raises */
 static PyObject *zlib_crc32;    /* zlib.crc32 */
 
@@ -189,14 +190,7 @@ static void write_record(unsigned char *p, const record_in *r, uint32_t crc, lon
     memcpy(p + 2, r->props.buf, (size_t)plen);
 }
 
-PyDoc_STRVAR(encode_batch_records_doc,
-"encode_batch_records(records, total, topic_bytes, queue_id, sys_flag, born_timestamp, born_host,\n"
-"                     store_timestamp, store_host, reconsume_times, queue_offset, physical_offset) -> bytes\n\n"
-"rmqpy.protocol.message._py_encode_batch_records for IPv4 hosts (8 bytes each; ValueError otherwise):\n"
-"every record checked before the bytes are made, the same bytes and the same exception types.");
-
-static PyObject *encode_batch_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+static PyObject *encode_batch_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 12) {
         PyErr_Format(PyExc_TypeError, "encode_batch_records() takes 12 arguments (%zd given)", nargs);
         return NULL;
@@ -299,13 +293,7 @@ done:
 
 static int be_i32(const unsigned char *p) { return (int32_t)get32(p); }
 
-PyDoc_STRVAR(decode_batch_items_doc,
-"decode_batch_items(body: bytes) -> list[tuple[int, bytes, bytes, str]]\n\n"
-"rmqpy.protocol.message._py_decode_batch_items: a SEND_BATCH_MESSAGE body's items; ValueError\n"
-"(UnicodeDecodeError for properties that are not UTF-8) on malformed input, at the same item.");
-
-static PyObject *decode_batch_items(PyObject *self, PyObject *arg) {
-    (void)self;
+static PyObject *decode_batch_items(PyObject *Py_UNUSED(self), PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *b = view.buf;
@@ -354,13 +342,7 @@ fail:
 
 /* ------------------------------------------------------------------ properties */
 
-PyDoc_STRVAR(string_to_properties_doc,
-"string_to_properties(s: str | bytes | None) -> dict[str, str]\n\n"
-"rmqpy.protocol.message._py_string_to_properties: name\\x01value pairs split at \\x02; pairs with\n"
-"an empty name or value skipped; the last of a repeated name wins; bytes decoded with 'replace'.");
-
-static PyObject *string_to_properties(PyObject *self, PyObject *s) {
-    (void)self;
+static PyObject *string_to_properties(PyObject *Py_UNUSED(self), PyObject *s) {
     int truth = PyObject_IsTrue(s);
     if (truth < 0) return NULL;
     if (!truth) return PyDict_New();
@@ -401,6 +383,135 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ a batch's layout */
+
+#define MAX_PROPERTIES 32767
+
+static uint32_t java_hash(uint32_t h, PyObject *s);
+
+/* the str of string_to_properties (C: no call through Python); only for an exact str */
+static PyObject *parse_properties(PyObject *text) { return string_to_properties(NULL, text); }
+
+/* one message's (flag, body, pb, size) record and (offset in the batch, size, tags code, properties);
+ * 0, 1 (properties too long), 2 (body too long), -1 (error), -2 (not the exact types: the caller
+ * falls back to the pure function) */
+static int layout_one(PyObject *item, PyObject *after_sep, PyObject *batch_props_b, PyObject *batch_props,
+                      Py_ssize_t fixed, Py_ssize_t max_body, long long total, PyObject **record, PyObject **parsed,
+                      long long *size_out) {
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 4) return -2;
+    PyObject *flag = PyTuple_GET_ITEM(item, 0), *body = PyTuple_GET_ITEM(item, 1);
+    PyObject *pb = PyTuple_GET_ITEM(item, 2), *ps = PyTuple_GET_ITEM(item, 3);
+    if (!PyBytes_CheckExact(body) || !PyBytes_CheckExact(pb) || !PyUnicode_CheckExact(ps)) return -2;
+    Py_ssize_t plen = PyBytes_GET_SIZE(pb), blen = PyBytes_GET_SIZE(body);
+    PyObject *props_b;
+    if (PyBytes_GET_SIZE(batch_props_b)) {  /* the batch's properties after a \x02 */
+        PyObject *tail = plen && PyBytes_AS_STRING(pb)[plen - 1] != 2 ? after_sep : batch_props_b;
+        Py_ssize_t tlen = PyBytes_GET_SIZE(tail);
+        props_b = PyBytes_FromStringAndSize(NULL, plen + tlen);
+        if (props_b == NULL) return -1;
+        memcpy(PyBytes_AS_STRING(props_b), PyBytes_AS_STRING(pb), (size_t)plen);
+        memcpy(PyBytes_AS_STRING(props_b) + plen, PyBytes_AS_STRING(tail), (size_t)tlen);
+    } else {
+        props_b = Py_NewRef(pb);
+    }
+    if (PyBytes_GET_SIZE(props_b) > MAX_PROPERTIES || blen > max_body) {
+        int code = PyBytes_GET_SIZE(props_b) > MAX_PROPERTIES ? 1 : 2;
+        Py_DECREF(props_b);
+        return code;
+    }
+    long long size = (long long)fixed + blen + PyBytes_GET_SIZE(props_b);
+    PyObject *props = parse_properties(ps);
+    if (props == NULL || (batch_props != Py_None && PyDict_Update(props, batch_props) < 0)) {
+        Py_XDECREF(props);
+        Py_DECREF(props_b);
+        return -1;
+    }
+    PyObject *tags = PyDict_GetItemWithError(props, tags_key);  /* borrowed */
+    long long code = 0;
+    if (tags == NULL && PyErr_Occurred()) goto fail;
+    if (tags != NULL) {
+        int truth = PyObject_IsTrue(tags);
+        if (truth < 0) goto fail;
+        if (truth) {
+            if (!PyUnicode_Check(tags)) {  /* a batch properties dict of other values: the pure function */
+                Py_DECREF(props);
+                Py_DECREF(props_b);
+                return -2;
+            }
+            code = (int32_t)java_hash(0, tags);
+        }
+    }
+    *record = Py_BuildValue("(OOOL)", flag, body, props_b, size);
+    *parsed = *record ? Py_BuildValue("(LLLO)", total, size, code, props) : NULL;
+    Py_DECREF(props);
+    Py_DECREF(props_b);
+    if (*parsed == NULL) {
+        Py_CLEAR(*record);
+        return -1;
+    }
+    *size_out = size;
+    return 0;
+fail:
+    Py_DECREF(props);
+    Py_DECREF(props_b);
+    return -1;
+}
+
+static PyObject *batch_layout(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "batch_layout() takes 5 arguments");
+        return NULL;
+    }
+    PyObject *items = args[0], *batch_props_b = args[1], *batch_props = args[2];
+    if (!PyList_CheckExact(items) || !PyBytes_CheckExact(batch_props_b)
+            || (batch_props != Py_None && !PyDict_CheckExact(batch_props))
+            || !PyLong_CheckExact(args[3]) || !PyLong_CheckExact(args[4]))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t fixed = PyLong_AsSsize_t(args[3]), max_body = PyLong_AsSsize_t(args[4]);
+    if ((fixed == -1 || max_body == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (fixed < 0 || fixed > INT32_MAX) Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    PyObject *after_sep = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(batch_props_b) + 1);
+    PyObject *records = PyList_New(n), *parsed = PyList_New(n), *result = NULL;
+    if (after_sep == NULL || records == NULL || parsed == NULL) goto done;
+    PyBytes_AS_STRING(after_sep)[0] = 2;
+    memcpy(PyBytes_AS_STRING(after_sep) + 1, PyBytes_AS_STRING(batch_props_b), (size_t)PyBytes_GET_SIZE(batch_props_b));
+    long long total = 0;
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(items); i++) {
+        PyObject *record = NULL, *one = NULL;
+        long long size = 0;
+        PyObject *item = Py_NewRef(PyList_GET_ITEM(items, i));
+        int rc = layout_one(item, after_sep, batch_props_b, batch_props, fixed, max_body, total, &record, &one,
+                            &size);
+        Py_DECREF(item);
+        if (rc == -1) goto done;
+        if (rc == -2) {
+            result = Py_NewRef(Py_NotImplemented);
+            goto done;
+        }
+        if (rc > 0) {
+            result = PyLong_FromLong(rc);
+            goto done;
+        }
+        PyList_SET_ITEM(records, i, record);
+        PyList_SET_ITEM(parsed, i, one);
+        total += size;
+    }
+    if (PyList_GET_SIZE(items) != n) {  /* the list changed under a callback: the pure function */
+        result = Py_NewRef(Py_NotImplemented);
+        goto done;
+    }
+    result = Py_BuildValue("(OOL)", records, parsed, total);
+done:
+    Py_XDECREF(after_sep);
+    Py_XDECREF(records);
+    Py_XDECREF(parsed);
+    return result;
+}
+
 /* ------------------------------------------------------------------ index */
 
 /* Java String.hashCode() over the UTF-16 units of ``s``, continued from ``h``. */
@@ -420,13 +531,7 @@ static uint32_t java_hash(uint32_t h, PyObject *s) {
     return h;
 }
 
-PyDoc_STRVAR(index_key_hashes_doc,
-"index_key_hashes(topic: str, keys: Sequence[str]) -> list[int]\n\n"
-"[rmqpy.store.index.index_key_hash(topic + '#' + k) for k in keys]: abs(String.hashCode()), 0 for\n"
-"Integer.MIN_VALUE.");
-
-static PyObject *index_key_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+static PyObject *index_key_hashes(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "index_key_hashes(topic: str, keys: Sequence[str])");
         return NULL;
@@ -477,15 +582,7 @@ static int entry_pair(PyObject *e, PyObject **hash, PyObject **phy) {
     return 0;
 }
 
-PyDoc_STRVAR(index_add_entries_doc,
-"index_add_entries(buf, hash_slot_num, index_count, entries, diff) -> (index_count, new_slots)\n\n"
-"The loop of rmqpy.store.index.IndexFile.add_key_hashes for a file past its first entry: each\n"
-"(key_hash, phy_offset) written as an entry chained to its slot's last one, and the slot pointed\n"
-"at it; the new count and how many slots were empty. struct.error where Struct.pack_into would\n"
-"raise (a field out of range, past the buffer), the entries before it written, as the pure loop.");
-
-static PyObject *index_add_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+static PyObject *index_add_entries(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     long long slots, count, diff;
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "index_add_entries() takes 5 arguments");
@@ -565,13 +662,7 @@ done:
 
 /* ------------------------------------------------------------------ consume queue */
 
-PyDoc_STRVAR(consume_queue_units_doc,
-"consume_queue_units(units) -> bytes\n\n"
-"b''.join(UNIT.pack(u[0], u[1], u[2]) for u in units): the 20-byte units (phy, size, tags code)\n"
-"of rmqpy.store.consume_queue.ConsumeQueue.put_batch; struct.error for a field out of range.");
-
-static PyObject *consume_queue_units(PyObject *self, PyObject *arg) {
-    (void)self;
+static PyObject *consume_queue_units(PyObject *Py_UNUSED(self), PyObject *arg) {
     PyObject *seq = PySequence_Fast(arg, "units must be a sequence");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -611,12 +702,38 @@ done:
 
 static PyMethodDef methods[] = {
     {"encode_batch_records", (PyCFunction)(void (*)(void))encode_batch_records, METH_FASTCALL,
-     encode_batch_records_doc},
-    {"decode_batch_items", decode_batch_items, METH_O, decode_batch_items_doc},
-    {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
-    {"index_key_hashes", (PyCFunction)(void (*)(void))index_key_hashes, METH_FASTCALL, index_key_hashes_doc},
-    {"index_add_entries", (PyCFunction)(void (*)(void))index_add_entries, METH_FASTCALL, index_add_entries_doc},
-    {"consume_queue_units", consume_queue_units, METH_O, consume_queue_units_doc},
+     "encode_batch_records(records, total, topic_bytes, queue_id, sys_flag, born_timestamp, born_host,\n"
+     "                     store_timestamp, store_host, reconsume_times, queue_offset, physical_offset) -> bytes\n\n"
+     "rmqpy.protocol.message._py_encode_batch_records for IPv4 hosts (8 bytes each; ValueError otherwise):\n"
+     "every record checked before the bytes are made, the same bytes and the same exception types."},
+    {"decode_batch_items", decode_batch_items, METH_O,
+     "decode_batch_items(body: bytes) -> list[tuple[int, bytes, bytes, str]]\n\n"
+     "rmqpy.protocol.message._py_decode_batch_items: a SEND_BATCH_MESSAGE body's items; ValueError\n"
+     "(UnicodeDecodeError for properties that are not UTF-8) on malformed input, at the same item."},
+    {"string_to_properties", string_to_properties, METH_O,
+     "string_to_properties(s: str | bytes | None) -> dict[str, str]\n\n"
+     "rmqpy.protocol.message._py_string_to_properties: name\\x01value pairs split at \\x02; pairs with\n"
+     "an empty name or value skipped; the last of a repeated name wins; bytes decoded with 'replace'."},
+    {"batch_layout", (PyCFunction)(void (*)(void))batch_layout, METH_FASTCALL,
+     "batch_layout(items, batch_props_b, batch_props, fixed, max_body)\n"
+     "    -> (records, parsed, total) | 1 | 2 | NotImplemented\n\n"
+     "rmqpy.store.batch_layout._py_batch_layout for items of exact types (tuples of an int, bytes,\n"
+     "bytes and str, as decode_batch_items gives them, a dict or None of str values); NotImplemented\n"
+     "for anything else, which the caller hands to the pure function."},
+    {"index_key_hashes", (PyCFunction)(void (*)(void))index_key_hashes, METH_FASTCALL,
+     "index_key_hashes(topic: str, keys: Sequence[str]) -> list[int]\n\n"
+     "[rmqpy.store.index.index_key_hash(topic + '#' + k) for k in keys]: abs(String.hashCode()), 0 for\n"
+     "Integer.MIN_VALUE."},
+    {"index_add_entries", (PyCFunction)(void (*)(void))index_add_entries, METH_FASTCALL,
+     "index_add_entries(buf, hash_slot_num, index_count, entries, diff) -> (index_count, new_slots)\n\n"
+     "The loop of rmqpy.store.index.IndexFile.add_key_hashes for a file past its first entry: each\n"
+     "(key_hash, phy_offset) written as an entry chained to its slot's last one, and the slot pointed\n"
+     "at it; the new count and how many slots were empty. struct.error where Struct.pack_into would\n"
+     "raise (a field out of range, past the buffer), the entries before it written, as the pure loop."},
+    {"consume_queue_units", consume_queue_units, METH_O,
+     "consume_queue_units(units) -> bytes\n\n"
+     "b''.join(UNIT.pack(u[0], u[1], u[2]) for u in units): the 20-byte units (phy, size, tags code)\n"
+     "of rmqpy.store.consume_queue.ConsumeQueue.put_batch; struct.error for a field out of range."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -635,7 +752,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *z = struct_error ? PyImport_ImportModule("zlib") : NULL;
     zlib_crc32 = z ? PyObject_GetAttrString(z, "crc32") : NULL;
     Py_XDECREF(z);
-    if (zlib_crc32 == NULL) {
+    tags_key = zlib_crc32 ? PyUnicode_InternFromString("TAGS") : NULL;
+    if (tags_key == NULL) {
         Py_DECREF(m);
         return NULL;
     }

@@ -48,9 +48,10 @@ from rmqpy.protocol.message import (
 )
 from rmqpy.remoting.ratelimit import clip, limiter_for
 from rmqpy.store.api import ArriveListener, BatchArriveListener, MessageFilter
+from rmqpy.store.batch_layout import BODY_TOO_LONG, PROPERTIES_TOO_LONG, batch_layout
 from rmqpy.store.checkpoint import StoreCheckpoint
 from rmqpy.store.cleanup import CleanService
-from rmqpy.store.commitlog import BatchRecord, CommitLog
+from rmqpy.store.commitlog import CommitLog
 from rmqpy.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from rmqpy.store.consume_queue import INT_MAX, ConsumeQueue
 from rmqpy.store.dispatch import BatchDispatch, CommitLogDispatcher
@@ -548,25 +549,13 @@ class MessageStore(DiskSpaceGuard):
         max_body = self.config.maxMessageSize
         # each message's properties: its own, then the batch's (what parsing the stored string gives)
         batch_props = string_to_properties(batch_props_s) if batch_props_s else None
-        records: list[BatchRecord] = []
-        parsed: list[tuple[int, int, int, dict[str, str]]] = []  # (offset in the batch, size, tags code, properties)
-        total = 0
-        after_sep = b"\x02" + batch_props_b
-        for flag, body, pb, ps in items:
-            if batch_props_b:  # 4.9: batch-level properties appended to each message, after a \x02
-                pb = pb + after_sep if pb and pb[-1] != 2 else pb + batch_props_b
-            if len(pb) > MAX_PROPERTIES_LENGTH:
-                return self._failed(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-            if len(body) > max_body:
-                return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-            size = fixed + len(body) + len(pb)
-            records.append((flag, body, pb, size))
-            props = string_to_properties(ps)
-            if batch_props is not None:
-                props.update(batch_props)
-            tags = props.get(PROPERTY_TAGS)
-            parsed.append((total, size, java_string_hash(tags) if tags else 0, props))
-            total += size
+        layout = batch_layout(items, batch_props_b, batch_props, fixed, max_body)
+        if layout == PROPERTIES_TOO_LONG:
+            return self._failed(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+        if layout == BODY_TOO_LONG:
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        assert not isinstance(layout, int)
+        records, parsed, total = layout
         if total + 8 > self.config.mappedFileSizeCommitLog:
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL, AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
         for flag in dict.fromkeys(r[0] for r in records):  # each flag once: the rest of the fields are the batch's

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from rmqpy import speedups
 from rmqpy.protocol import message
 from rmqpy.protocol.message import encode_batch_body, host_bytes
-from rmqpy.store import consume_queue, index, message_store
+from rmqpy.store import batch_layout, consume_queue, index, message_store
 from rmqpy.store.index import IndexFile, build_key, index_key_hash
 
 from .conftest import StoreHarness
@@ -160,6 +160,41 @@ def test_encode_batch_records_refuses_what_is_not_an_ipv4_pair():
         ext.encode_batch_records([], 0)
 
 
+# --------------------------------------------------------------------------- a batch's layout
+
+_layout_item = st.tuples(_INT32, st.binary(max_size=40), _prop_text.filter(
+    lambda t: not any(0xD800 <= ord(c) <= 0xDFFF for c in t))).map(
+    lambda t: (t[0], t[1], t[2].encode("utf-8"), t[2]))
+
+
+@st.composite
+def _layout_args(draw: Any) -> tuple[Any, ...]:
+    items: list[Any] = draw(st.lists(_layout_item, max_size=6))
+    if items and draw(st.integers(0, 4)) == 0:  # hostile: what decode_batch_items never gives
+        i = draw(st.integers(0, len(items) - 1))
+        flag, body, pb, ps = items[i]
+        items[i] = draw(st.sampled_from([(flag, body, bytearray(pb), ps), [flag, body, pb, ps], (flag, body, pb),
+                                         (flag, body, pb, pb), (flag, body.decode("latin-1"), pb, ps), None,
+                                         (flag, body, b"p" * 32760, ps)]))
+    batch_s = draw(st.sampled_from(["", "WAIT\x01true\x02", "TAGS\x01bt\x02KEYS\x01a b", "x"]))
+    batch_props = message._py_string_to_properties(batch_s) if batch_s else None
+    if batch_props is not None and draw(st.integers(0, 5)) == 0:
+        batch_props["TAGS"] = draw(st.sampled_from([5, b"t", ""]))  # hostile: values that are not str
+    return (items, batch_s.encode(), batch_props, draw(st.integers(0, 300)), draw(st.integers(-1, 50)))
+
+
+@needs_ext
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_layout_args())
+def test_batch_layout(args):
+    """The compiled layout gives the pure one's answer, or declines (NotImplemented) inputs of other
+    types, which the wrapper hands to the pure function: the wrapper's answer is always the pure one's."""
+    compiled = outcome(ext.batch_layout, *args)
+    if compiled != ("ok", NotImplemented):
+        same(batch_layout._py_batch_layout, ext.batch_layout, *args)
+    same(batch_layout._py_batch_layout, batch_layout.batch_layout, *args)
+
+
 # --------------------------------------------------------------------------- index
 
 _key_chars = st.sampled_from(["a", "#", "0", "F", "\u00e9", "\u4e3b", "\U0001f600", "\ud83d", "\udc00", "\x00"])
@@ -269,6 +304,7 @@ def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(message, "_native", None)
     monkeypatch.setattr(index, "_native", None)
     monkeypatch.setattr(consume_queue, "_native", None)
+    monkeypatch.setattr(batch_layout, "_native", None)
     monkeypatch.setattr(message_store, "string_to_properties", message._py_string_to_properties)
     monkeypatch.setattr(message_store, "decode_batch_items", message._py_decode_batch_items)
 
