@@ -60,14 +60,15 @@ static int field(PyObject *obj, long long lo, long long hi, long long *out) {
 #define I32(obj, out) field((obj), INT32_MIN, INT32_MAX, (out))
 #define I64(obj, out) field((obj), INT64_MIN, INT64_MAX, (out))
 
-/* An 8-byte host (ip + port) for a struct "8s" field: bytes or bytearray, else struct.error. */
-static int host8(PyObject *obj, const char **out) {
+/* An 8-byte host (ip + port) for a struct "8s" field: bytes or bytearray, else struct.error. Copied
+ * at once: a bytearray may change under any Python code that runs later (an __index__). */
+static int host8(PyObject *obj, unsigned char *out) {
     if (PyBytes_Check(obj) && PyBytes_GET_SIZE(obj) == 8) {
-        *out = PyBytes_AS_STRING(obj);
+        memcpy(out, PyBytes_AS_STRING(obj), 8);
         return 0;
     }
     if (PyByteArray_Check(obj) && PyByteArray_GET_SIZE(obj) == 8) {
-        *out = PyByteArray_AS_STRING(obj);
+        memcpy(out, PyByteArray_AS_STRING(obj), 8);
         return 0;
     }
     PyErr_SetString(struct_error, "a host must be 8 bytes (bytes or bytearray)");
@@ -110,15 +111,16 @@ static int size_matches(PyObject *size, long long want, record_in *r) {
  * ``fields`` are queue_id, queue_offset and physical_offset of this record (Python ints). */
 static int check_record(PyObject *item, Py_ssize_t tlen, PyObject *const *fields, long long qoff_add,
                         long long phy_add, record_in *r, long long *queue_id, int *deferred_type_error) {
-    PyObject *seq = PySequence_Fast(item, "cannot unpack non-iterable object");
+    /* a tuple holds its items: a list could lose them to Python code the checks below run (__eq__) */
+    PyObject *seq = PySequence_Tuple(item);
     if (seq == NULL) return -1;
     int rc = -1;
-    if (PySequence_Fast_GET_SIZE(seq) != 4) {
-        PyErr_Format(PyExc_ValueError, "expected 4 values to unpack, got %zd", PySequence_Fast_GET_SIZE(seq));
+    if (PyTuple_GET_SIZE(seq) != 4) {
+        PyErr_Format(PyExc_ValueError, "expected 4 values to unpack, got %zd", PyTuple_GET_SIZE(seq));
         goto done;
     }
-    PyObject *flag = PySequence_Fast_GET_ITEM(seq, 0), *body = PySequence_Fast_GET_ITEM(seq, 1);
-    PyObject *props = PySequence_Fast_GET_ITEM(seq, 2), *size = PySequence_Fast_GET_ITEM(seq, 3);
+    PyObject *flag = PyTuple_GET_ITEM(seq, 0), *body = PyTuple_GET_ITEM(seq, 1);
+    PyObject *props = PyTuple_GET_ITEM(seq, 2), *size = PyTuple_GET_ITEM(seq, 3);
     Py_ssize_t blen = PyObject_Length(body);
     if (blen < 0) goto done;
     Py_ssize_t plen = PyObject_Length(props);
@@ -213,9 +215,9 @@ static PyObject *encode_batch_records(PyObject *Py_UNUSED(self), PyObject *const
     }
     /* the fields every record shares (sysFlag .. prepared offset: 48 bytes), packed once */
     long long sys_flag, born_ts, store_ts, reconsume;
-    const char *born, *store;
-    if (I32(args[4], &sys_flag) < 0 || I64(args[5], &born_ts) < 0 || host8(args[6], &born) < 0
-            || I64(args[7], &store_ts) < 0 || host8(args[8], &store) < 0 || I32(args[9], &reconsume) < 0)
+    unsigned char born[8], store[8];
+    if (I32(args[4], &sys_flag) < 0 || I64(args[5], &born_ts) < 0 || host8(args[6], born) < 0
+            || I64(args[7], &store_ts) < 0 || host8(args[8], store) < 0 || I32(args[9], &reconsume) < 0)
         return NULL;
     unsigned char same[48];
     put32(same, (uint32_t)sys_flag);
@@ -225,9 +227,9 @@ static PyObject *encode_batch_records(PyObject *Py_UNUSED(self), PyObject *const
     memcpy(same + 28, store, 8);
     put32(same + 36, (uint32_t)reconsume);
     put64(same + 40, 0);
-    PyObject *seq = PySequence_Fast(args[0], "records must be iterable");
+    PyObject *seq = PySequence_Tuple(args[0]);  /* a copy: Python code run below cannot shorten it */
     if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), held = 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq), held = 0;
     record_in *rs = PyMem_Calloc(n ? (size_t)n : 1, sizeof(record_in));
     PyObject *out = NULL, *sum_obj = NULL;
     if (rs == NULL) {
@@ -239,7 +241,7 @@ static PyObject *encode_batch_records(PyObject *Py_UNUSED(self), PyObject *const
     PyObject *const fields[3] = {args[3], args[10], args[11]};  /* queue_id, queue_offset, physical_offset */
     for (Py_ssize_t i = 0; i < n; i++) {
         held = i + 1;
-        if (check_record(PySequence_Fast_GET_ITEM(seq, i), tlen, fields, (long long)i, sum, &rs[i], &queue_id,
+        if (check_record(PyTuple_GET_ITEM(seq, i), tlen, fields, (long long)i, sum, &rs[i], &queue_id,
                          &deferred_type_error) < 0)
             goto done;
         sum += rs[i].size;  /* each size < 2^31 and at most PY_SSIZE_T_MAX records: no overflow */
@@ -562,24 +564,19 @@ fail:
     return NULL;
 }
 
-/* (key_hash, phy) of an index entry: the pure loop's unpacking, TypeError/ValueError as Python's. */
-static int entry_pair(PyObject *e, PyObject **hash, PyObject **phy) {
-    if (PyTuple_Check(e) && PyTuple_GET_SIZE(e) == 2) {
-        *hash = PyTuple_GET_ITEM(e, 0);
-        *phy = PyTuple_GET_ITEM(e, 1);
-        return 0;
-    }
+/* (key_hash, phy) of an index entry as a new tuple that holds both (a list could lose them to an int
+ * subclass's __mod__): the pure loop's unpacking, TypeError/ValueError as Python's. */
+static PyObject *entry_pair(PyObject *e) {
     if (!PyTuple_Check(e) && !PyList_Check(e)) {
         PyErr_SetString(PyExc_TypeError, "an index entry must be a (key_hash, phy_offset) pair");
-        return -1;
+        return NULL;
     }
-    if (PySequence_Fast_GET_SIZE(e) != 2) {
-        PyErr_Format(PyExc_ValueError, "expected 2 values to unpack, got %zd", PySequence_Fast_GET_SIZE(e));
-        return -1;
+    PyObject *t = PySequence_Tuple(e);
+    if (t != NULL && PyTuple_GET_SIZE(t) != 2) {
+        PyErr_Format(PyExc_ValueError, "expected 2 values to unpack, got %zd", PyTuple_GET_SIZE(t));
+        Py_CLEAR(t);
     }
-    *hash = PySequence_Fast_GET_ITEM(e, 0);
-    *phy = PySequence_Fast_GET_ITEM(e, 1);
-    return 0;
+    return t;
 }
 
 static PyObject *index_add_entries(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -603,7 +600,7 @@ static PyObject *index_add_entries(PyObject *Py_UNUSED(self), PyObject *const *a
         PyErr_SetString(PyExc_TypeError, "argument must be read-write bytes-like object");
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(args[3], "entries must be a sequence");
+    PyObject *seq = PySequence_Tuple(args[3]);
     if (seq == NULL) {
         PyBuffer_Release(&view);
         return NULL;
@@ -612,11 +609,12 @@ static PyObject *index_add_entries(PyObject *Py_UNUSED(self), PyObject *const *a
     long long len = view.len, added = 0;
     /* items start after the header and the slots; a huge slot count is past any buffer */
     long long items = slots > (len / 4) ? len + 1 : INDEX_HEADER + slots * 4;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *result = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject *result = NULL, *pair = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *hobj, *pobj;
-        if (entry_pair(PySequence_Fast_GET_ITEM(seq, i), &hobj, &pobj) < 0) goto done;
+        Py_XSETREF(pair, entry_pair(PyTuple_GET_ITEM(seq, i)));
+        if (pair == NULL) goto done;
+        PyObject *hobj = PyTuple_GET_ITEM(pair, 0), *pobj = PyTuple_GET_ITEM(pair, 1);
         long long h, phy;
         if (!PyLong_Check(hobj)) {
             PyErr_SetString(PyExc_TypeError, "key_hash must be an int");
@@ -655,6 +653,7 @@ static PyObject *index_add_entries(PyObject *Py_UNUSED(self), PyObject *const *a
     }
     result = Py_BuildValue("(LL)", count, added);
 done:
+    Py_XDECREF(pair);
     Py_DECREF(seq);
     PyBuffer_Release(&view);
     return result;
@@ -663,14 +662,14 @@ done:
 /* ------------------------------------------------------------------ consume queue */
 
 static PyObject *consume_queue_units(PyObject *Py_UNUSED(self), PyObject *arg) {
-    PyObject *seq = PySequence_Fast(arg, "units must be a sequence");
+    PyObject *seq = PySequence_Tuple(arg);  /* a copy: a unit's __getitem__ cannot shorten it */
     if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     PyObject *out = n > PY_SSIZE_T_MAX / 20 ? PyErr_NoMemory() : PyBytes_FromStringAndSize(NULL, n * 20);
     if (out == NULL) goto done;
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++, p += 20) {
-        PyObject *u = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *u = PyTuple_GET_ITEM(seq, i);
         long long phy, size, tags;
         PyObject *f[3];
         for (int j = 0; j < 3; j++) {

@@ -372,3 +372,49 @@ def test_without_the_extension_one_line_says_so_and_the_pure_functions_run():
 def test_describe_names_the_path_that_runs():
     assert speedups.describe() == ("store loops: compiled C (rmqpy._speedups)" if speedups.native is not None
                                    else f"store loops: pure Python ({speedups.reason})")
+
+
+@needs_ext
+def test_python_code_that_changes_the_input_during_a_call_does_not_crash():
+    """Objects whose __eq__, __mod__ or __getitem__ empty the list being read, or resize a host
+    bytearray: the C functions hold copies and references, so the call returns or raises."""
+    records: list[Any] = []
+
+    class Size(int):
+        def __eq__(self, other: object) -> bool:
+            records.clear()
+            return True
+
+        __hash__ = int.__hash__
+
+    class Late:
+        def __index__(self) -> int:
+            host[:] = b""  # the born host, already read
+            return 1
+
+    host = bytearray(_HOSTS[0])
+    records.extend([[0, b"abc", b"p", Size(98)], (1, b"de", b"", 94.0)])
+    for args in (([*records], 192), (records, 192)):
+        r = outcome(ext.encode_batch_records, args[0], args[1], b"T", 0, 0, 0, host, Late(), _HOSTS[1], 0, 0, 0)
+        assert r[0] in ("ok", "raised")
+
+    entries: list[Any] = []
+
+    class Hash(int):
+        def __mod__(self, other: Any) -> int:
+            entries.clear()
+            return int(self) % other
+
+    entries.extend([[Hash(5), 1_000_000 + i] for i in range(3)] + [(Hash(6), 2)])  # c12ebdd: SIGSEGV here
+    buf = bytearray(40 + 4 * 4 + 20 * 8)
+    assert outcome(ext.index_add_entries, buf, 4, 2, entries, 0)[0] in ("ok", "raised")
+
+    units: list[Any] = []
+
+    class Unit(tuple):
+        def __getitem__(self, i: Any) -> Any:
+            units.clear()
+            return tuple.__getitem__(self, i)
+
+    units.extend([Unit((1, 2, 3)), Unit((4, 5, 6))])
+    assert outcome(ext.consume_queue_units, units)[0] in ("ok", "raised")
