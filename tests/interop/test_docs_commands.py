@@ -24,7 +24,7 @@ import pytest
 
 from rmqpy.client import Message, Producer, PullConsumer
 from tests.interop import servers
-from tests.unit.test_docs_blocks import DOCS, GENERATED, _blocks
+from tests.unit.test_docs_blocks import CASES
 
 pytestmark = pytest.mark.interop
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,13 +36,10 @@ PLACEHOLDER = re.compile(r"<[^<>]+>")
 def documented_lines() -> list[tuple[str, list[str]]]:
     """(where, lines) of each block with a line :data:`RUN` takes, comments and blank lines left out."""
     out = []
-    for path in DOCS:
-        if path.name in GENERATED:
-            continue
-        for number, lines in _blocks(path):
-            runnable = [line.strip() for line in lines if RUN.match(line.strip())]
-            if runnable:
-                out.append((f"{path.relative_to(ROOT)}:{number}", runnable))
+    for path, number, lines in CASES:
+        runnable = [line.strip() for line in lines if RUN.match(line.strip())]
+        if runnable:
+            out.append((f"{path}:{number}", runnable))
     return out
 
 

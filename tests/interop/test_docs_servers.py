@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_docs_blocks import DOCS, GENERATED, _blocks
+from tests.unit.test_docs_blocks import CASES
 
 pytestmark = pytest.mark.interop
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,14 +36,11 @@ def _config_files(line: str) -> list[str]:
 def server_blocks() -> list[tuple[str, list[str]]]:
     """(where, server lines without their comments) of each block that starts servers from conf/."""
     out = []
-    for path in DOCS:
-        if path.name in GENERATED:
-            continue
-        for number, lines in _blocks(path):
-            servers = [line.split("  #")[0].strip() for line in lines if SERVER.match(line.strip())]
-            if servers and all((ROOT / c).is_file() and c.startswith("conf/")
-                               for line in servers for c in _config_files(line)):
-                out.append((f"{path.relative_to(ROOT)}:{number}", servers))
+    for path, number, lines in CASES:
+        servers = [line.split("  #")[0].strip() for line in lines if SERVER.match(line.strip())]
+        if servers and all((ROOT / c).is_file() and c.startswith("conf/")
+                           for line in servers for c in _config_files(line)):
+            out.append((f"{path}:{number}", servers))
     return out
 
 

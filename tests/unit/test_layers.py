@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: the table's rows, bottom up; a package's modules are in its row unless named on their own
 LAYERS = [
-    ["rmqpy.protocol"],
+    ["rmqpy.protocol", "rmqpy.speedups", "rmqpy._speedups"],  # the compiled loops serve protocol and store
     ["rmqpy.common"],  # but metrics and startup (server plumbing)
     ["rmqpy.remoting"],
     ["rmqpy.store"],
