@@ -101,11 +101,15 @@ class ConnectionCap:
 def remoting_cap(netty: NettyServerConfig, clock: IReactorTime, what: str, reserve: int = 0) -> ConnectionCap:
     """The remoting ports' ConnectionCap of a server (``what``: "broker", "name server"), from
     ``serverMaxConnections`` / ``serverMaxConnectionsPerAddress``: by default what the open-file limit
-    leaves after ``reserve`` descriptors for the store (0: a quarter of the limit), one a connection.
+    leaves after ``reserve`` descriptors for the store (0: a quarter of the limit), one a connection,
+    and half of that per address: an application host runs many clients, each with a connection
+    (the gRPC port's quarter refused 1,253 of one host's 5,000 consumers, bench/consumer_group_probe.py).
     Logs the caps once, as the gRPC port's are."""
     from rmqpy.common import fdlimit
     total, per_address, how = fdlimit.port_caps(netty.serverMaxConnections, netty.serverMaxConnectionsPerAddress,
                                                 reserve, 1)
+    if netty.serverMaxConnectionsPerAddress == 0 and total > 0:
+        per_address = max(1, total // 2)
     ConnectionCap.log.info("{what} remoting ports: at most {n} connections, {m} per address (0: no cap; {how})",
                            what=what, n=total, m=per_address, how=how)
     return ConnectionCap(f"{what} remoting ports", clock, total, per_address,

@@ -48,6 +48,6 @@ class NettyServerConfig:
     serverPartialFramesMaxBytes: int = 256 * 1024 * 1024
     # rmqpy (Java has none): connections the remoting ports hold at once (a broker's listenPort and fast
     # port together), in all and per source address; 0 = from the open-file limit (what the store's
-    # reserve leaves, one descriptor a connection) and a quarter of that per address, < 0 = no cap
+    # reserve leaves, one descriptor a connection) and half of that per address, < 0 = no cap
     serverMaxConnections: int = 0
     serverMaxConnectionsPerAddress: int = 0

@@ -273,3 +273,22 @@ def test_limits_from_netty_config_keys():
         assert ConnectionLimits.from_config(cfg) == ConnectionLimits(
             max_idle_seconds=7, write_high_water=1000, max_unsent_bytes=5, partial_frame_timeout=3,
             max_partial_bytes_total=9)
+
+
+def test_the_remoting_ports_cap_one_address_at_half_the_port(monkeypatch) -> None:
+    """serverMaxConnections(PerAddress)=0: the open-file limit less the store's reserve, one descriptor a
+    connection, and half of that per address (an application host runs many clients: a quarter, the
+    gRPC port's share, refused 1,253 of one host's 5,000 consumers)."""
+    from twisted.internet import task
+
+    from rmqpy.common import fdlimit
+    from rmqpy.remoting.connection_limits import remoting_cap
+    from rmqpy.remoting.netty_config import NettyServerConfig
+    monkeypatch.setattr(fdlimit, "soft_limit", lambda: 20000)
+    monkeypatch.setattr(fdlimit, "open_files", lambda: 30)
+    cap = remoting_cap(NettyServerConfig(), task.Clock(), "broker")
+    assert (cap.max_total, cap.max_per_address) == (14970, 7485)
+    netty = NettyServerConfig()
+    netty.serverMaxConnections, netty.serverMaxConnectionsPerAddress = -1, -1
+    cap = remoting_cap(netty, task.Clock(), "broker")
+    assert (cap.max_total, cap.max_per_address) == (0, 0)  # no cap
