@@ -493,6 +493,7 @@ class JavaProcess:
                 self.kill9()
             except ProcessLookupError:
                 pass
+        self._forget_attach_socket()
         return self.proc.poll()
 
     def kill9(self) -> int | None:
@@ -503,7 +504,14 @@ class JavaProcess:
             except ProcessLookupError:
                 pass
             self.proc.wait(10)
+        self._forget_attach_socket()
         return self.proc.poll()
+
+    def _forget_attach_socket(self) -> None:
+        """The attach socket jcmd made the JVM open (dump_archive): HotSpot removes /tmp/.java_pid<pid>
+        when it exits, not when it is killed, and a run of the suite left a hundred behind."""
+        if self.proc.poll() is not None:
+            Path(f"/tmp/.java_pid{self.proc.pid}").unlink(missing_ok=True)
 
     def dump_archive(self) -> None:
         """Write this JVM's class archive before it ends (once, at its first stop or kill): at the
