@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from rmqpy.common import fdlimit
 from rmqpy.remoting.netty_config import NettyServerConfig
 from rmqpy.remoting.ratelimit import LogRateLimiter
 
@@ -105,7 +106,6 @@ def remoting_cap(netty: NettyServerConfig, clock: IReactorTime, what: str, reser
     and half of that per address: an application host runs many clients, each with a connection
     (the gRPC port's quarter refused 1,253 of one host's 5,000 consumers, bench/consumer_group_probe.py).
     Logs the caps once, as the gRPC port's are."""
-    from rmqpy.common import fdlimit
     total, per_address, how = fdlimit.port_caps(netty.serverMaxConnections, netty.serverMaxConnectionsPerAddress,
                                                 reserve, 1)
     if netty.serverMaxConnectionsPerAddress == 0 and total > 0:

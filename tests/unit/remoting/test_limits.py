@@ -284,7 +284,7 @@ def test_the_remoting_ports_cap_one_address_at_half_the_port(monkeypatch) -> Non
     from rmqpy.common import fdlimit
     from rmqpy.remoting.connection_limits import remoting_cap
     from rmqpy.remoting.netty_config import NettyServerConfig
-    monkeypatch.setattr(fdlimit, "soft_limit", lambda: 20000)
+    monkeypatch.setattr(fdlimit, "soft_limit", lambda: 20000)  # port_caps reads them from the module
     monkeypatch.setattr(fdlimit, "open_files", lambda: 30)
     cap = remoting_cap(NettyServerConfig(), task.Clock(), "broker")
     assert (cap.max_total, cap.max_per_address) == (14970, 7485)
