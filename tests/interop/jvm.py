@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import random
 import shutil
 import signal
 import socket
@@ -35,6 +34,7 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
+from tests import ports
 from tests.interop import cds
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
@@ -343,19 +343,10 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
         s.close()
 
 
-def free_port(span: Iterable[int] = (0,), low: int = 12000, high: int = 30000) -> int:
-    """A port p such that p+d is free on loopback for every d in ``span``.
-
-    Picked at random below the Linux ephemeral range so that outgoing
-    connections do not take it before the server binds.
-    """
-    span = tuple(span)
-    for _ in range(500):
-        p = random.randint(low - min(span), high - max(span))
-        # RocketMQ binds the wildcard address (4.9 always does)
-        if all(port_free(p + d, "0.0.0.0") and port_free(p + d) for d in span):
-            return p
-    raise JavaError("no free port found")
+def free_port(span: Iterable[int] = (0,)) -> int:
+    """A port p such that p+d is free for every d in ``span`` (tests/ports.py: below the ephemeral range,
+    a band per xdist worker)."""
+    return ports.free_port(span)
 
 
 def free_broker_port() -> int:

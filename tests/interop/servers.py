@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests import ports
 from tests.interop.jvm import wait_broker_registered
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,24 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def free_port(span: int = 1) -> int:
     """A free port p such that p-2..p+span are free too (the broker uses p-2 and p+1)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("0.0.0.0", 0))
-            port = s.getsockname()[1]
-        if port < 1100:
-            continue
-        if all(_is_free(p) for p in range(port - 2, port + span + 1)):
-            return port
-    raise RuntimeError("no free port range")
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("0.0.0.0", port))
-            return True
-        except OSError:
-            return False
+    return ports.free_port(range(-2, span + 1))
 
 
 def wait_port(host: str, port: int, timeout: float = 30, proc: subprocess.Popen | None = None,

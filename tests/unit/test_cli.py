@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rmqpy.tools import admin
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,26 +153,6 @@ def test_admin_into_head_ends_quietly(fake_servers, tmp_path):
     assert (tmp_path / "err.txt").read_text() == ""
 
 
-def _free_ports(*offsets: int) -> int:
-    """A port p with p + each offset free on 127.0.0.1 (the broker: listenPort, listenPort - 2, listenPort + 1)."""
-    import random
-    for _ in range(100):
-        base = random.randrange(20000, 60000)
-        socks = []
-        try:
-            for off in offsets:
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + off))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free ports")
-
-
 def _run_until_listening(script: str, args: list[str], port: int, tmp_path: Path, probe=None) -> str:
     """Start the console script ``script`` with ``args``, wait until ``port`` accepts, call ``probe``, stop
     it with SIGTERM (as Ctrl-C or systemd) and return what it printed, stdout and stderr together."""
@@ -215,7 +196,7 @@ def test_help_is_the_scripts_own_usage(script):
 def test_log_level_warn_prints_no_info_line_at_start_or_stop(script, tmp_path):
     """logLevel=WARN: twistd's own log (stdout under -n) gets no info line, not even the ones logged before
     the reactor runs (TLS set-up, "twistd starting up", "... starting on <port>")."""
-    port = _free_ports(-2, 0, 1)
+    port = free_port((-2, 0, 1))
     args = ["-D", f"listenPort={port}", "-D", "logLevel=WARN", "-D", "bindAddress=127.0.0.1"]
     if script == "mqbroker":
         args += ["-n", "127.0.0.1:1", "-D", "grpcServerPort=-1", "-D", f"storePathRootDir={tmp_path / 'store'}"]
@@ -230,7 +211,7 @@ def test_log_level_warn_prints_no_info_line_at_start_or_stop(script, tmp_path):
 def test_broker_logs_the_address_its_metrics_endpoint_listens_on(tmp_path):
     """The endpoint binds brokerIP1 as Java's does (not 127.0.0.1 unless brokerIP1 is): the log says where."""
     import urllib.request
-    port, mport = _free_ports(-2, 0, 1), _free_ports(0)
+    port, mport = free_port((-2, 0, 1)), free_port()
     scraped = []
     url = f"http://127.0.0.2:{mport}/metrics"
 

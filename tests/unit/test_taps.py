@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.ports import free_port
 
 PROBE = textwrap.dedent("""
     import json, sys, threading
@@ -54,21 +55,8 @@ PROBE = textwrap.dedent("""
 
 
 def _free_port(span: int = 1) -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if all(_is_free(port + i) for i in range(-2, span)):
-            return port
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    """A free port p with p-2..p+span-1 free too."""
+    return free_port(range(-2, span))
 
 
 def _probe(tap_name: str, args: list[str], cwd: Path) -> dict:

@@ -10,6 +10,7 @@ from twisted.internet.task import Clock
 
 from rmqpy.controller.raft import PySyncObjLog
 from rmqpy.controller.state import ApplyBrokerIdEvent, ElectMasterEvent
+from tests.ports import free_ports
 
 
 class ThreadedClock(Clock):
@@ -30,16 +31,6 @@ class ThreadedClock(Clock):
                 break
             fn(*args, **kwargs)
         self.advance(0.05)
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def wait(clock: ThreadedClock, cond, timeout: float = 15.0):
