@@ -134,7 +134,8 @@ def makeService(options: Options, reactor=None) -> service.MultiService:  # noqa
         from rmqpy.common.metrics import metrics_service
         host, mport = controller.metrics_manager.address()
         where = "" if bc.metricsPromExporterHost else " (brokerIP1, as Java; metricsPromExporterHost sets another address)"
-        listeners.append(metrics_service(controller.metrics_manager.registry, host, mport, f"broker metrics{where}"))
+        listeners.append(metrics_service(controller.metrics_manager.registry, host, mport, f"broker metrics{where}",
+                                         reactor))
     return build_broker_service(controller, Options.tap_name, listeners)
 
 

@@ -27,8 +27,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from twisted.internet import task
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
-from twisted.web import resource, server
+from twisted.python.failure import Failure
+from twisted.web import http, resource, server
 
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RPC_ONEWAY, RemotingCommand
@@ -251,9 +253,23 @@ MAX_METRICS_CONNECTIONS = 64
 MAX_METRICS_CONNECTIONS_PER_ADDRESS = 16
 
 
+class _CappedChannel(http.HTTPChannel):
+    """An HTTP connection that gives its place under the port's cap back when it closes."""
+
+    release: Callable[[], None] | None = None
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:  # noqa: N802 (Twisted's name)
+        if self.release is not None:
+            self.release()
+            self.release = None
+        super().connectionLost(reason)
+
+
 class _CappedSite(server.Site):
     """A Site whose connections count against a ConnectionCap from the accept to the close."""
 
+    #: plain HTTP/1.1 channels (no HTTP/2 negotiation: the port has no TLS, so no ALPN)
+    protocol: Callable[[], Any] = _CappedChannel
     cap: ConnectionCap | None = None
 
     def buildProtocol(self, addr: Any) -> Any:  # noqa: N802 (Twisted's name)
@@ -262,12 +278,7 @@ class _CappedSite(server.Site):
             return None  # Twisted closes the socket at once
         channel = super().buildProtocol(addr)
         if self.cap is not None and channel is not None:
-            cap, lost = self.cap, channel.connectionLost
-
-            def released(reason: Any) -> None:
-                cap.release(host)
-                lost(reason)
-            channel.connectionLost = released
+            channel.release = lambda cap=self.cap: cap.release(host)
         return channel
 
 
@@ -297,8 +308,9 @@ def endpoint_url(host: str, port: int) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
 
 
-def metrics_service(registry: CollectorRegistry, host: str, port: int, what: str = "metrics") -> Any:
-    """The endpoint as a Twisted service: ``http://host:port/metrics``.
+def metrics_service(registry: CollectorRegistry, host: str, port: int, what: str, reactor: Any) -> Any:
+    """The endpoint as a Twisted service on ``reactor``: ``http://host:port/metrics``, its
+    connections capped (:func:`metrics_site`).
 
     Once it listens it logs the address it listens on: the broker's is ``brokerIP1`` unless
     ``metricsPromExporterHost`` is set (as Java's), not 127.0.0.1, which Twisted's own
@@ -312,5 +324,4 @@ def metrics_service(registry: CollectorRegistry, host: str, port: int, what: str
             _log.info("{what}: Prometheus endpoint listening on {url}", what=what, url=endpoint_url(bound.host, bound.port))
             return listening
 
-    from twisted.internet import reactor
-    return MetricsServer(port, metrics_site(registry, reactor), interface=host)
+    return MetricsServer(port, metrics_site(registry, reactor), interface=host, reactor=reactor)

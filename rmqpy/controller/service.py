@@ -79,7 +79,7 @@ class ControllerService(service.MultiService):
             self.rlog.append_observer = self.metrics.append_done
             if serve_metrics:
                 metrics_service(self.metrics.registry, config.metricsPromExporterHost or netty.bindAddress,
-                                config.metricsPromExporterPort, "controller metrics").setServiceParent(self)
+                                config.metricsPromExporterPort, "controller metrics", reactor).setServiceParent(self)
         self.dispatcher = RequestDispatcher()
         self.processor = ControllerRequestProcessor(self.manager, self.all_configs_text,
                                                     lambda: [self.config, self.netty], self.metrics)

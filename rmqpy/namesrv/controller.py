@@ -70,7 +70,7 @@ class NamesrvController(service.MultiService):
             self.dispatcher.rpc_observer = self.metrics.rpc
             host = config.metricsPromExporterHost or netty.bindAddress
             metrics_service(self.metrics.registry, host, config.metricsPromExporterPort,
-                            "name server metrics").setServiceParent(self)
+                            "name server metrics", reactor).setServiceParent(self)
 
     def _in_thread(self, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` in the reactor's thread pool (file writes); inline on a reactor without one."""
