@@ -1,14 +1,17 @@
 """Route lookups per second and p99 latency: twistd rmq-namesrv vs the Java name server.
 
     python bench/namesrv_bench.py [--seconds 10] [--procs 2] [--conns 16] [--repeat 3] [--warmup 5]
-                                  [--version 4.9.8] [--c1-only]
+                                  [--version 4.9.8] [--c1-only] [--pin 0:1 | --no-pin]
 
 Both servers run side by side, get the same fake broker registration and the same load
 from the same generator (asyncio Protocols in several processes, one request in flight
 per connection); after a warm-up of each, the runs alternate rmqpy, Java, rmqpy, ... and
 the medians are reported, with each server's CPU per request (/proc) and the generator's
 CPU per request: on a small machine the generator shares the cores with the server, so
-lookups/s is bounded by both, while server CPU per request is the server's own cost.
+lookups/s is bounded by both, while server CPU per request is the server's own cost. So by
+default (on a machine of two cores or more) the servers run on the first core and the generator on
+the others (``--pin SERVER_CPUS:GENERATOR_CPUS``, CPU lists as taskset's): each server has one core to
+itself, Java's threads included, and lookups/s compares the servers, while the generator keeps up.
 Not a test: numbers depend on the machine, which is also running the generator.
 """
 from __future__ import annotations
@@ -113,7 +116,9 @@ class _Lookups(asyncio.Protocol):
 _LENGTH = struct.Struct(">I")
 
 
-def _worker(addr: str, conns: int, seconds: float, out: mp.Queue) -> None:
+def _worker(addr: str, conns: int, seconds: float, out: mp.Queue, cpus: set[int] | None = None) -> None:
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     latencies: list[float] = []
     request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, h.GetRouteInfoRequestHeader(topic=TOPIC))
     request.version = 409
@@ -149,9 +154,9 @@ class Result(NamedTuple):
     client_us: float  # load generator CPU per request
 
 
-def load(addr: str, procs: int, conns: int, seconds: float, server_pid: int) -> Result:
+def load(addr: str, procs: int, conns: int, seconds: float, server_pid: int, cpus: set[int] | None = None) -> Result:
     queue: mp.Queue = mp.Queue()
-    workers = [mp.Process(target=_worker, args=(addr, conns, seconds, queue)) for _ in range(procs)]
+    workers = [mp.Process(target=_worker, args=(addr, conns, seconds, queue, cpus)) for _ in range(procs)]
     cpu0 = _cpu_seconds(server_pid)
     for w in workers:
         w.start()
@@ -166,6 +171,25 @@ def load(addr: str, procs: int, conns: int, seconds: float, server_pid: int) -> 
     return Result(total / seconds, p99, (cpu1 - cpu0) / total * 1e6, client / total * 1e6)
 
 
+def cpu_list(text: str) -> set[int]:
+    """``0``, ``0,2`` or ``1-3`` (taskset's CPU list) as a set of CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def pinning(text: str | None) -> tuple[set[int], set[int]] | None:
+    """(server CPUs, generator CPUs) from ``--pin``; by default the first CPU for the servers and the
+    rest for the generator, or none on a machine of one CPU."""
+    if text is None:
+        mine = sorted(os.sched_getaffinity(0))
+        return ({mine[0]}, set(mine[1:])) if len(mine) > 1 else None
+    server, _, generator = text.partition(":")
+    return cpu_list(server), cpu_list(generator)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10)
@@ -176,7 +200,17 @@ def main() -> None:
     ap.add_argument("--version", default="4.9.8", help="Java name server version")
     ap.add_argument("--c1-only", action="store_true",
                     help="run the Java name server C1-only as the interop tests do (default: its normal JIT, C2)")
+    ap.add_argument("--pin", help="SERVER_CPUS:GENERATOR_CPUS (default: the first CPU for the servers, the others "
+                                  "for the generator)")
+    ap.add_argument("--no-pin", action="store_true", help="servers and generator share every CPU")
     args = ap.parse_args()
+    pins = None if args.no_pin else pinning(args.pin)
+    gen_cpus = None
+    if pins is not None:
+        # the servers are started from here and inherit this process's CPUs (every JVM thread too)
+        os.sched_setaffinity(0, pins[0])
+        gen_cpus = pins[1]
+        print(f"servers on CPUs {sorted(pins[0])}, generator on {sorted(pins[1])}", flush=True)
     sys.path.insert(0, str(ROOT / "tests" / "interop"))
     import jvm  # type: ignore[import-not-found]
     runs: dict[str, list[Result]] = {"rmqpy": [], "java": []}
@@ -197,10 +231,10 @@ def main() -> None:
             for addr, _ in servers.values():
                 keep.append(register_fake_broker(addr))
             for addr, pid in servers.values():
-                load(addr, args.procs, args.conns, args.warmup, pid)
+                load(addr, args.procs, args.conns, args.warmup, pid, gen_cpus)
             for _ in range(args.repeat):
                 for name, (addr, pid) in servers.items():
-                    r = load(addr, args.procs, args.conns, args.seconds, pid)
+                    r = load(addr, args.procs, args.conns, args.seconds, pid, gen_cpus)
                     runs[name].append(r)
                     print(f"  {name:6s} {r.qps:8.0f}/s  p99 {r.p99_ms:6.2f} ms  server CPU {r.server_us:5.1f} us/req  "
                           f"client CPU {r.client_us:5.1f} us/req  load {os.getloadavg()[0]:.2f}", flush=True)
