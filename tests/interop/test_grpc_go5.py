@@ -24,7 +24,9 @@ The targets start and run at once, each with its own servers (the module fixture
 down: their waits (the JVMs' start, the invisible durations) overlap. On each target the
 consumers start first, in parallel; then one producer sends for every scenario; the consumers stop
 together once every scenario has what it waits for, and a little later (to catch extra deliveries).
-Each test asserts on its own scenario's events.
+Each test asserts on its own scenario's events. All the while a background load (a producer and a
+SimpleConsumer through grpcio, tests/interop/grpc_load.py) runs on the same endpoint, and must be served
+whole too.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from typing import Callable
 
 import pytest
 
-from tests.interop import goharness, jvm, servers
+from tests.interop import goharness, grpc_load, jvm, servers
 from tests.interop.waiting import wait_until
 
 pytestmark = [
@@ -54,7 +56,7 @@ BROKER_PROPS: dict[str, object] = {"brokerName": "broker-go5", "enablePropertyFi
 
 #: topic -> message.type (None: a normal topic without the attribute)
 TOPICS: dict[str, str | None] = {"GoOnce": None, "GoFifo": "FIFO", "GoDelay": "DELAY", "GoFilter": None,
-                                 "GoRedo": None}
+                                 "GoRedo": None, grpc_load.TOPIC: None}
 #: consumer group -> orderly (consumeMessageOrderly: what makes the proxy's receive FIFO)
 GROUPS = {"go5_once": False, "go5_fifo": True, "go5_delay": False, "go5_tag": False, "go5_sql": False,
           "go5_redo": False}
@@ -186,8 +188,10 @@ class Target:
 class Run:
     """What the producer and each consumer printed on one target."""
 
-    def __init__(self, kind: str, sent: jvm.Events, consumed: dict[str, jvm.Events], took: float, logs: str) -> None:
+    def __init__(self, kind: str, sent: jvm.Events, consumed: dict[str, jvm.Events], took: float, logs: str,
+                 load: grpc_load.LoadReport) -> None:
         self.kind, self.sent, self.consumed, self.took, self.logs = kind, sent, consumed, took, logs
+        self.load = load
 
     def sent_to(self, topic: str) -> list[dict]:
         return [e for e in self.sent.of("sent") if e["topic"] == topic]
@@ -241,6 +245,7 @@ def run_scenarios(t: Target) -> Run:
     tmp = t.tmp
     stop = tmp / "stop"
     procs: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
+    load = grpc_load.GrpcLoad(t.endpoint).start()  # the scenarios run beside it
     try:
         for name, args in CONSUMERS.items():
             out, err = tmp / f"{name}.out", tmp / f"{name}.err"
@@ -279,11 +284,12 @@ def run_scenarios(t: Target) -> Run:
             ev.returncode, ev.stderr = proc.returncode, err.read_text(errors="replace")
             consumed[name] = ev
     finally:
+        report = load.stop()
         for proc, _, _ in procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
-    return Run(t.kind, sent, consumed, took, t.log_tail())
+    return Run(t.kind, sent, consumed, took, t.log_tail(), report)
 
 
 def _target_run(kind: str, host, tmp: Path) -> Run:
@@ -444,3 +450,11 @@ def test_an_empty_receive_is_answered_with_half_the_request_timeout_to_spare(run
     # came 121 and 294 ms past it (7,121 and 7,294 ms), the proxy starved, not following another rule
     held = empty[-1] if run.kind == "rmqpy" else empty[len(empty) // 2]
     assert held < deadline_ms - REQUEST_TIMEOUT_S * 1000 / 2 + 500, empty
+
+
+def test_the_scenarios_ran_beside_a_load_that_was_served_whole(run: Run) -> None:
+    """All along the scenarios a gRPC producer sent 20 messages a second and a SimpleConsumer kept four
+    receives in flight on the same endpoint (tests/interop/grpc_load.py): every call answered OK, every
+    message sent received and acked."""
+    print(f"{run.kind}: background load {run.load}")
+    assert run.load.sent and not run.load.errors and not run.load.missing, str(run.load)

@@ -24,7 +24,8 @@ One server set per target (module-scoped). The scenarios share it, each on its o
 and run together to keep CI short: one consumer per scenario starts (all in parallel), then one
 producer sends for all of them (the longest consumer waits out two invisible times); each test
 asserts on its own scenario's events. While a target's consumers wait, the next target's servers
-start (``Prestarts``).
+start (``Prestarts``). All along, a background load (a producer and a SimpleConsumer through grpcio,
+tests/interop/grpc_load.py) runs on the same endpoint, and must be served whole too.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from typing import Callable
 
 import pytest
 
-from tests.interop import clients, jvm, servers
+from tests.interop import clients, grpc_load, jvm, servers
 from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
@@ -140,8 +141,9 @@ RENEW_PROPS = {"defaultInvisibleTimeMills": 5000, "renewAheadTimeMillis": 3000, 
 class Run:
     """What the producers and each scenario's consumer printed."""
 
-    def __init__(self, kind: str, sent: jvm.Events, consumed: dict[str, jvm.Events]) -> None:
-        self.kind, self.sent, self.consumed = kind, sent, consumed
+    def __init__(self, kind: str, sent: jvm.Events, consumed: dict[str, jvm.Events],
+                 load: grpc_load.LoadReport) -> None:
+        self.kind, self.sent, self.consumed, self.load = kind, sent, consumed, load
 
     def scenario(self, name: str) -> tuple[list[dict], jvm.Events]:
         topic = SCENARIOS[name][0]
@@ -156,13 +158,24 @@ class Run:
 
 def run_scenarios(t: Target, tmp: Path, while_waiting: Callable[[], None] | None = None) -> Run:
     """``while_waiting``: called once everything is sent, while the consumers wait out their invisible
-    times and check-backs (20-30 s of next to no CPU)."""
-    admin = []
+    times and check-backs (20-30 s of next to no CPU). All along, a background load runs on the same
+    endpoint (tests/interop/grpc_load.py)."""
+    admin = [t.topic_command(grpc_load.TOPIC)]
     for name, (topic, topic_opts, group, _, _) in SCENARIOS.items():
         admin.append(t.topic_command(topic, *topic_opts))
         if name == "fifo":
             admin.append(["updateSubGroup", "-g", group, "-o", "true"])
     t.admin(*admin)
+    load = grpc_load.GrpcLoad(t.endpoint).start()
+    try:
+        sent, consumed = _scenarios(t, tmp, while_waiting)
+    finally:
+        report = load.stop()
+    return Run(t.kind, sent, consumed, report)
+
+
+def _scenarios(t: Target, tmp: Path, while_waiting: Callable[[], None] | None
+               ) -> tuple[jvm.Events, dict[str, jvm.Events]]:
     sends = ";".join(f"{topic},{spec}" for topic, _, _, specs, _ in SCENARIOS.values() for spec in specs)
     runs = {name: [consumer[0], "--topic", topic, "--group", group, *consumer[1:]]
             for name, (topic, _, group, _, consumer) in SCENARIOS.items()}
@@ -202,7 +215,7 @@ def run_scenarios(t: Target, tmp: Path, while_waiting: Callable[[], None] | None
         ev = jvm.Events(jvm._parse_lines(out.read_text()))
         ev.returncode, ev.stderr = proc.returncode, err.read_text(errors="replace")
         consumed[name] = ev
-    return Run(t.kind, sent, consumed)
+    return sent, consumed
 
 
 #: a server set of this module: (fixture, its param)
@@ -412,6 +425,14 @@ def test_transaction_commit_rollback_and_check_back(run: Run) -> None:
     if run.kind in ("rmqpy", "rmqpy-proxy"):  # rmqpy is the broker: only the open one is checked back
         assert checked == {"tx-check"}, producer
         assert sorted(r["body"] for r in got) == ["tx-check", "tx-commit"], got
+
+
+def test_the_scenarios_ran_beside_a_load_that_was_served_whole(run: Run) -> None:
+    """All along the scenarios a gRPC producer sent 20 messages a second and a SimpleConsumer kept four
+    receives in flight on the same endpoint (tests/interop/grpc_load.py): every call answered OK, every
+    message sent received and acked."""
+    print(f"{run.kind}: background load {run.load}")
+    assert run.load.sent and not run.load.errors and not run.load.missing, str(run.load)
 
 
 # ---------------------------------------------------------------------- consumerStatus with jstack

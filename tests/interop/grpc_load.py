@@ -1,0 +1,203 @@
+"""Background load on a gRPC endpoint while a scenario module's official clients run against it
+(issue 25, item 4: scenarios proven under load, not on an idle server).
+
+:class:`GrpcLoad` is a producer and a SimpleConsumer of its own topic and group, speaking the protocol
+through grpcio as a RocketMQ 5 client does (settings on a Telemetry stream, x-mq-* metadata, heartbeats):
+``senders`` threads send at ``rate`` messages a second in all, and ``receives`` receives are in flight at
+once, each acking what it got. Failures are not retried: every call that is not OK is kept in the report,
+and so is every message sent but never received, so a target that drops a message or answers a
+well-formed call with an error under load fails the module, as it would fail an application.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
+
+#: the load's topic and group: a module creates both (NORMAL topic, 4 queues) before :meth:`GrpcLoad.start`
+TOPIC, GROUP = "GrpcLoad", "grpc_load"
+#: a receive's long polling (the 5.x clients' default for a SimpleConsumer's awaitDuration is 30 s; shorter
+#: here so that :meth:`GrpcLoad.stop` is quick) and invisible time
+POLLING_MS, INVISIBLE_MS = 5_000, 30_000
+
+
+def _duration(ms: int) -> Duration:
+    d = Duration()
+    d.FromMilliseconds(ms)
+    return d
+
+
+@dataclass
+class LoadReport:
+    sent: set[str] = field(default_factory=set)
+    received: set[str] = field(default_factory=set)
+    acked: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> set[str]:
+        return self.sent - self.received
+
+    def __str__(self) -> str:
+        return (f"{len(self.sent)} sent, {len(self.received)} received, {self.acked} acked, "
+                f"{len(self.missing)} missing, {len(self.errors)} errors {self.errors[:5]}")
+
+
+class GrpcLoad:
+    def __init__(self, endpoint: str, rate: float = 20.0, receives: int = 4, senders: int = 2,
+                 topic: str = TOPIC, group: str = GROUP) -> None:
+        self.endpoint, self.rate, self.receives, self.senders = endpoint, rate, receives, senders
+        self.topic, self.group = topic, group
+        self.channel = grpc.insecure_channel(endpoint)
+        self.stub = sgrpc.MessagingServiceStub(self.channel)
+        self.client_id = f"grpc-load-{uuid.uuid4().hex[:12]}"
+        self.report = LoadReport()
+        self._lock = threading.Lock()
+        self._sending = threading.Event()
+        self._receiving = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._telemetry: queue.Queue[Any] = queue.Queue()
+
+    def _metadata(self) -> list[tuple[str, str]]:
+        return [("x-mq-client-id", self.client_id), ("x-mq-language", "PYTHON"), ("x-mq-protocol", "v2"),
+                ("x-mq-client-version", "5.1.2"), ("x-mq-request-id", uuid.uuid4().hex)]
+
+    def _error(self, call: str, what: Any) -> None:
+        with self._lock:
+            self.report.errors.append(f"{call}: {what}")
+
+    # ------------------------------------------------------------------ the client's session
+    def _open(self) -> None:
+        """Producer and SimpleConsumer settings on one Telemetry stream (one client id for both, as
+        the load is one client), answered, then a heartbeat."""
+        ua = pb.UA(language=pb.Language.PYTHON, version="5.1.2", platform="linux", hostname="grpc-load")
+        sub = pb.Subscription(group=pb.Resource(name=self.group), long_polling_timeout=_duration(POLLING_MS),
+                              subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name=self.topic),
+                                                                  expression=pb.FilterExpression(expression="*"))])
+        settings = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER, subscription=sub, user_agent=ua,
+                               access_point=pb.Endpoints(scheme=pb.AddressScheme.IPv4),
+                               request_timeout=_duration(3000))
+        self._telemetry.put(spb.TelemetryCommand(settings=settings))
+
+        def commands() -> Iterator[Any]:
+            while (cmd := self._telemetry.get()) is not None:
+                yield cmd
+        replies = self.stub.Telemetry(commands(), metadata=self._metadata())
+        first = next(replies)
+        assert first.status.code == pb.Code.OK, (self.endpoint, first)
+        self._spawn(self._drain, replies)
+        hb = self.stub.Heartbeat(spb.HeartbeatRequest(group=pb.Resource(name=self.group),
+                                                      client_type=pb.ClientType.SIMPLE_CONSUMER),
+                                 metadata=self._metadata(), timeout=10)
+        assert hb.status.code == pb.Code.OK, (self.endpoint, hb)
+
+    @staticmethod
+    def _drain(replies: Iterator[Any]) -> None:
+        try:
+            for _ in replies:
+                pass
+        except grpc.RpcError:
+            pass  # cancelled at close
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=f"grpc-load-{target.__name__}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    # ------------------------------------------------------------------ the load
+    def start(self) -> "GrpcLoad":
+        self._open()
+        self._sending.set()
+        self._receiving.set()
+        for _ in range(self.receives):
+            self._spawn(self._receive_loop)
+        for n in range(self.senders):
+            self._spawn(self._send_loop, n)
+        return self
+
+    def _send_loop(self, n: int) -> None:
+        period = self.senders / self.rate
+        next_at = time.monotonic()
+        i = 0
+        while self._sending.is_set():
+            key = f"load-{n}-{i}"
+            i += 1
+            props = pb.SystemProperties(message_id=uuid.uuid4().hex.upper(), message_type=pb.MessageType.NORMAL,
+                                        body_encoding=pb.Encoding.IDENTITY, born_host="grpc-load", keys=[key])
+            born = Timestamp()
+            born.FromMilliseconds(int(time.time() * 1000))
+            props.born_timestamp.CopyFrom(born)
+            message = pb.Message(topic=pb.Resource(name=self.topic), system_properties=props, body=key.encode())
+            try:
+                r = self.stub.SendMessage(spb.SendMessageRequest(messages=[message]), metadata=self._metadata(),
+                                          timeout=10)
+                if r.status.code == pb.Code.OK:
+                    with self._lock:
+                        self.report.sent.add(key)
+                else:
+                    self._error("SendMessage", f"{pb.Code.Name(r.status.code)} {r.status.message}")
+            except grpc.RpcError as exc:
+                self._error("SendMessage", f"{exc.code().name} {exc.details()}")
+            next_at += period
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+    def _receive_loop(self) -> None:
+        request = spb.ReceiveMessageRequest(group=pb.Resource(name=self.group),
+                                            message_queue=pb.MessageQueue(topic=pb.Resource(name=self.topic)),
+                                            filter_expression=pb.FilterExpression(expression="*"), batch_size=16,
+                                            invisible_duration=_duration(INVISIBLE_MS),
+                                            long_polling_timeout=_duration(POLLING_MS))
+        while self._receiving.is_set():
+            got = []
+            try:
+                for r in self.stub.ReceiveMessage(request, metadata=self._metadata(), timeout=POLLING_MS / 1000 + 10):
+                    if r.HasField("message"):
+                        got.append(r.message)
+                    elif r.HasField("status") and r.status.code not in (pb.Code.OK, pb.Code.MESSAGE_NOT_FOUND):
+                        self._error("ReceiveMessage", f"{pb.Code.Name(r.status.code)} {r.status.message}")
+            except grpc.RpcError as exc:
+                self._error("ReceiveMessage", f"{exc.code().name} {exc.details()}")
+            if got:
+                self._ack(got)
+
+    def _ack(self, messages: list[Any]) -> None:
+        with self._lock:
+            self.report.received.update(m.system_properties.keys[0] for m in messages)
+        entries = [spb.AckMessageEntry(message_id=m.system_properties.message_id,
+                                       receipt_handle=m.system_properties.receipt_handle) for m in messages]
+        try:
+            r = self.stub.AckMessage(spb.AckMessageRequest(group=pb.Resource(name=self.group),
+                                                           topic=pb.Resource(name=self.topic), entries=entries),
+                                     metadata=self._metadata(), timeout=10)
+            failed = [e for e in r.entries if e.status.code != pb.Code.OK]
+            if r.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS) or failed:
+                self._error("AckMessage", f"{pb.Code.Name(r.status.code)} {r.status.message} {failed[:1]}")
+            with self._lock:
+                self.report.acked += len(entries) - len(failed)
+        except grpc.RpcError as exc:
+            self._error("AckMessage", f"{exc.code().name} {exc.details()}")
+
+    def stop(self, drain_s: float = 30.0) -> LoadReport:
+        """Stops sending, waits (at most ``drain_s``) until every message sent was received, then stops
+        receiving and closes the client; the report of the whole run."""
+        self._sending.clear()
+        deadline = time.monotonic() + drain_s
+        while self.report.missing and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self._receiving.clear()
+        self._telemetry.put(None)
+        for thread in self._threads:
+            if thread.name != "grpc-load-_drain":
+                thread.join(POLLING_MS / 1000 + 15)
+        self.channel.close()
+        return self.report
