@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -29,6 +30,23 @@ TOPIC, GROUP = "GrpcLoad", "grpc_load"
 #: a receive's long polling (the 5.x clients' default for a SimpleConsumer's awaitDuration is 30 s; shorter
 #: here so that :meth:`GrpcLoad.stop` is quick) and invisible time
 POLLING_MS, INVISIBLE_MS = 5_000, 30_000
+#: as the official clients: a heartbeat every 10 s (Apache's proxy forgets a consumer's settings once its
+#: channel expires without one), and a failed call's next try 1 s later (the Java client's receive backoff)
+HEARTBEAT_S, BACKOFF_S = 10.0, 1.0
+
+
+def create_topic(broker_addr: str, ns_addr: str, topic: str = TOPIC, timeout: float = 30) -> None:
+    """The load's topic (NORMAL, 4 queues) on a broker over remoting, as mqadmin updateTopic would, and
+    until its name server routes it (a proxy asks the name server)."""
+    from tests.interop import jvm
+    fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
+              "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+    code, remark, _, _ = jvm.remoting_request(broker_addr, 17, fields)  # UPDATE_AND_CREATE_TOPIC
+    assert code == 0, (broker_addr, topic, code, remark)
+    deadline = time.monotonic() + timeout
+    while jvm.remoting_request(ns_addr, 105, {"topic": topic})[0] != 0:  # GET_ROUTEINFO_BY_TOPIC
+        assert time.monotonic() < deadline, f"{topic} not routed by {ns_addr}"
+        time.sleep(0.2)
 
 
 def _duration(ms: int) -> Duration:
@@ -65,8 +83,10 @@ class GrpcLoad:
         self._lock = threading.Lock()
         self._sending = threading.Event()
         self._receiving = threading.Event()
+        self._stopping = threading.Event()  # set once halting: ends the heartbeats
         self._threads: list[threading.Thread] = []
         self._telemetry: queue.Queue[Any] = queue.Queue()
+        self._running = False
 
     def _metadata(self) -> list[tuple[str, str]]:
         return [("x-mq-client-id", self.client_id), ("x-mq-language", "PYTHON"), ("x-mq-protocol", "v2"),
@@ -79,7 +99,10 @@ class GrpcLoad:
     # ------------------------------------------------------------------ the client's session
     def _open(self) -> None:
         """Producer and SimpleConsumer settings on one Telemetry stream (one client id for both, as
-        the load is one client), answered, then a heartbeat."""
+        the load is one client), answered, then a heartbeat; once the endpoint takes connections (a
+        restarted broker's gRPC port opens after its remoting port)."""
+        grpc.channel_ready_future(self.channel).result(timeout=60)
+        self._telemetry = queue.Queue()
         ua = pb.UA(language=pb.Language.PYTHON, version="5.1.2", platform="linux", hostname="grpc-load")
         sub = pb.Subscription(group=pb.Resource(name=self.group), long_polling_timeout=_duration(POLLING_MS),
                               subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name=self.topic),
@@ -96,10 +119,23 @@ class GrpcLoad:
         first = next(replies)
         assert first.status.code == pb.Code.OK, (self.endpoint, first)
         self._spawn(self._drain, replies)
-        hb = self.stub.Heartbeat(spb.HeartbeatRequest(group=pb.Resource(name=self.group),
-                                                      client_type=pb.ClientType.SIMPLE_CONSUMER),
-                                 metadata=self._metadata(), timeout=10)
-        assert hb.status.code == pb.Code.OK, (self.endpoint, hb)
+        assert self._heartbeat(), (self.endpoint, self.report.errors[-1:])
+
+    def _heartbeat(self) -> bool:
+        try:
+            hb = self.stub.Heartbeat(spb.HeartbeatRequest(group=pb.Resource(name=self.group),
+                                                          client_type=pb.ClientType.SIMPLE_CONSUMER),
+                                     metadata=self._metadata(), timeout=10)
+        except grpc.RpcError as exc:
+            self._error("Heartbeat", f"{exc.code().name} {exc.details()}")
+            return False
+        if hb.status.code != pb.Code.OK:
+            self._error("Heartbeat", f"{pb.Code.Name(hb.status.code)} {hb.status.message}")
+        return hb.status.code == pb.Code.OK
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stopping.wait(HEARTBEAT_S):
+            self._heartbeat()
 
     @staticmethod
     def _drain(replies: Iterator[Any]) -> None:
@@ -117,8 +153,11 @@ class GrpcLoad:
     # ------------------------------------------------------------------ the load
     def start(self) -> "GrpcLoad":
         self._open()
+        self._running = True
+        self._stopping.clear()
         self._sending.set()
         self._receiving.set()
+        self._spawn(self._heartbeat_loop)
         for _ in range(self.receives):
             self._spawn(self._receive_loop)
         for n in range(self.senders):
@@ -130,7 +169,7 @@ class GrpcLoad:
         next_at = time.monotonic()
         i = 0
         while self._sending.is_set():
-            key = f"load-{n}-{i}"
+            key = f"load-{n}-{i}-{uuid.uuid4().hex[:6]}"
             i += 1
             props = pb.SystemProperties(message_id=uuid.uuid4().hex.upper(), message_type=pb.MessageType.NORMAL,
                                         body_encoding=pb.Encoding.IDENTITY, born_host="grpc-load", keys=[key])
@@ -146,8 +185,10 @@ class GrpcLoad:
                         self.report.sent.add(key)
                 else:
                     self._error("SendMessage", f"{pb.Code.Name(r.status.code)} {r.status.message}")
+                    next_at += BACKOFF_S
             except grpc.RpcError as exc:
                 self._error("SendMessage", f"{exc.code().name} {exc.details()}")
+                next_at += BACKOFF_S
             next_at += period
             time.sleep(max(0.0, next_at - time.monotonic()))
 
@@ -159,16 +200,21 @@ class GrpcLoad:
                                             long_polling_timeout=_duration(POLLING_MS))
         while self._receiving.is_set():
             got = []
+            failed = False
             try:
                 for r in self.stub.ReceiveMessage(request, metadata=self._metadata(), timeout=POLLING_MS / 1000 + 10):
                     if r.HasField("message"):
                         got.append(r.message)
                     elif r.HasField("status") and r.status.code not in (pb.Code.OK, pb.Code.MESSAGE_NOT_FOUND):
                         self._error("ReceiveMessage", f"{pb.Code.Name(r.status.code)} {r.status.message}")
+                        failed = True
             except grpc.RpcError as exc:
                 self._error("ReceiveMessage", f"{exc.code().name} {exc.details()}")
+                failed = True
             if got:
                 self._ack(got)
+            if failed:
+                time.sleep(BACKOFF_S)
 
     def _ack(self, messages: list[Any]) -> None:
         with self._lock:
@@ -187,10 +233,14 @@ class GrpcLoad:
         except grpc.RpcError as exc:
             self._error("AckMessage", f"{exc.code().name} {exc.details()}")
 
-    def stop(self, drain_s: float = 30.0) -> LoadReport:
-        """Stops sending, waits (at most ``drain_s``) until every message sent was received, then stops
-        receiving and closes the client; the report of the whole run."""
+    def _halt(self, drain_s: float) -> None:
+        """Stops sending, waits (at most ``drain_s``) until every message sent was received, then ends the
+        receives and the Telemetry stream."""
+        if not self._running:
+            return
+        self._running = False
         self._sending.clear()
+        self._stopping.set()
         deadline = time.monotonic() + drain_s
         while self.report.missing and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -199,5 +249,20 @@ class GrpcLoad:
         for thread in self._threads:
             if thread.name != "grpc-load-_drain":
                 thread.join(POLLING_MS / 1000 + 15)
+        self._threads = []
+
+    @contextmanager
+    def paused(self, drain_s: float = 30.0) -> Iterator[None]:
+        """The load halted (drained: what it sent is received) while a test stops a server, e.g. a
+        broker's kill -9 and restart, and started again, with a new session, after it."""
+        self._halt(drain_s)
+        try:
+            yield
+        finally:
+            self.start()
+
+    def stop(self, drain_s: float = 30.0) -> LoadReport:
+        """Stops the load and closes the client: the report of the whole run."""
+        self._halt(drain_s)
         self.channel.close()
         return self.report

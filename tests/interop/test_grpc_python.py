@@ -15,6 +15,9 @@ endpoint again. What a Python user sees:
 * a group's retryMaxTimes is the client's max attempts: past them the message goes to the DLQ;
 * mqadmin producerConnection / consumerConnection list the gRPC clients;
 * bad input is answered with the Codes the 5.3.3 proxy answers, and the endpoint keeps serving.
+
+The scenarios run beside a background load on the same endpoint (tests/interop/grpc_load.py, halted
+across the broker's kill -9), which must be served whole too.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop import grpcpy, servers
+from tests.interop import grpc_load, grpcpy, servers
 from tests.interop.waiting import wait_until
 
 pytestmark = pytest.mark.interop
@@ -40,8 +43,12 @@ class Env:
         self.cluster = servers.Cluster(tmp / "rmqpy", host.host_ip, {**BROKER_PROPS, "grpcServerPort": self.grpc_port})
         self.endpoint = f"{host.host_ip}:{self.grpc_port}"
         self.g = grpcpy.PyGrpc(host, self.endpoint, self.cluster.ns_addr)
+        # the module's scenarios run beside a background load (tests/interop/grpc_load.py)
+        grpc_load.create_topic(self.cluster.broker_addr, self.cluster.ns_addr)
+        self.load = grpc_load.GrpcLoad(self.endpoint).start()
 
     def close(self) -> None:
+        self.load.stop()
         self.cluster.close()
         print(self.cluster.broker.log_tail(3000))
 
@@ -69,8 +76,9 @@ def test_unacked_message_comes_back_after_its_invisible_duration_and_a_broker_ki
         assert wait_until(lambda: sum(max(o, 0) for o in grpcpy.offsets_on_disk(store, topic, group).values()) == 2,
                           16, 0.2), \
             grpcpy.offsets_on_disk(store, topic, group)
-        env.cluster.broker.kill9()
-        env.cluster.broker.start()
+        with env.load.paused():
+            env.cluster.broker.kill9()
+            env.cluster.broker.start()
     grpcpy.check_unacked_comes_back(env.g, "GrpcOwnUnacked", "grpc_own_unacked", kill9)
 
 
@@ -171,6 +179,15 @@ def test_bad_input_gets_the_proxys_codes(env: Env) -> None:
     assert "Traceback" not in written, written
     assert "gRPC SendMessage: malformed request: DecodeError" in written, written
     assert "gRPC send_message refused: ILLEGAL_MESSAGE_ID" in written, written
+
+
+def test_the_scenarios_ran_beside_a_load_that_was_served_whole(env: Env) -> None:
+    """All along the tests above a gRPC producer sent 20 messages a second and a SimpleConsumer kept four
+    receives in flight on the same endpoint (tests/interop/grpc_load.py; halted, drained, across the
+    broker's kill -9): every call answered OK, every message sent received and acked."""
+    report = env.load.stop()
+    print(f"background load {report}")
+    assert report.sent and not report.errors and not report.missing, str(report)
 
 
 @pytest.fixture(scope="module")
