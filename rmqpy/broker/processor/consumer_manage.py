@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from rmqpy.broker.topic import RETRY_GROUP_TOPIC_PREFIX
 from rmqpy.broker.validation import is_group_auto_creatable, validate_topic
-from rmqpy.protocol.bodies.heartbeat import consumer_list_body
 from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import (
@@ -41,9 +40,8 @@ class ConsumerManageProcessor:
             h = request.decode_header(GetConsumerListByGroupRequestHeader)
             self.broker.queue_handover.member_list_read(channel.remote_address, h.consumerGroup)
             info = self.broker.consumer_manager.get(h.consumerGroup)
-            ids = info.client_ids() if info is not None else []
-            if ids:
-                return request.response(ResponseCode.SUCCESS, None, body=consumer_list_body(ids))
+            if info is not None and info.channels:
+                return request.response(ResponseCode.SUCCESS, None, body=info.consumer_list_body())
             return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumerGroup}")
         if request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
             uh = request.decode_header(UpdateConsumerOffsetRequestHeader)

@@ -2,8 +2,12 @@
 Java tells it, a large one told once per gathering window with its newest member list."""
 from __future__ import annotations
 
+import json
+
 from rmqpy.broker.ids_notify import IMMEDIATE_MAX_MEMBERS, MAX_DELAY_S
-from rmqpy.protocol.codes import RequestCode
+from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import GetConsumerListByGroupRequestHeader
 from tests.unit.broker.helpers import FakeChannel, call
 from tests.unit.broker.test_processors import heartbeat
 
@@ -55,3 +59,39 @@ def test_notifyConsumerIdsChangedEnable_false_tells_nobody(clocked_broker) -> No
     members = join(broker, IMMEDIATE_MAX_MEMBERS + 10)
     clock.advance(MAX_DELAY_S)
     assert sum(notices(m) for m in members) == 0
+
+
+def member_list(broker, channel: FakeChannel, group: str = "G") -> bytes:
+    resp = call(broker, channel, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                         GetConsumerListByGroupRequestHeader(group)))
+    assert resp.code == ResponseCode.SUCCESS
+    return resp.body
+
+
+def test_the_member_list_is_encoded_once_per_membership_and_always_current(clocked_broker) -> None:
+    """Every member asks for the list after a notice: one encoding serves them all, and any change
+    (a join, an UNREGISTER_CLIENT, a closed connection, an expired one, another client id on the same
+    connection) makes the next answer a fresh one."""
+    broker, clock = clocked_broker
+    a, b, c = join(broker, 3)
+
+    def ids(body: bytes) -> list[str]:
+        return sorted(json.loads(body)["consumerIdList"])
+
+    first = member_list(broker, a)
+    assert ids(first) == ["c0", "c1", "c2"] and member_list(broker, b) is first
+    call(broker, a, heartbeat("c0", "G", "T"))  # nothing changed: the same bytes
+    assert member_list(broker, c) is first
+    d, = join(broker, 1, start=3)
+    assert ids(member_list(broker, a)) == ["c0", "c1", "c2", "c3"]
+    broker.channel_closed(d)
+    assert ids(member_list(broker, a)) == ["c0", "c1", "c2"]
+    call(broker, c, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT,
+                                            ext_fields={"clientID": "c2", "consumerGroup": "G"}))
+    assert ids(member_list(broker, a)) == ["c0", "c1"]
+    call(broker, b, heartbeat("c1-again", "G", "T"))  # another client id on b's connection
+    assert ids(member_list(broker, a)) == ["c0", "c1-again"]
+    clock.advance(60)
+    call(broker, a, heartbeat("c0", "G", "T"))
+    broker.consumer_manager.scan_not_active_channel(30_000)  # b has been silent for 60 s
+    assert ids(member_list(broker, a)) == ["c0"]
