@@ -12,7 +12,9 @@ default; the issue measured 10 s). A client told NOTIFY_CONSUMER_IDS_CHANGED ask
 (GET_CONSUMER_LIST_BY_GROUP), as a real client's immediate rebalance does. Reported per target:
 heartbeat round-trip p50/p99/max (ms), heartbeats unanswered at the end, notifications and member-list
 answers received (and their bytes), connections the broker closed, the broker's CPU seconds and peak
-RSS. One asyncio loop drives all clients; run it on a machine with nothing else busy.
+RSS, and the probe's own CPU seconds (when it nears the run's length, the RTTs include the probe's own
+delay). ``--timeline`` adds those figures per ``--interval`` seconds. One asyncio loop drives all
+clients; run it on a machine with nothing else busy.
 """
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ GROUP, TOPIC = "GID_PROBE", "TopicProbe"
 class Stats:
     def __init__(self) -> None:
         self.rtts: list[float] = []
+        self.sent_at: list[float] = []  # when each answered heartbeat was sent (s since the start)
+        self.notice_at: list[float] = []  # when each notice arrived (s since the start)
+        self.start = time.monotonic()
         self.notices = 0
         self.lists = 0
         self.list_bytes = 0
@@ -72,12 +77,14 @@ async def client(i: int, host: str, port: int, a: argparse.Namespace, st: Stats,
                 t = sent.pop(cmd.opaque, None)
                 if t is not None:
                     st.rtts.append((time.monotonic() - t) * 1000)
+                    st.sent_at.append(t - st.start)
                     st.outstanding -= 1
                 else:
                     st.lists += 1
                     st.list_bytes += len(data)
             elif cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
                 st.notices += 1
+                st.notice_at.append(time.monotonic() - st.start)
                 q = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
                                             GetConsumerListByGroupRequestHeader(consumerGroup=GROUP))
                 opaque[0] += 1
@@ -103,6 +110,18 @@ async def client(i: int, host: str, port: int, a: argparse.Namespace, st: Stats,
         writer.close()
 
 
+def timeline(st: Stats, step: float) -> list[dict]:
+    """Per ``step`` seconds of the run: heartbeats sent then and answered, their p99 and max RTT (ms),
+    and the notices that arrived then: which phase (the group forming, or steady) is slow."""
+    rows = []
+    for k in range(int(max(st.sent_at + st.notice_at, default=0) // step) + 1):
+        rtts = sorted(r for r, t in zip(st.rtts, st.sent_at) if k * step <= t < (k + 1) * step) or [float("nan")]
+        rows.append({"from_s": k * step, "heartbeats": len(rtts), "p99_ms": round(rtts[max(0, int(len(rtts) * 0.99) - 1)], 1),
+                     "max_ms": round(rtts[-1], 1),
+                     "notices": sum(1 for t in st.notice_at if k * step <= t < (k + 1) * step)})
+    return rows
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -118,7 +137,7 @@ def rss_mib(pid: int) -> float:
 async def drive(addr: str, pid: int, a: argparse.Namespace) -> dict:
     host, port = addr.rsplit(":", 1)
     st = Stats()
-    cpu0 = cpu_seconds(pid)
+    cpu0, own0 = cpu_seconds(pid), cpu_seconds(os.getpid())
     peak = [rss_mib(pid)]
     stop = time.monotonic() + a.seconds
 
@@ -136,7 +155,8 @@ async def drive(addr: str, pid: int, a: argparse.Namespace) -> dict:
                        "max": round(rtts[-1], 1)},
             "notices": st.notices, "member_lists": st.lists, "member_list_mib": round(st.list_bytes / 2**20, 1),
             "closed_by_broker": st.closed, "broker_cpu_s": round(cpu_seconds(pid) - cpu0, 1),
-            "broker_peak_rss_mib": round(peak[0], 1)}
+            "broker_peak_rss_mib": round(peak[0], 1), "probe_cpu_s": round(cpu_seconds(os.getpid()) - own0, 1),
+            **({"timeline": timeline(st, a.interval)} if a.timeline else {})}
 
 
 def run_target(target: str, a: argparse.Namespace, jvm: Any, servers: Any) -> dict:
@@ -170,6 +190,8 @@ def main() -> int:
     p.add_argument("--java", default="4.9.8")
     p.add_argument("--targets", default="rmqpy,java")
     p.add_argument("--debug", action="store_true", help="print why a client's connection ended")
+    p.add_argument("--timeline", action="store_true",
+                   help="also report, per --interval seconds, the heartbeats' p99/max RTT and the notices")
     a = p.parse_args()
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
