@@ -215,6 +215,11 @@ class ConsumerManager:
         if enabled and self.ids_changed is not None:
             self.ids_changed(group, len(info.channels) if info else 0)
 
+    def list_bytes(self, group: str) -> int:
+        """The size of ``group``'s GET_CONSUMER_LIST_BY_GROUP body (0 for no group)."""
+        info = self.groups.get(group)
+        return len(info.consumer_list_body()) if info else 0
+
     def channels_of(self, group: str) -> list[Any]:
         info = self.groups.get(group)
         return [c.channel for c in info.channels.values()] if info else []

@@ -147,7 +147,8 @@ class BrokerController:
                                                 on_unregister=self.consumer_filter_manager.unregister, clock=reactor)
         # NOTIFY_CONSUMER_IDS_CHANGED, coalesced for large groups (rmqpy/broker/ids_notify.py)
         self.ids_notifier = ConsumerIdsNotifier(reactor, self.consumer_manager.channels_of,
-                                                lambda: self.broker_config.notifyConsumerIdsChangedEnable)
+                                                lambda: self.broker_config.notifyConsumerIdsChangedEnable,
+                                                self.consumer_manager.list_bytes)
         # the default store is built and loaded by initialize() unless one is given
         self.message_store: MessageStore = message_store  # type: ignore[assignment]
         # SYSTEM_BUSY for sends that waited too long (rmqpy/broker/fast_failure.py)
