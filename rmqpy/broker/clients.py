@@ -116,6 +116,13 @@ class ConsumerGroupInfo:
             self._list_body = consumer_list_body(self.client_ids())
         return self._list_body
 
+    def list_bytes(self) -> int:
+        """The size of :meth:`consumer_list_body`, counted without encoding it when it is not at hand
+        (ids of ASCII characters, each quoted, a comma between)."""
+        if self._list_body is not None:
+            return len(self._list_body)
+        return 20 + sum(len(info.client_id) + 3 for info in self.channels.values())
+
     def remove_channel(self, channel: Any) -> ClientChannelInfo | None:
         info = self.channels.pop(channel, None)
         if info is not None:
@@ -216,9 +223,9 @@ class ConsumerManager:
             self.ids_changed(group, len(info.channels) if info else 0)
 
     def list_bytes(self, group: str) -> int:
-        """The size of ``group``'s GET_CONSUMER_LIST_BY_GROUP body (0 for no group)."""
+        """About the size of ``group``'s GET_CONSUMER_LIST_BY_GROUP body (0 for no group)."""
         info = self.groups.get(group)
-        return len(info.consumer_list_body()) if info else 0
+        return info.list_bytes() if info else 0
 
     def channels_of(self, group: str) -> list[Any]:
         info = self.groups.get(group)

@@ -11,8 +11,8 @@ Here a group of at most :data:`IMMEDIATE_MAX_MEMBERS` members is told at once, a
 A larger group's changes are gathered for ``members x`` :data:`DELAY_PER_MEMBER_S`, doubled for each
 round told since the group was last quiet for :data:`QUIET_S` (at most :data:`MAX_DELAY_S`), and then
 told once, to the members it has then. Each member told asks for the whole list (a 5,000-member group's
-is 85 KB: 425 MB a round), so a round tells a few members per :data:`TICK_S`, as many as ask for
-:data:`ROUND_BYTES_PER_S` between them (a 5,000-member round takes about 3 s): told all at once, their
+is about 100 KB: 500 MB a round), so a round tells a few members per :data:`TICK_S`, as many as ask for
+:data:`ROUND_BYTES_PER_S` between them (a 5,000-member round takes about 4 s): told all at once, their
 answers queued ahead of the heartbeats for a second or more and held hundreds of MB of write buffers.
 A round that starts while the last one is still telling tells the members that one had not reached
 first. A member is told at most :data:`MAX_DELAY_S` plus one round's length after a change (a member's
