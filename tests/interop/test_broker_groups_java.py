@@ -11,6 +11,8 @@ Issue #4. Two members of one group run at the same time (two JVMs on the client 
 * orderly clustering: each queue is locked (LOCK_BATCH_MQ) by one member and consumed in
   order; the leaving member unlocks its queues and the survivor locks them at once.
 * broadcasting: each member receives every message.
+* a group of over 64 members (70 of them bare connections), whose changes the broker gathers and
+  tells a few members at a time (issue 31 case 3): the Java member is still told of a join and a leave.
 
 The ``test_java_broker_reference_*`` tests run the same scenarios against the real Java name
 server and broker of the client's version: the behaviour the rmqpy tests demand is Java's.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import collections
 import copy
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -34,6 +37,9 @@ from pathlib import Path
 
 import pytest
 
+from rmqpy.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from rmqpy.protocol.codes import RequestCode
+from rmqpy.protocol.command import RemotingCommand, decode, encode
 from tests.interop import clients, jvm, servers
 from tests.interop.waiting import concurrently, wait_until
 
@@ -559,6 +565,70 @@ def test_group_grows_while_messages_flow_exactly_once(env: Env, request) -> None
     if env.server == "java":  # a race in Java: it passes sometimes
         request.applymarker(pytest.mark.xfail(strict=False, reason=JAVA_HANDOVER))
     _scale_out(env)
+
+
+# ------------------------------------------------------------------ issue 31 case 3: a group over 64 members
+class RawMembers:
+    """Members of a group that are only a connection and one HEART_BEAT each (what the broker counts),
+    subscribed as the Java member is, so that they change nothing but the member list."""
+
+    def __init__(self, env: Env, topic: str, group: str) -> None:
+        self.addr, self.topic, self.group = env.cluster.broker_addr, topic, group
+        self.sockets: dict[str, socket.socket] = {}
+
+    def join(self, client_id: str) -> None:
+        host, port = self.addr.rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)), timeout=10)
+        subs = [SubscriptionData.build(t, "*") for t in (self.topic, f"%RETRY%{self.group}")]
+        body = HeartbeatData(clientID=client_id, consumerDataSet=[
+            ConsumerData(self.group, consumeFromWhere="CONSUME_FROM_FIRST_OFFSET", subscriptionDataSet=subs)]).encode()
+        sock.sendall(encode(RemotingCommand.request(RequestCode.HEART_BEAT, body=body)))
+        while True:  # notices may come first; the heartbeat's answer is the one response
+            head = sock.recv(4, socket.MSG_WAITALL)
+            frame = sock.recv(int.from_bytes(head, "big"), socket.MSG_WAITALL)
+            if decode(frame).is_response:
+                break
+        self.sockets[client_id] = sock
+
+    def leave(self, client_id: str) -> None:
+        self.sockets.pop(client_id).close()
+
+    def close(self) -> None:
+        for sock in self.sockets.values():
+            sock.close()
+        self.sockets.clear()
+
+
+@pytest.mark.parametrize("env", RMQPY, indirect=True)
+def test_a_member_of_a_group_over_64_is_told_of_a_join_and_a_leave(env: Env) -> None:
+    """In a group of over 64 members the broker gathers changes and tells the members a few at a time
+    (rmqpy/broker/ids_notify.py). A Java member (rebalancing on its own only every 60 s) among 70 members
+    that are bare connections holds queue 0 (its id sorts first; AllocateMessageQueueAveragely gives the
+    4 queues to the first 4 ids); a 72nd member whose id sorts before it joins, and within seconds it
+    holds queue 1; that member's connection closes, and it holds queue 0 again."""
+    version = env.version
+    topic, group = uniq("TLarge", version), uniq("GLarge", version)
+    produce(env, version, topic, 1, "warm")  # creates the topic (4 queues)
+    raw = RawMembers(env, topic, group)
+    a = None
+    try:
+        for i in range(70):
+            raw.join(f"zz@raw-{i:02d}")  # after the Java member's "<ip>@member-a-..." in sort order
+        a = Member(env, version, "a", topic, group)
+
+        def diag() -> str:
+            return f"{a.tail()}\n{env.diag()}"
+        wait_until(lambda: a.assigned() == [0], 40, 0.2, what="the Java member holding queue 0", diag=diag)
+        raw.join("0.0.0.0@raw-first")  # sorts before every other id
+        wait_until(lambda: a.assigned() == [1], 20, 0.2, what="the Java member told of the join (queue 1)",
+                   diag=diag)
+        raw.leave("0.0.0.0@raw-first")
+        wait_until(lambda: a.assigned() == [0], 20, 0.2, what="the Java member told of the leave (queue 0)",
+                   diag=diag)
+    finally:
+        raw.close()
+        if a is not None:
+            a.stop()
 
 
 # ------------------------------------------------------------------ issue 12: mqadmin resetOffsetByTime, group offline
