@@ -33,6 +33,7 @@ class TreeHost(Protocol):
     broker_stats_manager: Any
     channel_sweeper: Any
     pop_service: Any
+    ids_notifier: Any
     metrics_manager: Any
     role_services: RoleServices
     replicas_manager: Any  # a service.Service, or None
@@ -84,6 +85,8 @@ def broker_core(b: TreeHost) -> BrokerCore:
         Step("channel-sweeper", b.channel_sweeper.start, b.channel_sweeper.stop),
         b.role_services,
         Step("pop-polling", None, b.pop_service.polling.stop),
+        # the rounds that tell a large group of its members (rmqpy/broker/ids_notify.py) end with it
+        Step("ids-notify", None, b.ids_notifier.stop),
     ]
     if b.replicas_manager is not None:  # controller mode: the role comes from the controller
         children.insert(children.index(b.role_services) + 1, b.replicas_manager)

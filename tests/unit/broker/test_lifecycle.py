@@ -11,6 +11,7 @@ def test_shutdown_leaves_no_delayed_call(tmp_path) -> None:
     b, clock = make_broker(tmp_path)
     clock.advance(61)  # every periodic job has run once and rescheduled itself
     assert clock.getDelayedCalls()
+    b.ids_notifier.changed("a_large_group", 1000)  # a round gathered for a group over 64 members
     b.shutdown()
     assert [c for c in clock.getDelayedCalls() if c.active()] == []
     assert set(threading.enumerate()) <= threads
