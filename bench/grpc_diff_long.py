@@ -1,7 +1,8 @@
-"""The differential harness's long run: rmqpy's gRPC endpoint against Apache's proxy 5.3.3 + Java
-broker 5.3.3, the CI set (tests/interop/test_grpc_diff.py) and ``--count`` generated cases more.
+"""The differential harness's long run: rmqpy's gRPC endpoint against Apache's proxy + Java broker
+(5.3.3, or ``--version 5.4.0``), the CI set (tests/interop/test_grpc_diff.py) and ``--count``
+generated cases more.
 
-    python bench/grpc_diff_long.py --count 2000 [--seed 1] [--workers 8] [--out diff.txt]
+    python bench/grpc_diff_long.py --count 2000 [--seed 1] [--workers 8] [--version 5.4.0] [--out diff.txt]
 
 Prints each difference not explained in docs/compatibility.md (tests/interop/test_grpc_diff.py's
 KNOWN), then the explained ones, and the counts; exits 1 when any is unexplained. Needs what the
@@ -28,12 +29,14 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--no-ci-set", action="store_true", help="the generated cases only")
     ap.add_argument("--out", type=Path, help="write every case's two answers here")
+    ap.add_argument("--version", default=grpc_diff_env.VERSION, choices=grpc_diff_env.REFERENCE_VERSIONS,
+                    help="the reference proxy + broker (default %(default)s)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="grpc-diff-") as tmp:
         started = time.monotonic()
-        both = grpc_diff_env.Both(Path(tmp))
+        both = grpc_diff_env.Both(Path(tmp), version=args.version)
         try:
-            print(f"targets up in {time.monotonic() - started:.1f} s", flush=True)
+            print(f"targets up in {time.monotonic() - started:.1f} s (reference: proxy {args.version})", flush=True)
             selected = [] if args.no_ci_set else grpc_diff.cases()
             need = grpc_diff.handles_needed(selected)
             for t in both.targets:
@@ -45,15 +48,15 @@ def main() -> int:
             took = time.monotonic() - t0
         finally:
             both.close()
-    bad = [r for r in results if r.differences and not explained(r)]
-    ok = [r for r in results if r.differences and explained(r)]
+    bad = [r for r in results if r.differences and not explained(r, args.version)]
+    ok = [r for r in results if r.differences and explained(r, args.version)]
     if args.out:
         args.out.write_text("".join(f"{r.case.name}\n  rmqpy: {r.ours}\n  proxy: {r.theirs}\n" for r in results))
     for r in bad:
         print("UNEXPLAINED", r.case.name, "; ".join(r.differences))
     for r in ok:
-        print("explained  ", r.case.name, f"[{explained(r)}]")
-    print(f"{len(results)} cases (seed {args.seed}) in {took:.1f} s: {len(bad)} unexplained, {len(ok)} explained "
+        print("explained  ", r.case.name, f"[{explained(r, args.version)}]")
+    print(f"{len(results)} cases (seed {args.seed}, proxy {args.version}) in {took:.1f} s: {len(bad)} unexplained, {len(ok)} explained "
           f"differences")
     return 1 if bad else 0
 

@@ -1,6 +1,8 @@
 """The two endpoints of the differential harness (tests/interop/grpc_diff.py), started once:
-rmqpy's name server and broker with its gRPC port, and Apache's proxy 5.3.3 in front of the Java
-5.3.3 name server and broker; both with the same topics and groups, created over remoting.
+rmqpy's name server and broker with its gRPC port, and Apache's proxy in front of the Java name
+server and broker of the same version (:data:`VERSION`, 5.3.3, unless ``Both(..., version=...)``
+asks for another, such as 5.4.0, a broker + proxy fetched only when asked: jvm.SERVER_ONLY_VERSIONS);
+both with the same topics and groups, created over remoting.
 
 Both brokers create no topic or group on demand, so that an unknown one is unknown on both.
 """
@@ -14,6 +16,8 @@ from pathlib import Path
 from tests.interop import grpc_diff, jvm, servers
 
 VERSION = "5.3.3"
+#: the versions ``Both`` can start as the reference
+REFERENCE_VERSIONS = (VERSION, *jvm.SERVER_ONLY_VERSIONS)
 HOST = "127.0.0.1"
 BROKER_PROPS: dict[str, object] = {"brokerName": grpc_diff.BROKER_NAME, "autoCreateTopicEnable": False,
                                    "autoCreateSubscriptionGroup": False}
@@ -54,7 +58,12 @@ def wait_routes(namesrv_addr: str, timeout: float = 30) -> None:
 class Both:
     """Both targets, up and provisioned; ``close()`` stops everything started."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, version: str = VERSION) -> None:
+        if version not in REFERENCE_VERSIONS:
+            raise ValueError(f"no reference proxy {version!r}; known: {REFERENCE_VERSIONS}")
+        self.version = version
+        if version in jvm.SERVER_ONLY_VERSIONS:
+            jvm.ensure_built(server_versions=(version,))
         self.rmqpy: servers.Cluster | None = None
         self.java: jvm.JavaCluster | None = None
         self.proxy: jvm.JavaProcess | None = None
@@ -79,10 +88,10 @@ class Both:
             raise
 
     def _start_java(self, tmp: Path) -> None:
-        self.java = jvm.JavaCluster(VERSION, tmp / "java", HOST, BROKER_PROPS)
+        self.java = jvm.JavaCluster(self.version, tmp / "java", HOST, BROKER_PROPS)
         create_resources(self.java.broker_addr)
         wait_routes(self.java.ns_addr)
-        self.proxy = jvm.start_java_proxy(VERSION, tmp / "proxy", self.java.ns_addr)
+        self.proxy = jvm.start_java_proxy(self.version, tmp / "proxy", self.java.ns_addr)
 
     def close(self) -> None:
         for t in self.targets:

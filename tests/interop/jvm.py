@@ -47,8 +47,12 @@ GRPC_CLIENT_VERSION = "5.0.8"  # rocketmq-client-java, java/grpc/pom.xml
 GRPC_HARNESS_MAIN = "io.rmqpy.interop.grpc.GrpcHarness"
 
 VERSIONS = ("4.9.8", "5.3.3")
+#: versions with only a broker, name server and proxy (no client or tools jars), fetched when
+#: asked (:func:`ensure_built`'s ``server_versions``): newer references, such as the gRPC
+#: differential harness's (tests/interop/grpc_diff_env.py); not run by the version-matrix tests
+SERVER_ONLY_VERSIONS = ("5.4.0",)
 #: the broker / name server jars really used for each version
-SERVER_VERSIONS = {"4.9.8": "4.9.7", "5.3.3": "5.3.3"}
+SERVER_VERSIONS = {"4.9.8": "4.9.7", "5.3.3": "5.3.3", "5.4.0": "5.4.0"}
 
 HARNESS_MAIN = "io.rmqpy.interop.harness.Harness"
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
@@ -80,6 +84,7 @@ ADD_OPENS = (
 
 _build_lock = threading.Lock()
 _built = False
+_built_server_only: set[str] = set()
 _default_home: Path | None = None
 #: processes started here and not yet stopped; killed when Python exits
 _live: "weakref.WeakSet" = None  # type: ignore[assignment]
@@ -115,15 +120,25 @@ class PortInUse(JavaError):
 # build and class paths
 
 
-def ensure_built(force: bool = False) -> None:
-    """Runs build.sh once per process (it is itself idempotent and locked)."""
+def ensure_built(force: bool = False, server_versions: Iterable[str] = ()) -> None:
+    """Runs build.sh once per process (it is itself idempotent and locked), again when asked for a
+    version of :data:`SERVER_ONLY_VERSIONS` not fetched yet (``RMQPY_INTEROP_SERVER_VERSIONS``)."""
     global _built
+    wanted = set(server_versions)
+    for v in wanted:
+        if v not in SERVER_ONLY_VERSIONS:
+            raise ValueError(f"{v!r} is not one of {SERVER_ONLY_VERSIONS}")
     with _build_lock:
-        if _built and not force:
+        if _built and not force and wanted <= _built_server_only:
             return
+        env = dict(os.environ)
+        wanted |= _built_server_only
+        if wanted:
+            env["RMQPY_INTEROP_SERVER_VERSIONS"] = " ".join(sorted(wanted))
         proc = subprocess.run(
             ["bash", str(BUILD_SH)],
             cwd=str(JAVA_DIR),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -133,16 +148,18 @@ def ensure_built(force: bool = False) -> None:
         if proc.returncode != 0:
             raise JavaError(f"{BUILD_SH} failed (exit {proc.returncode}):\n{_tail(proc.stdout, 60)}")
         _built = True
+        _built_server_only.update(wanted)
 
 
-def _check_version(version: str) -> None:
-    if version not in VERSIONS:
-        raise ValueError(f"unknown RocketMQ version {version!r}; known: {VERSIONS}")
+def _check_version(version: str, kind: str = "server") -> None:
+    known = VERSIONS if kind not in ("server", "proxy") else VERSIONS + SERVER_ONLY_VERSIONS
+    if version not in known:
+        raise ValueError(f"unknown RocketMQ version {version!r} for {kind}; known: {known}")
 
 
 def lib_dir(version: str, kind: str = "client") -> Path:
     """``target/lib-V`` (client, tools), ``target/lib-V-server`` (server) or ``target/lib-V-proxy`` (5.x proxy)."""
-    _check_version(version)
+    _check_version(version, kind)
     return TARGET / (f"lib-{version}-{kind}" if kind in ("server", "proxy") else f"lib-{version}")
 
 

@@ -6,6 +6,10 @@
 #                             Maven Central; 4.9.7 is the newest 4.9 server)
 #   target/lib-5.3.3/         rocketmq-client + rocketmq-tools 5.3.3 (+ deps)
 #   target/lib-5.3.3-server/  rocketmq-broker + rocketmq-namesrv 5.3.3 (+ deps)
+#   target/lib-V-server/, target/lib-V-proxy/ only (no client jars) for each V of
+#                             $RMQPY_INTEROP_SERVER_VERSIONS (default none): a newer
+#                             broker + proxy as a reference, e.g. 5.4.0 for the gRPC
+#                             differential harness (tests/interop/grpc_diff_env.py)
 #   target/harness.jar        our harness (src/main/java), built against 4.9.8
 #   target/grpc-harness.jar   the gRPC harness (grpc/src), built against the
 #                             5.x gRPC client rocketmq-client-java, whose shaded
@@ -24,6 +28,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$HERE"
 VERSIONS="${RMQPY_INTEROP_VERSIONS:-4.9.8 5.3.3}"
+SERVER_ONLY_VERSIONS="${RMQPY_INTEROP_SERVER_VERSIONS:-}"
 
 server_version() {
     case "$1" in
@@ -121,6 +126,10 @@ for v in $VERSIONS; do
     case "$v" in  # Apache's gRPC proxy exists from 5.0 on
         5.*) fetch_libs "$v" proxy "$v" "target/lib-$v-proxy" ;;
     esac
+done
+for v in $SERVER_ONLY_VERSIONS; do  # a reference broker + proxy: no client, no tools
+    fetch_libs "$v" server "$(server_version "$v")" "target/lib-$v-server"
+    fetch_libs "$v" proxy "$v" "target/lib-$v-proxy"
 done
 
 build_jar() { # build_jar NAME POM BUILD EXTRA SOURCES...: Maven-build target/NAME.jar (in target/BUILD,
