@@ -7,7 +7,8 @@ from a normal one. Only Java's keys and values are taken; anything else is refus
 from __future__ import annotations
 
 ENUM_ATTRIBUTES = {
-    "message.type": {"UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"},
+    # PRIORITY since 5.4.0 (TopicMessageType)
+    "message.type": {"UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY", "MIXED"},
     "queue.type": {"BatchCQ", "SimpleCQ"},
     "cleanup.policy": {"DELETE", "COMPACTION"},
 }

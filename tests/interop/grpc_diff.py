@@ -400,7 +400,8 @@ def cases(handles: bool = True) -> list[Case]:
             _with_props(_message(N), {"k": "v" * (s - 1)})), p))
     out.append(Case("SendMessage", "properties-size-non-ascii", lambda t: _send(
         _with_props(_message(N), {"k": "值" * (MAX_USER_PROPERTY_SIZE // 2)})), p))
-    for k, props in (("system-key", {"UNIQ_KEY": "x"}), ("empty-key", {"": "v"}), ("control-key", {"a\x01": "v"}),
+    for k, props in (("system-key", {"UNIQ_KEY": "x"}), ("priority-key", {"_SYS_MSG_PRIORITY_": "1"}),
+                     ("origin-group-key", {"ORIGIN_GROUP": "g"}), ("empty-key", {"": "v"}), ("control-key", {"a\x01": "v"}),
                      ("control-value", {"a": "v\x01"}), ("empty-value", {"a": ""}), ("non-ascii", {"键": "值"})):
         out.append(Case("SendMessage", f"property={k}", lambda t, pr=props: _send(_with_props(_message(N), pr)), p))
     # delivery timestamps and message types against topic types
@@ -409,13 +410,16 @@ def cases(handles: bool = True) -> list[Case]:
                    ("limit+1m", MAX_DELAY_MS + 60_000)):
         out.append(Case("SendMessage", f"delivery={k}", lambda t, o=off: _send(
             _message(D, kind=pb.MessageType.DELAY, delivery_timestamp=_timestamp(now() + o))), p))
+    # PRIORITY: a priority (proto 2.1.1, proxy 5.4.0); the message type field stays NORMAL, as a client sends it
     kinds = {"NORMAL": {}, "FIFO": {"message_group": "g"}, "DELAY": {"delivery_timestamp": None},
-             "TRANSACTION": {}}
+             "TRANSACTION": {}, "PRIORITY": {"priority": 1}}
     for topic_kind in ("NORMAL", "FIFO", "DELAY", "TRANSACTION"):
         for msg_kind, extra in kinds.items():
             out.append(Case("SendMessage", f"{msg_kind}-to-{topic_kind}", lambda t, tk=topic_kind, mk=msg_kind, e=extra: _send(
-                _message(TOPICS[tk], kind=pb.MessageType.Value(mk),
+                _message(TOPICS[tk], kind=pb.MessageType.Value(mk if mk != "PRIORITY" else "NORMAL"),
                          **{k: (v if v is not None else _timestamp(now() + 10_000)) for k, v in e.items()})), p))
+    for k, v in (("0", 0), ("-1", -1)):  # 5.4.0: a negative one is Message.setPriority's exception
+        out.append(Case("SendMessage", f"priority={k}", lambda t, v=v: _send(_message(N, priority=v)), p))
     # ---- ReceiveMessage (an empty topic: the valid ones wait out the long polling)
     out.append(Case("ReceiveMessage", "valid", lambda t: _receive(), timeout=15))
     out.append(Case("ReceiveMessage", "as-unknown-client", lambda t: _receive(), "none", 15))

@@ -31,6 +31,7 @@ from rmqpy.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
+from rmqpy.protocol.priority import PROPERTY_PRIORITY, message_type, priority_of
 from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import PutMessageStatus
@@ -194,6 +195,12 @@ class SendMessageProcessor:
         if tc is not None and tc.topicFilterType == "MULTI_TAG":
             sys_flag |= SF.MULTI_TAGS_FLAG
         props = string_to_properties(properties)
+        if PROPERTY_PRIORITY in props:  # 5.4.0: a PRIORITY message's queue is its priority (capped)
+            priority = priority_of(props)
+            if priority >= 0 and tc is not None and message_type(props) == "PRIORITY":
+                queue_id = store_queue_id = min(priority, max(tc.writeQueueNums - 1, 0))
+            elif priority >= 0:  # any other type loses the property
+                del props[PROPERTY_PRIORITY]
         if request.version >= MQVersion.V5_0_0:  # stored as the 5.x broker stores it (_add_5x_properties)
             _add_5x_properties(props, b.broker_config)
             properties_string = properties_to_string(props)

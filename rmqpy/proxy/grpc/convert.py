@@ -1,5 +1,5 @@
-"""Between the broker's messages and ``apache.rocketmq.v2`` messages, as 5.3.3's ``GrpcConverter``
-and ``SendMessageActivity`` convert them, and remoting response codes to gRPC ``Code``\\ s.
+"""Between the broker's messages and ``apache.rocketmq.v2`` messages, as 5.4.0's ``GrpcConverter``
+and ``SendMessageActivity`` convert them (5.3.3's but for the priority), and remoting response codes to gRPC ``Code``\\ s.
 
 The protobuf classes come from the official Python client's PyPI package
 (``rocketmq-python-client``), which ships the generated ``apache.rocketmq.v2`` modules.
@@ -13,16 +13,17 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rmqpy.protocol.codes import ResponseCode
 from rmqpy.protocol.message import MessageExt
+from rmqpy.protocol.priority import PROPERTY_PRIORITY, priority_of
 from rmqpy.protocol.sysflag import COMPRESSED_FLAG
 
 Code = pb.Code
 
-# MessageConst.STRING_HASH_SET of 5.3.3, exactly: the proxy refuses them as user properties of a send and
-# leaves them out of a received message's user properties (GrpcConverter.buildUserAttributes). Not in it,
-# so a client sees them as user properties from the proxy: __SHARDINGKEY (a FIFO message's group, also its
-# message_group: seen with the Go client 5.1.2, tests/interop/test_grpc_go5.py), __STARTDELIVERTIME,
-# TRACE_CONTEXT, CHECK_IMMUNITY_TIME_IN_SECONDS, __transactionId__, INNER_NUM, INNER_BASE,
-# INNER_MULTI_DISPATCH. The born host is PROPERTY_BORN_HOST, "__BORNHOST"
+# MessageConst.STRING_HASH_SET of 5.4.0 (5.3.3's and PROPERTY_PRIORITY, ORIGIN_GROUP), exactly: the proxy
+# refuses them as user properties of a send and leaves them out of a received message's user properties
+# (GrpcConverter.buildUserAttributes). Not in it, so a client sees them as user properties from the proxy:
+# __SHARDINGKEY (a FIFO message's group, also its message_group: seen with the Go client 5.1.2,
+# tests/interop/test_grpc_go5.py), __STARTDELIVERTIME, TRACE_CONTEXT, CHECK_IMMUNITY_TIME_IN_SECONDS,
+# __transactionId__, INNER_NUM, INNER_BASE, INNER_MULTI_DISPATCH. The born host is PROPERTY_BORN_HOST, "__BORNHOST"
 SYSTEM_PROPERTIES = frozenset((
     "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
     "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
@@ -32,7 +33,9 @@ SYSTEM_PROPERTIES = frozenset((
     "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
     "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS", "TIMER_DEL_UNIQKEY",
     "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
+    "ORIGIN_GROUP", PROPERTY_PRIORITY,
 ))
+
 
 # ResponseBuilder.RESPONSE_CODE_MAPPING of 5.3.3, and the codes its activities answer for the rest
 _REMOTING_TO_GRPC: dict[int, int] = {
@@ -97,6 +100,9 @@ def to_grpc_message(msg: MessageExt, receipt_handle: str | None) -> Any:
     deliver = props.get("TIMER_DELIVER_MS", "")
     if deliver.isdigit():
         _ts(sp.delivery_timestamp, int(deliver))
+    priority = priority_of(props)
+    if priority >= 0:
+        sp.priority = priority
     if "__SHARDINGKEY" in props:
         sp.message_group = props["__SHARDINGKEY"]
     if receipt_handle:

@@ -17,6 +17,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 from twisted.python.failure import Failure
 
 from rmqpy.proxy.grpc.activities import MessagingActivities
+from rmqpy.proxy.grpc.activity import invisible
 from rmqpy.proxy.grpc.aioloop import on_reactor
 from rmqpy.proxy.grpc.auth import GrpcAuth
 from rmqpy.proxy.grpc.convert import Code, status
@@ -148,7 +149,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         return await self.answer_as_client(make, self.a.ack_message, request, context)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
-        make = lambda s: spb.ChangeInvisibleDurationResponse(status=s)  # noqa: E731
+        make = lambda s: invisible.response(s, request)  # noqa: E731
         return await self.answer_as_client(make, self.a.change_invisible_duration, request, context)
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802

@@ -1,7 +1,7 @@
-"""The request checks of 5.3.3's proxy that answer with a ``Code`` and a fixed text: ``GrpcValidator``
-(with the client's ``Validators.checkTopic``/``checkGroup``), ``SendMessageActivity``'s message
-checks and ``ReceiptHandle.isExpired``, with their texts word for word, since clients and their
-users see them (tests/interop/grpc_diff.py compares them with the proxy's answers).
+"""The request checks of the proxy (5.4.0, the newest compared; 5.3.3's where unchanged) that answer
+with a ``Code`` and a fixed text: ``GrpcValidator`` (with the client's ``Validators.checkTopic``/
+``checkGroup``), ``SendMessageActivity``'s message checks and ``ReceiptHandle.isExpired``, with their
+texts word for word, since clients and their users see them (tests/interop/grpc_diff.py compares them with the proxy's answers).
 
 Java's notions are kept where Python's differ: a blank string is one of ``Character.isWhitespace``
 characters only, a control character is ``CharMatcher.javaIsoControl`` (U+0000-U+001F and
@@ -16,7 +16,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 Code = pb.Code
 
 TOPIC_MAX_LENGTH = 127  # Validators.TOPIC_MAX_LENGTH
-GROUP_MAX_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH
+GROUP_MAX_LENGTH = 120  # Validators.GROUP_MAX_LENGTH of 5.4.0 (5.3.3: CHARACTER_MAX_LENGTH, 255)
 _LEGAL = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _ISO_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Character.isWhitespace: the Unicode space separators but the no-break ones, and \t..\r, \x1c..\x1f
@@ -70,12 +70,13 @@ def check_topic(name: str) -> str:
 
 
 def check_group(name: str) -> str:
-    """``GrpcValidator.validateConsumerGroup``."""
+    """``GrpcValidator.validateConsumerGroup``: 5.4.0's bound of 120, which keeps ``%RETRY%group_topic``
+    within a retry topic's 255."""
     if blank(name):
         raise Refused(Code.ILLEGAL_CONSUMER_GROUP, "the specified group is blank")
     if java_length(name) > GROUP_MAX_LENGTH:
         raise Refused(Code.ILLEGAL_CONSUMER_GROUP,
-                      f"the specified group is longer than group max length {GROUP_MAX_LENGTH}.")
+                      f"the specified group[{name}] is longer than group max length: {GROUP_MAX_LENGTH}.")
     if not _LEGAL.match(name):
         raise Refused(Code.ILLEGAL_CONSUMER_GROUP, f"the specified group[{name}] contains illegal characters, "
                                                    "allowing only ^[%|a-zA-Z0-9_-]+$")

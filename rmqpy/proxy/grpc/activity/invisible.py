@@ -24,6 +24,14 @@ from rmqpy.proxy.grpc.validate import Refused
 Changed = tuple[RemotingCommand, str | None]
 
 
+def response(st: Any, req: Any) -> Any:
+    """A ChangeInvisibleDuration answer of Status ``st`` that is not a success: since 5.4.0
+    (``GrpcMessagingApplication.changeInvisibleDuration``), TOO_MANY_REQUESTS gives the request's handle
+    back, so that a client can retry with it."""
+    handle = req.receipt_handle if st.code == Code.TOO_MANY_REQUESTS else ""
+    return spb.ChangeInvisibleDurationResponse(status=st, receipt_handle=handle)
+
+
 class ChangeInvisibleDurationActivity:
     def __init__(self, ctx: ActivityContext, receipts: ReceiptHandles) -> None:
         self.ctx = ctx
@@ -41,7 +49,7 @@ class ChangeInvisibleDurationActivity:
             if handle is None:
                 code = Code.INVALID_RECEIPT_HANDLE if resp.code in BAD_HANDLE else \
                     remoting_status(resp.code, resp.remark).code
-                return spb.ChangeInvisibleDurationResponse(status=status(code, resp.remark or ""))
+                return response(status(code, resp.remark or ""), req)
             return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=handle)
         # the proxy's removeReceiptHandle: no more renewals, and the renewed handle is the one changed
         return self.receipts.remove(ch.client_id, group, req.receipt_handle).addCallback(

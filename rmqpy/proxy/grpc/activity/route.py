@@ -24,10 +24,12 @@ def permission(perm: int) -> int:
 
 def accept_types(tc: Any) -> list[int]:
     """TopicMessageType from the ``message.type`` attribute; a topic without one is MIXED here
-    (Java: NORMAL), so that one topic takes every message type as the 4.x broker did."""
+    (Java: NORMAL), so that one topic takes every message type as the 4.x broker did. PRIORITY is
+    5.4.0's (``RouteActivity.parseTopicMessageType``); MIXED does not list it there either."""
     kind = (tc.attributes.get("+message.type") or tc.attributes.get("message.type") or "MIXED").upper()
     types = {"NORMAL": [pb.MessageType.NORMAL], "FIFO": [pb.MessageType.FIFO],
-             "DELAY": [pb.MessageType.DELAY], "TRANSACTION": [pb.MessageType.TRANSACTION]}
+             "DELAY": [pb.MessageType.DELAY], "TRANSACTION": [pb.MessageType.TRANSACTION],
+             "PRIORITY": [pb.MessageType.PRIORITY]}
     return types.get(kind, [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY,
                             pb.MessageType.TRANSACTION])
 

@@ -15,13 +15,14 @@ from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2
 from rmqpy.protocol.message import java_string_hash, properties_to_string
+from rmqpy.protocol.priority import PROPERTY_PRIORITY
 from rmqpy.proxy.grpc import validate
 from rmqpy.proxy.grpc.context import MAX_BATCH, ActivityContext, duration_ms
 from rmqpy.proxy.grpc.convert import SYSTEM_PROPERTIES, Code, remoting_status, status
 from rmqpy.proxy.grpc.local import LocalChannel
 from rmqpy.proxy.grpc.validate import Refused
 
-# ProxyConfig defaults of 5.3.3
+# ProxyConfig defaults of 5.3.3 (the same in 5.4.0)
 MAX_MESSAGE_GROUP = 64  # maxMessageGroupSize
 MAX_USER_PROPERTIES = 128  # userPropertyMaxNum
 MAX_USER_PROPERTY_SIZE = 16 * 1024  # maxUserPropertySize
@@ -46,11 +47,13 @@ def consistent_hash(key: int, buckets: int) -> int:
 
 def message_type(m: Any) -> str:
     """``TopicMessageType.parseFromMessageProperty`` of the properties the message will have: a user
-    property __SHARDINGKEY (not a system key to the proxy) makes it FIFO as a message group does."""
+    property __SHARDINGKEY (not a system key to the proxy) makes it FIFO as a message group does; a
+    priority makes it PRIORITY when it is none of the others (5.4.0)."""
     sp = m.system_properties
     return "TRANSACTION" if sp.message_type == pb.MessageType.TRANSACTION else \
         "DELAY" if sp.HasField("delivery_timestamp") else \
-        "FIFO" if sp.message_group or "__SHARDINGKEY" in m.user_properties else "NORMAL"
+        "FIFO" if sp.message_group or "__SHARDINGKEY" in m.user_properties else \
+        "PRIORITY" if sp.HasField("priority") else "NORMAL"
 
 
 def check_message_type(tc: Any, m: Any) -> None:
@@ -160,6 +163,10 @@ class SendMessageActivity:
                 props["TIMER_DELIVER_MS"] = str(deliver)
         if sp.message_type == pb.MessageType.TRANSACTION:
             props["TRAN_MSG"] = "true"
+        if sp.HasField("priority"):  # 5.4.0: Message.setPriority, after the delivery time
+            if sp.priority < 0:  # the proxy: INTERNAL_SERVER_ERROR with Java's IllegalArgumentException
+                raise Refused(Code.BAD_REQUEST, "The priority must be greater than or equal to 0")
+            props[PROPERTY_PRIORITY] = str(sp.priority)
         props["PGROUP"] = tc.topicName  # SendMessageActivity: the topic is the producer group (transaction checks)
         if sp.message_group:  # an empty one is none
             validate.message_group(sp.message_group, MAX_MESSAGE_GROUP)
