@@ -55,8 +55,10 @@ OLDER: dict[str, list[tuple[str, str, str]]] = {
          "5.4.0's group bound (120) and text; 5.3.3 took up to 255"),
         (r"^SendMessage\[", r"actual type is PRIORITY'\) != |The priority must be greater than or equal to 0'\) != ",
          "5.4.0's priority (proto 2.1.1); 5.3.3 does not know the field"),
-        (r"^SendMessage\[", r"^entries: \(\) != ",
-         "no entries from rmqpy for a send it refuses (with one of the rows above on the status)"),
+        (r"^SendMessage\[", r"property is used by system: (_SYS_MSG_PRIORITY_|ORIGIN_GROUP)'\) != ",
+         "5.4.0's two new system property keys; user properties to 5.3.3"),
+        (r"^(SendMessage|AckMessage)\[", r"^entries: \(\) != ",
+         "no entries from rmqpy for a call it refuses (with one of the rows above on the status)"),
     ],
 }
 
