@@ -9,8 +9,9 @@ for two reasons:
   aborted with INTERNAL (one rate-limited log line, no traceback);
 * SendMessage has its own deserializer (:mod:`rmqpy.proxy.grpc.large`).
 
-Only the methods the servicer defines are served; grpcio answers the others UNIMPLEMENTED, as the
-proxy 5.3.3, which does not serve them either.
+Only the methods the servicer defines are served; the others (PullMessage, UpdateOffset, GetOffset,
+QueryOffset, SyncLiteSubscription) end UNIMPLEMENTED with grpc-java's text, as the proxy (5.3.3 and
+5.4.0, which do not serve them either) answers them.
 """
 from __future__ import annotations
 
@@ -76,6 +77,21 @@ def _bidi_stream(fn: Callable[..., Any], report: Callable[[str, Malformed], None
     return handle
 
 
+def unimplemented_text(name: str) -> str:
+    """grpc-java's details for a method its service does not override."""
+    return f"Method {SERVICE}/{name} is unimplemented"
+
+
+def _unimplemented(name: str, streams: bool) -> Callable[..., Any]:
+    async def handle(request: Any, context: Any) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, unimplemented_text(name))
+
+    async def handle_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, unimplemented_text(name))
+        yield None  # never reached: makes this an async generator
+    return handle_stream if streams else handle
+
+
 def service_handler(servicer: Any, report: Callable[[str, Malformed], None],
                     deserializers: dict[str, Callable[[bytes], Any]] | None = None) -> grpc.GenericRpcHandler:
     """The generic handler of every method ``servicer`` defines; ``deserializers`` replaces a
@@ -84,6 +100,16 @@ def service_handler(servicer: Any, report: Callable[[str, Malformed], None],
     own = _own(servicer)
     for method in spb.DESCRIPTOR.services_by_name["MessagingService"].methods:
         if method.name not in own:
+            ignore = {"request_deserializer": lambda raw: None}
+            if method.client_streaming:
+                handlers[method.name] = grpc.stream_stream_rpc_method_handler(_unimplemented(method.name, True),
+                                                                              **ignore)
+            elif method.server_streaming:
+                handlers[method.name] = grpc.unary_stream_rpc_method_handler(_unimplemented(method.name, True),
+                                                                             **ignore)
+            else:
+                handlers[method.name] = grpc.unary_unary_rpc_method_handler(_unimplemented(method.name, False),
+                                                                            **ignore)
             continue
         bound = getattr(servicer, method.name)
         decode = (deserializers or {}).get(method.name, getattr(spb, method.input_type.name).FromString)

@@ -200,8 +200,13 @@ def test_a_malformed_request_ends_the_call_internal_as_the_proxy(endpoint, metho
             result = call(b"\x0a\xff\xff\xff", timeout=10)  # a field whose length runs past the end
             list(result) if method == "ReceiveMessage" else result
         assert err.value.code() == grpc.StatusCode.INTERNAL
-        # the methods the proxy 5.3.3 does not serve either
+        # the methods the proxy (5.3.3, 5.4.0) does not serve either, with grpc-java's text
         with pytest.raises(grpc.RpcError) as err:
             channel.unary_unary("/apache.rocketmq.v2.MessagingService/UpdateOffset")(b"", timeout=10)
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert err.value.details() == "Method apache.rocketmq.v2.MessagingService/UpdateOffset is unimplemented"
+        with pytest.raises(grpc.RpcError) as err:
+            list(channel.unary_stream("/apache.rocketmq.v2.MessagingService/PullMessage")(b"\x0a\xff", timeout=10))
+        assert (err.value.code(), err.value.details()) == (
+            grpc.StatusCode.UNIMPLEMENTED, "Method apache.rocketmq.v2.MessagingService/PullMessage is unimplemented")
     assert seen == []

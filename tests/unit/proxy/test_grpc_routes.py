@@ -77,7 +77,8 @@ def acts(tmp_path):
 def test_every_served_rpc_has_a_route_and_the_rest_are_left_unimplemented() -> None:
     served = {m.name for m in SERVICE.methods if m.name in vars(MessagingServicer)}
     assert set(ROUTES) == served == set(CALLS)
-    # grpcio's generated base answers UNIMPLEMENTED for these, as the proxy 5.3.3 does not serve them either
+    # answered UNIMPLEMENTED (rmqpy.proxy.grpc.handlers), as the proxy 5.3.3 / 5.4.0 does not serve them
+    # either (but RecallMessage, which the proxy serves)
     assert {m.name for m in SERVICE.methods} - served == {"PullMessage", "UpdateOffset", "GetOffset", "QueryOffset",
                                                           "RecallMessage", "SyncLiteSubscription"}
 
