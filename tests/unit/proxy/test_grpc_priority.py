@@ -13,6 +13,7 @@ from rmqpy.proxy.grpc import validate
 from rmqpy.proxy.grpc.activities import Refused
 from rmqpy.proxy.grpc.activity import invisible
 from rmqpy.proxy.grpc.convert import status
+from tests.unit.proxy.test_grpc_activities import _result
 
 
 @pytest.fixture
@@ -32,13 +33,6 @@ def _message(topic: str, msg_id: str = "MSGID1", **sp: object) -> pb.Message:
     for k, v in sp.items():
         setattr(m.system_properties, k, v)
     return m
-
-
-def _result(d):
-    out = []
-    d.addBoth(out.append)
-    assert out, "the Deferred did not fire"
-    return out[0]
 
 
 def _receive(acts, ch, topic: str) -> list[pb.Message]:
