@@ -15,6 +15,12 @@ ENUM_ATTRIBUTES = {
 RESERVE_TIME = "reserve.time"  # LongRangeAttribute, -1 .. 7 * 24 (hours)
 
 
+def topic_message_type(attributes: dict[str, str] | None) -> str:
+    """``TopicConfig.getTopicMessageType``: the ``message.type`` attribute, NORMAL without one."""
+    attrs = attributes or {}
+    return (attrs.get("message.type") or attrs.get("+message.type") or "NORMAL").upper()
+
+
 class AttributeError_(ValueError):
     """A modification Java would refuse (its RuntimeException text)."""
 

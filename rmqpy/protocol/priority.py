@@ -7,25 +7,36 @@ from __future__ import annotations
 from typing import Mapping
 
 PROPERTY_PRIORITY = "_SYS_MSG_PRIORITY_"
-_INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
 _DELAY_KEYS = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 
 
-def java_int(text: str | None, default: int) -> int:
-    """``NumberUtils.toInt(text, default)``: ``Integer.parseInt`` (an optional sign, ASCII digits, in
-    the int range) or ``default``."""
+#: SubscriptionGroupAttributes.PRIORITY_FACTOR_ATTRIBUTE: the share (of 100) of a group's pops of a
+#: PRIORITY topic made in priority order; its default
+PRIORITY_FACTOR = "priority.factor"
+DEFAULT_PRIORITY_FACTOR = 100
+
+
+def java_int(text: str | None, default: int, bits: int = 32) -> int:
+    """``NumberUtils.toInt(text, default)`` (``toLong`` with ``bits=64``): ``Integer.parseInt`` (an
+    optional sign, ASCII digits, in the range) or ``default``."""
     if not text:
         return default
     digits = text[1:] if text[0] in "+-" else text
     if not digits or not digits.isascii() or not digits.isdigit():
         return default
     value = int(text)
-    return value if _INT_MIN <= value <= _INT_MAX else default
+    return value if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else default
 
 
 def priority_of(props: Mapping[str, str]) -> int:
     """``Message.getPriority``: the property as an int, -1 when absent or not a number."""
     return java_int(props.get(PROPERTY_PRIORITY), -1)
+
+
+def priority_factor(group_attributes: Mapping[str, object] | None) -> int:
+    """``SubscriptionGroupConfig.getPriorityFactor``."""
+    value = (group_attributes or {}).get(PRIORITY_FACTOR)
+    return java_int(value if isinstance(value, str) else None, DEFAULT_PRIORITY_FACTOR, 64)
 
 
 def message_type(props: Mapping[str, str]) -> str:

@@ -7,7 +7,10 @@ buffer-merge optimisation (``enablePopBufferMerge=false``, Java's default):
 
 * a pop reads from the consumer offset of each queue it visits (the pop retry topic
   ``%RETRY%<group>_<topic>`` first with probability ``popFromRetryProbability``, else after the
-  topic if the pop is not full), writes one checkpoint (``ck``) per queue that gave messages
+  topic if the pop is not full; the queues from a random one up (5.4.0 goes down from a random one,
+  ``priorityOrderAsc``: the same spread); a PRIORITY topic's from its last, the highest priority,
+  down, and its retry topic after it: 5.4.0's priority mode, with ``popFromRetryProbabilityForPriority``
+  0 and the group's ``priority.factor`` attribute, 100 unless set), writes one checkpoint (``ck``) per queue that gave messages
   to the revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` and then moves the consumer offset past
   them: the offset table is the one push and pull consumers of the group use, as in Java;
 * an ack writes an ``ack`` record to the checkpoint's revive queue;
@@ -47,8 +50,10 @@ from rmqpy.broker.pop.receipt import (
 )
 from rmqpy.broker.pop.records import AckMsg, PopCheckPoint
 from rmqpy.broker.pop.result import PoppedQueue, PopResult
+from rmqpy.broker.topic_attributes import topic_message_type
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE, TopicConfig
 from rmqpy.protocol.message import MessageExtBrokerInner, decode_record, encode_record, properties_to_string, tags_string_to_tags_code
+from rmqpy.protocol.priority import priority_factor
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.results import put_status_name
 
@@ -174,11 +179,19 @@ class PopService:
             result.order_counts = []
         pending: list[defer.Deferred] = []
         rand_q = self.random.randrange(100)
-        retry_first = rand_q < bc.popFromRetryProbability and not req.order
+        tc = b.topic_config_manager.select(req.topic)
+        priority_mode = False
+        if tc is not None and not req.order and topic_message_type(tc.attributes) == "PRIORITY":
+            sgc = b.subscription_group_manager.find(req.group)
+            attrs = sgc.extra.get("attributes") if sgc is not None else None
+            priority_mode = rand_q < priority_factor(attrs if isinstance(attrs, dict) else None)
+        # 5.4.0: popFromRetryProbabilityForPriority (default 0, no setting here) in priority mode
+        retry_first = rand_q < (0 if priority_mode else bc.popFromRetryProbability) and not req.order
+        if priority_mode:
+            rand_q = -1  # _pop_topic: the queues from the last down, the highest priority first
         retry = self.retry_topic_of(req.topic, req.group)
         if retry_first:
             self._pop_topic(req, retry, rand_q, result, pending)
-        tc = b.topic_config_manager.select(req.topic)
         if tc is not None:
             if req.queue_id < 0:
                 self._pop_topic(req, req.topic, rand_q, result, pending)
@@ -194,8 +207,8 @@ class PopService:
         if tc is None:
             return
         n = tc.readQueueNums
-        for i in range(n):
-            self._pop_queue(req, topic, (rand_q + i) % n, result, pending)
+        for i in range(n):  # rand_q -1: priority order, from the last queue down
+            self._pop_queue(req, topic, n - 1 - i if rand_q < 0 else (rand_q + i) % n, result, pending)
 
     def pop_offset(self, group: str, topic: str, queue_id: int, init_mode: int, commit_init: bool) -> int:
         """The consumer offset, or where a new group starts (Java ``getPopOffset``/``getInitOffset``)."""

@@ -114,3 +114,22 @@ def test_too_many_requests_gives_the_receipt_handle_back() -> None:
     req = spb.ChangeInvisibleDurationRequest(receipt_handle="rh")
     assert invisible.response(status(pb.Code.TOO_MANY_REQUESTS), req).receipt_handle == "rh"
     assert invisible.response(status(pb.Code.INTERNAL_SERVER_ERROR), req).receipt_handle == ""
+
+
+def test_a_priority_topic_is_popped_highest_priority_first(env) -> None:
+    """5.4.0's priority mode (the group's priority.factor 100 by default): the queues from the last
+    down, whatever the random start, so one message at a time comes in priority order."""
+    acts, ch = env
+    for p in (0, 2, 1, 3):
+        sent = _result(acts.send_message(spb.SendMessageRequest(messages=[_message("GrpcPrio", f"P{p}", priority=p)]),
+                                         ch))
+        assert sent.status.code == pb.Code.OK, sent
+    order = []
+    for _ in range(4):
+        req = spb.ReceiveMessageRequest(group=pb.Resource(name="g1"), batch_size=1,
+                                        message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcPrio"), id=0))
+        req.invisible_duration.seconds = 30
+        req.long_polling_timeout.seconds = 0
+        got = _result(acts.receive_message(req, ch, 10_000))
+        order += [r.message.system_properties.priority for r in got if r.WhichOneof("content") == "message"]
+    assert order == [3, 2, 1, 0]
