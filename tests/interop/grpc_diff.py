@@ -38,7 +38,9 @@ from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 TOPICS = {"NORMAL": "DiffNormal", "FIFO": "DiffFifo", "DELAY": "DiffDelay", "TRANSACTION": "DiffTx",
           "HANDLES": "DiffHandles", "EMPTY": "DiffEmpty",
           # typed topics no case sends to: what a receive finds there cannot depend on timing
-          "FIFO_EMPTY": "DiffFifoEmpty", "DELAY_EMPTY": "DiffDelayEmpty", "TRANSACTION_EMPTY": "DiffTxEmpty"}
+          "FIFO_EMPTY": "DiffFifoEmpty", "DELAY_EMPTY": "DiffDelayEmpty", "TRANSACTION_EMPTY": "DiffTxEmpty",
+          # message.type PRIORITY: 5.4.0's; not created on a 5.3.3 broker, which refuses the type
+          "PRIORITY": "DiffPriority"}
 GROUP, FIFO_GROUP, HANDLE_GROUP = "diff_group", "diff_fifo_group", "diff_handle_group"
 UNKNOWN_TOPIC, UNKNOWN_GROUP = "DiffNoSuchTopic", "diff_no_such_group"
 BROKER_NAME = "broker-diff"
@@ -349,7 +351,7 @@ def cases(handles: bool = True) -> list[Case]:
         topic=pb.Resource(name=v), endpoints=pb.Endpoints(scheme=pb.AddressScheme.IPv4,
                                                           addresses=[pb.Address(host="127.0.0.1", port=8081)])))
     for kind, topic in TOPICS.items():
-        if kind in ("FIFO", "DELAY", "TRANSACTION", "NORMAL"):
+        if kind in ("FIFO", "DELAY", "TRANSACTION", "NORMAL", "PRIORITY"):
             out.append(Case("QueryRoute", f"type={kind}", lambda t, v=topic: spb.QueryRouteRequest(
                 topic=pb.Resource(name=v), endpoints=pb.Endpoints(scheme=pb.AddressScheme.IPv4,
                                                                   addresses=[pb.Address(host="127.0.0.1", port=1)]))))
@@ -413,7 +415,7 @@ def cases(handles: bool = True) -> list[Case]:
     # PRIORITY: a priority (proto 2.1.1, proxy 5.4.0); the message type field stays NORMAL, as a client sends it
     kinds = {"NORMAL": {}, "FIFO": {"message_group": "g"}, "DELAY": {"delivery_timestamp": None},
              "TRANSACTION": {}, "PRIORITY": {"priority": 1}}
-    for topic_kind in ("NORMAL", "FIFO", "DELAY", "TRANSACTION"):
+    for topic_kind in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY"):
         for msg_kind, extra in kinds.items():
             out.append(Case("SendMessage", f"{msg_kind}-to-{topic_kind}", lambda t, tk=topic_kind, mk=msg_kind, e=extra: _send(
                 _message(TOPICS[tk], kind=pb.MessageType.Value(mk if mk != "PRIORITY" else "NORMAL"),

@@ -21,13 +21,18 @@ REFERENCE_VERSIONS = (VERSION, *jvm.SERVER_ONLY_VERSIONS)
 HOST = "127.0.0.1"
 BROKER_PROPS: dict[str, object] = {"brokerName": grpc_diff.BROKER_NAME, "autoCreateTopicEnable": False,
                                    "autoCreateSubscriptionGroup": False}
-_TYPED = {"FIFO", "DELAY", "TRANSACTION", "NORMAL"}
+_TYPED = {"FIFO", "DELAY", "TRANSACTION", "NORMAL", "PRIORITY"}
+#: the topic types a broker version does not know (its UPDATE_AND_CREATE_TOPIC refuses them)
+UNKNOWN_TYPES = {"5.3.3": {"PRIORITY"}}
 
 
-def create_resources(broker_addr: str) -> None:
-    """The harness's topics (``message.type`` from their key in TOPICS) and groups, on one broker."""
+def create_resources(broker_addr: str, version: str | None = None) -> None:
+    """The harness's topics (``message.type`` from their key in TOPICS) and groups, on one broker
+    (a Java one of ``version``: not the topics of a type it does not know)."""
     for kind, topic in grpc_diff.TOPICS.items():
         kind = kind.removesuffix("_EMPTY")
+        if kind in UNKNOWN_TYPES.get(version or "", ()):
+            continue
         fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
                   "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": str(kind == "FIFO").lower()}
         if kind in _TYPED:
@@ -43,10 +48,13 @@ def create_resources(broker_addr: str) -> None:
         assert code == 0, (broker_addr, group, code, remark)
 
 
-def wait_routes(namesrv_addr: str, timeout: float = 30) -> None:
-    """Until the name server routes every topic of the harness (the proxy asks it)."""
+def wait_routes(namesrv_addr: str, timeout: float = 30, version: str | None = None) -> None:
+    """Until the name server routes every topic of the harness (the proxy asks it) that
+    ``create_resources`` made."""
     deadline = time.monotonic() + timeout
-    for topic in grpc_diff.TOPICS.values():
+    for kind, topic in grpc_diff.TOPICS.items():
+        if kind.removesuffix("_EMPTY") in UNKNOWN_TYPES.get(version or "", ()):
+            continue
         while True:
             code, _, _, _ = jvm.remoting_request(namesrv_addr, 105, {"topic": topic})
             if code == 0:
@@ -89,8 +97,8 @@ class Both:
 
     def _start_java(self, tmp: Path) -> None:
         self.java = jvm.JavaCluster(self.version, tmp / "java", HOST, BROKER_PROPS)
-        create_resources(self.java.broker_addr)
-        wait_routes(self.java.ns_addr)
+        create_resources(self.java.broker_addr, self.version)
+        wait_routes(self.java.ns_addr, version=self.version)
         self.proxy = jvm.start_java_proxy(self.version, tmp / "proxy", self.java.ns_addr)
 
     def close(self) -> None:

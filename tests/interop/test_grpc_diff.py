@@ -60,6 +60,8 @@ OLDER: dict[str, list[tuple[str, str, str]]] = {
          "5.4.0's priority (proto 2.1.1); 5.3.3 does not know the field"),
         (r"^SendMessage\[", r"property is used by system: (_SYS_MSG_PRIORITY_|ORIGIN_GROUP)'\) != ",
          "5.4.0's two new system property keys; user properties to 5.3.3"),
+        (r"^(QueryRoute\[type=PRIORITY|SendMessage\[\w+-to-PRIORITY)\]", r".",
+         "no PRIORITY topic on 5.3.3 (its broker refuses message.type=PRIORITY)"),
         (r"^SyncLiteSubscription\[", r"is unimplemented' != 'Method not found: ",
          "proto 2.0.4 has no SyncLiteSubscription: grpc-java's text for an unknown method"),
         (r"^EndTransaction\[", r"cannot found transaction data'\) != \('OK', 'OK'\)",
