@@ -41,6 +41,9 @@ choose_isolation() { RMQPY_INTEROP_ISOLATION="$(bash tests/interop/choose_isolat
 phase "choose isolation" choose_isolation
 export RMQPY_INTEROP_ISOLATION
 phase "setup_host.sh" bash tests/interop/setup_host.sh
+# Apache's newest broker + proxy served here (5.4.0), the gRPC differential harness's reference
+# (tests/interop/test_grpc_diff.py); no client jars of it
+export RMQPY_INTEROP_SERVER_VERSIONS="${RMQPY_INTEROP_SERVER_VERSIONS-5.4.0}"
 phase "java/build.sh" bash tests/interop/java/build.sh
 if [ -f tests/interop/go/build.sh ]; then phase "go/build.sh" bash tests/interop/go/build.sh; fi
 if [ -f tests/interop/go5/build.sh ]; then phase "go5/build.sh" bash tests/interop/go5/build.sh; fi

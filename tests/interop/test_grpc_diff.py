@@ -1,11 +1,13 @@
 """The differential harness's CI set (tests/interop/grpc_diff.py): every case sent to rmqpy's gRPC
-endpoint and to Apache's proxy 5.3.3 in front of the Java 5.3.3 broker, both started once for the
-module; each difference in gRPC status, Status code or message, entry statuses or received count
+endpoint and to Apache's proxy in front of the Java broker of the same release, both started once for
+the module; each difference in gRPC status, Status code or message, entry statuses or received count
 must be one of :data:`KNOWN`, each written down in docs/compatibility.md (gRPC validation table).
 
-The long run of the same harness: ``python bench/grpc_diff_long.py --count N``.
-RMQPY_GRPC_DIFF_VERSION=5.4.0 runs this set against that proxy + broker instead (see
-grpc_diff_env.REFERENCE_VERSIONS).
+The reference is :data:`CI_VERSION`, 5.4.0: the newest proxy Maven Central serves here (5.5.1 is not),
+and the rules rmqpy follows where 5.4.0 changed 5.3.3's (issue 25: follow the newest). Against 5.3.3
+those are :data:`OLDER` rules: ``RMQPY_GRPC_DIFF_VERSION=5.3.3`` runs the set against it (see
+grpc_diff_env.REFERENCE_VERSIONS). test.sh fetches 5.4.0's broker and proxy in its build phase
+(RMQPY_INTEROP_SERVER_VERSIONS). The long run: ``python bench/grpc_diff_long.py --count N``.
 """
 from __future__ import annotations
 
@@ -72,7 +74,11 @@ OLDER: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
-def explained(result: grpc_diff.Result, version: str = grpc_diff_env.VERSION) -> str | None:
+#: the reference proxy + broker CI compares with
+CI_VERSION = "5.4.0"
+
+
+def explained(result: grpc_diff.Result, version: str = CI_VERSION) -> str | None:
     """The reason of a case's differences when every one of them is known (against the proxy of
     ``version``), else None."""
     reasons = []
@@ -89,7 +95,7 @@ def explained(result: grpc_diff.Result, version: str = grpc_diff_env.VERSION) ->
 @pytest.fixture(scope="module")
 def both(java_built, tmp_path_factory):
     pytest.importorskip("rocketmq.grpc_protocol", reason="rocketmq-python-client (the test extra) is not installed")
-    version = os.environ.get("RMQPY_GRPC_DIFF_VERSION", grpc_diff_env.VERSION)
+    version = os.environ.get("RMQPY_GRPC_DIFF_VERSION", CI_VERSION)
     b = grpc_diff_env.Both(tmp_path_factory.mktemp("grpc-diff"), version=version)
     try:
         yield b
