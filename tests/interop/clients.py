@@ -11,8 +11,10 @@ from tests.interop.waiting import wait_until
 
 
 def mqadmin(host, version: str, args: Sequence[str], namesrv_addr: str, timeout: float = 90,
-            sysprops: dict[str, str] | None = None) -> str:
-    """Run mqadmin inside ``host``; returns stdout (mqadmin exits 0 on most errors: read it).
+            sysprops: dict[str, str] | None = None, expect_output: bool = False) -> str:
+    """Run mqadmin inside ``host``; returns stdout (mqadmin exits 0 on most errors: read it). A
+    sub-command that fails prints its exception's stack trace on stderr, nothing on stdout, and exits
+    0 (MQAdminStartup): with ``expect_output`` that is an AssertionError that shows the stack trace.
 
     MQAdminStartup runs unchanged through the harness' FastExit launcher (as :func:`jvm.mqadmin`
     does), which only cuts the 3-6 s that the remoting client's shutdown and netty's quiet period
@@ -25,6 +27,7 @@ def mqadmin(host, version: str, args: Sequence[str], namesrv_addr: str, timeout:
     cmd = jvm.java_cmd(version, jvm.FASTEXIT_MAIN, [jvm.MQADMIN_MAIN, *args], props, kind="harness", home=home)
     proc = host.run(cmd, timeout=timeout, cwd=str(home), env=jvm._env(home), stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, f"mqadmin {args[0]} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    assert not expect_output or proc.stdout.strip(), f"mqadmin {args[0]} failed:\n{proc.stderr[-3000:]}"
     return proc.stdout
 
 

@@ -187,7 +187,7 @@ def produce(env: Env, version: str, topic: str, count: int, body: str) -> None:
 
 def consumer_connection(env: Env, group: str) -> tuple[list[list[str]], str]:
     """``mqadmin consumerConnection -g GROUP``: the rows (clientId, addr, language, version) and the text."""
-    out = clients.mqadmin(env.host, env.version, ["consumerConnection", "-g", group], env.ns_addr)
+    out = clients.mqadmin(env.host, env.version, ["consumerConnection", "-g", group], env.ns_addr, expect_output=True)
     lines = out.splitlines()
     head = next((i for i, line in enumerate(lines) if line.startswith("#ClientId")), None)
     assert head is not None, f"no connection table in mqadmin's output:\n{out}"
