@@ -61,6 +61,7 @@ from rmqpy.broker.processor.pop import (
 )
 from rmqpy.broker.processor.pull import PullMessageProcessor
 from rmqpy.broker.processor.query import QueryMessageProcessor
+from rmqpy.broker.processor.recall import RecallMessageProcessor
 from rmqpy.broker.processor.replicas import ReplicasProcessor
 from rmqpy.broker.processor.reply import ReplyMessageProcessor
 from rmqpy.broker.processor.send import SendMessageProcessor
@@ -245,6 +246,7 @@ class BrokerController:
         notification = NotificationProcessor(self, self.pop_service)
         polling_info = PollingInfoProcessor(self, self.pop_service)
         assignment = QueryAssignmentProcessor(self, self.message_request_mode_manager)
+        recall = RecallMessageProcessor(self)
         table: dict[int, RequestProcessor] = {
             RequestCode.SEND_MESSAGE: send,
             RequestCode.SEND_MESSAGE_V2: send,
@@ -265,6 +267,7 @@ class BrokerController:
             RequestCode.VIEW_MESSAGE_BY_ID: query,
             RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
             RequestCode.END_TRANSACTION: end_transaction,
+            RequestCode.RECALL_MESSAGE: recall,
             RequestCode.LOCK_BATCH_MQ: lock,
             RequestCode.UNLOCK_BATCH_MQ: lock,
             RequestCode.SEND_REPLY_MESSAGE: reply,
@@ -286,7 +289,7 @@ class BrokerController:
             send_back.register_send_back_hook([self.metrics_manager.hook])
             end_transaction.register_end_transaction_hook([self.metrics_manager.hook])
         for built in (send, pull, client, consumer, offsets, query, send_back, end_transaction, lock, reply, admin,
-                      pop, peek, ack, change_invisible, notification, polling_info, assignment):
+                      pop, peek, ack, change_invisible, notification, polling_info, assignment, recall):
             self.processors[type(built).__name__] = built
         for code, processor in table.items():
             self.dispatcher.register(int(code), processor)

@@ -14,12 +14,18 @@ from __future__ import annotations
 import os
 import re
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
 
-from tests.interop import grpc_diff, grpc_diff_env
+from rmqpy.protocol import recall
+from rmqpy.protocol.codes import RequestCode
+from rmqpy.protocol.message import properties_to_string
+from tests.interop import grpc_diff, grpc_diff_env, jvm
 
 pytestmark = pytest.mark.interop
 
@@ -117,3 +123,51 @@ def test_rmqpy_answers_every_case_as_the_proxy(both: grpc_diff_env.Both) -> None
     print(f"{len(results)} cases (proxy {v}) in {time.monotonic() - started:.1f} s: {sum(known.values())} known differences "
           f"{dict(known)}, {len(bad)} unknown")
     assert not bad, "\n".join(bad)
+
+
+def _delay_send(broker_addr: str, topic: str, uniq: str, deliver_ms: int) -> tuple[int, str | None, dict, bytes]:
+    """SEND_MESSAGE (10) of one timer message, as a 5.x producer's delivery-time send."""
+    props = properties_to_string({"UNIQ_KEY": uniq, "TIMER_DELIVER_MS": str(deliver_ms), "WAIT": "true"})
+    fields = {"producerGroup": "diff_recall", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+              "queueId": 0, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": 0, "properties": props,
+              "reconsumeTimes": 0, "unitMode": "false", "batch": "false"}
+    return jvm.remoting_request(broker_addr, RequestCode.SEND_MESSAGE, {k: str(v) for k, v in fields.items()},
+                                body=b"recall me")
+
+
+def test_a_delay_send_carries_a_recall_handle_and_a_recall_is_refused_as_java_refuses_it(
+        both: grpc_diff_env.Both) -> None:
+    """Side by side with the reference broker over remoting: a timer message's send is answered with a
+    recall handle (SendMessageProcessor.attachRecallHandle: v1, the topic, the broker name, TIMER_OUT_MS
+    + 1, the UNIQ_KEY) and RECALL_MESSAGE with it is refused alike (recallMessageEnable false by default:
+    NO_PERMISSION); a message without a delivery time gets no handle. And through both gRPC endpoints a
+    delay message's SendResultEntry carries the handle."""
+    topic, deliver = grpc_diff.TOPICS["DELAY"], int(time.time() * 1000) + 120_000
+    handles, recalls = {}, {}
+    assert both.rmqpy is not None and both.java is not None
+    for name, addr in (("rmqpy", both.rmqpy.broker_addr), ("java", both.java.broker_addr)):
+        uniq = uuid.uuid4().hex.upper()
+        code, remark, ext, _ = _delay_send(addr, topic, uniq, deliver)
+        assert code == 0 and ext.get("recallHandle"), (name, code, remark, ext)
+        handle = recall.decode(ext["recallHandle"])
+        assert (handle.topic, handle.broker_name, handle.message_id) == (topic, grpc_diff.BROKER_NAME, uniq), name
+        handles[name] = handle.timestamp
+        code, remark, ext, _ = jvm.remoting_request(addr, RequestCode.RECALL_MESSAGE, {
+            "producerGroup": "diff_recall", "topic": topic, "recallHandle": ext["recallHandle"]})
+        recalls[name] = (code, remark, sorted(ext))
+        code, _, ext, _ = jvm.remoting_request(addr, RequestCode.SEND_MESSAGE, {
+            "producerGroup": "diff_recall", "topic": grpc_diff.TOPICS["NORMAL"], "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
+            "properties": properties_to_string({"UNIQ_KEY": uniq + "N"})}, body=b"no delay")
+        assert code == 0 and "recallHandle" not in ext, (name, ext)
+    assert handles["rmqpy"] == handles["java"] and int(handles["rmqpy"]) % 1000 == 1, handles
+    assert recalls["rmqpy"] == recalls["java"] == (16, "recall failed, operation is forbidden", ["MSG_REGION"]), recalls
+    for t in both.targets:
+        msg = pb.Message(topic=pb.Resource(name=topic), body=b"recall me", system_properties=pb.SystemProperties(
+            message_id=uuid.uuid4().hex.upper(), message_type=pb.MessageType.DELAY, body_encoding=pb.Encoding.IDENTITY))
+        msg.system_properties.delivery_timestamp.FromMilliseconds(deliver)
+        msg.system_properties.born_timestamp.FromMilliseconds(int(time.time() * 1000))
+        r = t.stub.SendMessage(spb.SendMessageRequest(messages=[msg]), metadata=t.metadata("producer"), timeout=10)
+        assert r.status.code == pb.Code.OK, (t.name, r)
+        handle = recall.decode(r.entries[0].recall_handle)
+        assert (handle.topic, handle.message_id) == (topic, msg.system_properties.message_id), (t.name, handle)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from twisted.internet import defer
 
+from rmqpy.broker.timer import TIMER_TOPIC
 from rmqpy.broker.topic import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, dlq_topic, topic_config_string, validate_topic
 from rmqpy.common.faq import suggest_todo
 from rmqpy.protocol import sysflag as SF
@@ -23,6 +24,7 @@ from rmqpy.protocol.headers.broker import SEND_HEADER, SEND_HEADER_V2, SendMessa
 from rmqpy.protocol.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
@@ -32,6 +34,7 @@ from rmqpy.protocol.message import (
     string_to_properties,
 )
 from rmqpy.protocol.priority import PROPERTY_PRIORITY, message_type, priority_of
+from rmqpy.protocol.recall import RecallHandle
 from rmqpy.remoting.channel import Channel
 from rmqpy.remoting.ratelimit import RateLimitedLogger
 from rmqpy.store.message_store import PutMessageStatus
@@ -67,6 +70,21 @@ def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     :class:`HeaderError` for a missing or bad field, as the header's declared decode refuses it."""
     schema = SEND_HEADER if request.code in _LONG_KEY_CODES else SEND_HEADER_V2
     return schema.decode(request.ext_fields or {})
+
+
+def recall_handle(props: dict[str, str], broker_name: str) -> str | None:
+    """5.3.3's ``attachRecallHandle``: the handle of a stored timer message (its TIMER_OUT_MS plus one,
+    the real topic, its UNIQ_KEY), none for another message or one bound for a retry topic. Given whether
+    or not recalls are enabled (``recallMessageEnable``, false by default), as Java gives it."""
+    timestamp, real_topic = props.get("TIMER_OUT_MS"), props.get(PROPERTY_REAL_TOPIC)
+    if timestamp is None or real_topic is None or real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return None
+    try:
+        out_ms = int(timestamp)
+    except ValueError:
+        return None
+    return RecallHandle(real_topic, broker_name, str(out_ms + 1),
+                        props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or "null").encode()
 
 
 class SendMessageProcessor:
@@ -252,6 +270,10 @@ class SendMessageProcessor:
                 uniq = (msg.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 if uniq:
                     fields["transactionId"] = uniq
+            if isinstance(msg, MessageExtBrokerInner) and msg.topic == TIMER_TOPIC:  # a single send, parked
+                handle = recall_handle(msg.get_properties(), bc.brokerName)
+                if handle is not None:
+                    fields["recallHandle"] = handle
             return RemotingCommand(code=code, opaque=request.opaque, flag=RPC_RESPONSE, remark=None, ext_fields=fields,
                                    body=None, serialize_type=request.serialize_type)
         max_size = self.broker.store_config.maxMessageSize

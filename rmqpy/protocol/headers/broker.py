@@ -219,6 +219,13 @@ class ViewMessageRequestHeader(CommandHeader):
 
 
 @header
+class RecallMessageRequestHeader(CommandHeader):
+    producerGroup: str | None = optional()
+    topic: str = required()
+    recallHandle: str = required()
+
+
+@header
 class EndTransactionRequestHeader(CommandHeader):
     topic: str | None = optional()
     producerGroup: str = required()

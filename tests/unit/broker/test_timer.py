@@ -142,3 +142,23 @@ def test_a_timer_pending_across_a_switch_to_slave_and_back_is_delivered_once(tmp
         assert [m.body for m in messages(b, "TimerT", 1)] == [b"once"]
     finally:
         b.shutdown()
+
+
+def test_a_timer_send_is_answered_with_its_recall_handle_and_a_recall_is_forbidden(broker):
+    """5.3.3's attachRecallHandle (TIMER_OUT_MS + 1, the real topic, the UNIQ_KEY) and its
+    RecallMessageProcessor with recallMessageEnable at its default (false)."""
+    from rmqpy.protocol import recall
+    from rmqpy.protocol.codes import RequestCode
+    from rmqpy.protocol.command import RemotingCommand
+
+    resp = send(broker, {"TIMER_DELIVER_MS": str(NOW_MS + 5500), "UNIQ_KEY": "ABC123"})
+    handle = recall.decode(resp.ext_fields["recallHandle"])
+    assert handle == recall.RecallHandle("TimerT", broker.broker_config.brokerName, str(NOW_MS + 5001), "ABC123")
+    assert "recallHandle" not in send(broker, {"UNIQ_KEY": "ABC124"}).ext_fields  # no delivery time, no handle
+    ask = RemotingCommand.request(RequestCode.RECALL_MESSAGE, None)
+    ask.ext_fields = {"topic": "TimerT", "recallHandle": resp.ext_fields["recallHandle"], "producerGroup": "P"}
+    answer = call(broker, FakeChannel(), ask)
+    assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, "recall failed, operation is forbidden")
+    assert answer.ext_fields == {"MSG_REGION": broker.broker_config.regionId}
+    ask.ext_fields = {"topic": "TimerT"}  # no handle: the header's own refusal
+    assert call(broker, FakeChannel(), ask).code != ResponseCode.SUCCESS

@@ -194,6 +194,8 @@ class SendMessageActivity:
                                         message_id=m.system_properties.message_id)
             if resp.code in _OK_PUT:
                 entry.offset = int(ext.get("queueOffset", "0") or 0)
+                if len(msgs) == 1:  # the broker's handle of a delay message; the proxy sends several as one
+                    entry.recall_handle = ext.get("recallHandle") or ""  # batch, which gets none
                 if m.system_properties.message_type == pb.MessageType.TRANSACTION:
                     # ProducerProcessor.fillTransactionData: the half message's offsets, for EndTransaction
                     entry.transaction_id = ext.get("transactionId") or m.system_properties.message_id
