@@ -6,15 +6,17 @@ as the proxy's calls cost no thread of its executor while they wait. The loop ru
 beside the reactor; Twisted keeps its own reactor (``grpc.aio`` on the reactor's thread would need
 Twisted's asyncio reactor installed before anything imports the reactor, for the whole broker).
 
-A call's work still runs on the reactor, where broker state lives: :func:`on_reactor` schedules it
-with ``callFromThread`` and the coroutine awaits the Deferred's result, which comes back through
-``call_soon_threadsafe``.
+A call's work still runs on the reactor, where broker state lives: :class:`ReactorHop` queues it for
+the reactor (``callFromThread``) and the coroutine awaits the Deferred's result, which comes back through
+``call_soon_threadsafe``; both ways, one wake-up serves every call queued by then.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import threading
+from asyncio import iscoroutine
+from collections import deque
 from typing import Any, Awaitable, Callable, TypeVar
 
 from twisted.internet import defer
@@ -73,32 +75,86 @@ class AioThread:
         self.loop = self._thread = None
 
 
-async def on_reactor(reactor: Any, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` run on the reactor, its result (a Deferred's, if it returns one) awaited here.
+class ReactorHop:
+    """The hop from the loop's coroutines to the reactor and back, batched both ways.
 
-    The call's coroutine may be cancelled meanwhile (the client went away, the server stops): the
-    reactor's answer then finds the future done and is dropped."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    A call's work goes into a queue that one reactor wake-up drains (``callFromThread`` only when no
+    drain is already scheduled), and its result into a queue per loop that one ``call_soon_threadsafe``
+    drains: with many calls in flight, one wake-up of each thread serves every call ready by then,
+    rather than a wake-up (a pipe write and a read) per call each way. The work runs in the order the
+    calls were made, as ``callFromThread`` would run it; a result that is not a Deferred goes back at
+    once, without a Deferred made for it."""
 
-    def settle(result: Any) -> None:
-        if future.done():
-            return
-        if isinstance(result, Failure):
-            future.set_exception(result.value)
-        else:
-            future.set_result(result)
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+        self._calls: deque[tuple[asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]]] = deque()
+        self._scheduled = False  # a drain of _calls is scheduled on the reactor
+        self._back: dict[asyncio.AbstractEventLoop, _Back] = {}
 
-    def run() -> None:
-        d = defer.maybeDeferred(fn, *args)
-        d.addBoth(lambda result: _call_soon(loop, settle, result))
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` run on the reactor, its result (a Deferred's, if it returns one) awaited here.
 
-    reactor.callFromThread(run)
-    return await future
+        The call's coroutine may be cancelled meanwhile (the client went away, the server stops): the
+        reactor's answer then finds the future done and is dropped."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if loop not in self._back:
+            self._back[loop] = _Back(loop)
+        self._calls.append((future, fn, args))
+        if not self._scheduled:
+            self._scheduled = True
+            self.reactor.callFromThread(self._drain)
+        return await future
+
+    def _drain(self) -> None:
+        """On the reactor: every call queued by now (one queued later has scheduled its own drain)."""
+        self._scheduled = False
+        calls = self._calls
+        for _ in range(len(calls)):
+            future, fn, args = calls.popleft()
+            back = self._back[future.get_loop()]
+            try:
+                result = fn(*args)
+            except BaseException:  # noqa: BLE001 (handed to the call, as maybeDeferred would)
+                back.put(future, Failure())
+                continue
+            if isinstance(result, defer.Deferred):
+                result.addBoth(back.put_result, future)
+            elif iscoroutine(result):
+                defer.ensureDeferred(result).addBoth(back.put_result, future)
+            else:
+                back.put(future, result)
 
 
-def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], None], arg: Any) -> None:
-    try:
-        loop.call_soon_threadsafe(fn, arg)
-    except RuntimeError:  # the loop is closed: the endpoint stopped, nobody waits any longer
-        pass
+class _Back:
+    """The results going back to one loop, drained by one ``call_soon_threadsafe`` at a time."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.results: deque[tuple[asyncio.Future[Any], Any]] = deque()
+        self.scheduled = False
+
+    def put_result(self, result: Any, future: asyncio.Future[Any]) -> None:
+        """A Deferred's callback and errback: the result handed back, the Deferred left with None."""
+        self.put(future, result)
+
+    def put(self, future: asyncio.Future[Any], result: Any) -> None:
+        self.results.append((future, result))
+        if not self.scheduled:
+            self.scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # the loop is closed: the endpoint stopped, nobody waits any longer
+                pass
+
+    def _drain(self) -> None:
+        self.scheduled = False
+        results = self.results
+        for _ in range(len(results)):
+            future, result = results.popleft()
+            if future.done():
+                continue
+            if isinstance(result, Failure):
+                future.set_exception(result.value)
+            else:
+                future.set_result(result)

@@ -18,7 +18,7 @@ from twisted.python.failure import Failure
 
 from rmqpy.proxy.grpc.activities import MessagingActivities
 from rmqpy.proxy.grpc.activity import invisible
-from rmqpy.proxy.grpc.aioloop import on_reactor
+from rmqpy.proxy.grpc.aioloop import ReactorHop
 from rmqpy.proxy.grpc.auth import GrpcAuth
 from rmqpy.proxy.grpc.convert import Code, status
 from rmqpy.proxy.grpc.large import CutSendRequest, Trimmer
@@ -29,6 +29,8 @@ from rmqpy.remoting.ratelimit import RateLimitedLogger
 CLIENT_ID = "x-mq-client-id"
 LANGUAGE = "x-mq-language"
 CLIENT_VERSION = "x-mq-client-version"  # ReceiveMessageActivity picks its Code by it
+NO_CLIENT_ID = "x-mq-client-id is required"
+_NO_CHANNEL = object()  # _as_client's answer when the client is refused a channel
 
 
 class MessagingServicer(sgrpc.MessagingServiceServicer):
@@ -37,6 +39,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
     def __init__(self, activities: MessagingActivities, reactor: Any, auth: GrpcAuth | None = None) -> None:
         self.a = activities
         self.reactor = reactor
+        self.hop = ReactorHop(reactor)
         self.auth = auth  # 5.x authentication and authorization of each call, when the broker has them on
         self.stopping = False
         self.peers: dict[int, str] = {}  # GrpcFront.peers when a front relays the connections
@@ -49,16 +52,20 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         """Run ``fn`` on the reactor and await its result (a Deferred's, if it returns one)."""
         if self.stopping:
             raise Refused(Code.INTERNAL_SERVER_ERROR, "the broker is shutting down")
-        return await on_reactor(self.reactor, fn, *args)
+        return await self.hop.run(fn, *args)
 
     async def answer(self, make: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
         """``fn``'s response, or the error response built by ``make(status)`` (the proxy answers
         a refused request with an OK gRPC call carrying the Code)."""
+        return await self._answer(make, fn.__name__, fn, *args)
+
+    async def _answer(self, make: Callable[[Any], Any], name: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return await self.call(fn, *args)
+            answer = await self.call(fn, *args)
+            return make(status(Code.CLIENT_ID_REQUIRED, NO_CLIENT_ID)) if answer is _NO_CHANNEL else answer
         except Refused as exc:  # bad input: one rate-limited line, then the proxy's Code
             # logged on the reactor: the logger's buckets and summary timers live there
-            name, code, message = fn.__name__, Code.Name(exc.code), exc.message
+            code, message = Code.Name(exc.code), exc.message
             self.reactor.callFromThread(lambda: self.log.warn("gRPC {f} refused: {c} {m}", f=name, c=code,
                                                               m=message))
             return make(status(exc.code, exc.message))
@@ -79,16 +86,34 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         return None if reason is None else status(Code.UNAUTHORIZED, reason)
 
     async def channel(self, context: Any) -> Any:
+        """The client's LocalChannel, or None when the call names no (valid) client id."""
+        named = self.client_of(context)
+        if named is None:
+            return None
+        try:
+            return await self.call(self.a.channel_of, *named)
+        except Exception as exc:  # TooManyClients
+            self.reactor.callFromThread(self.log.warn, "gRPC client {c} refused: {e}", c=named[0][:64], e=exc)
+            return None
+
+    def client_of(self, context: Any) -> tuple[str, str, str] | None:
+        """``channel_of``'s arguments from the call: the client id, address and language, or None when
+        the call names no (valid) client id."""
         metadata = dict(context.invocation_metadata())
         client_id = metadata.get(CLIENT_ID, "")
         if not client_id or len(client_id) > 256:
             return None
+        return client_id, self.address(context), str(metadata.get(LANGUAGE, ""))[:32]
+
+    def _as_client(self, fn: Callable[..., Any], client: tuple[str, str, str], request: Any, *args: Any) -> Any:
+        """On the reactor: ``fn(request, channel, *args)`` on the client's channel, in the one hop, or
+        _NO_CHANNEL when the client is refused one (TooManyClients)."""
         try:
-            return await self.call(self.a.channel_of, client_id, self.address(context),
-                              str(metadata.get(LANGUAGE, ""))[:32])
+            ch = self.a.channel_of(*client)
         except Exception as exc:  # TooManyClients
-            self.reactor.callFromThread(self.log.warn, "gRPC client {c} refused: {e}", c=client_id[:64], e=exc)
-            return None
+            self.log.warn("gRPC client {c} refused: {e}", c=client[0][:64], e=exc)
+            return _NO_CHANNEL
+        return fn(request, ch, *args)
 
     def address(self, context: Any) -> str:
         """The client's "ip:port": grpcio's peer, or for a connection the front relayed
@@ -112,10 +137,11 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         refused = await self.refused(request, context)
         if refused is not None:
             return make(refused)
-        ch = await self.channel(context)
-        if ch is None:
-            return make(status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
-        return await self.answer(make, fn, request, ch, *args)
+        client = self.client_of(context)
+        if client is None:
+            return make(status(Code.CLIENT_ID_REQUIRED, NO_CLIENT_ID))
+        # the client's channel and the call's work in one hop to the reactor
+        return await self._answer(make, fn.__name__, self._as_client, fn, client, request, *args)
 
     # ------------------------------------------------------------------ unary calls
     async def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802 (the service's names)
