@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -140,13 +141,26 @@ def run_phase(endpoint: str, phase: str, topic: str, group: str, n: int, infligh
     return json.loads(lines[-1])
 
 
-def _callgrind_cluster(tmp: Path, props: dict[str, object], out: Path) -> Any:
-    """A name server, and a broker under callgrind with its instrumentation off until a phase starts."""
+def _valgrind(out: Path) -> str:
+    """The broker's interpreter under callgrind, its instrumentation off until a phase starts."""
     out.mkdir(parents=True, exist_ok=True)
-    wrapper = tmp / "valgrind-python"
+    return ("exec env PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes "
+            f"--callgrind-out-file={out.resolve()}/broker.%p /root/.pyenv/versions/3.11.7/bin/python3 \"$@\"\n")
+
+
+def _twistd_profile(out: Path, name: str) -> str:
+    """twistd's own cProfile of the reactor thread (written when the broker stops); argv is
+    python -c CODE -n --pidfile= TAP ...: the options go before the TAP."""
+    out.mkdir(parents=True, exist_ok=True)
+    return (f'a="$1"; b="$2"; c="$3"; d="$4"; shift 4; exec {sys.executable} "$a" "$b" "$c" "$d" '
+            f'--profile={out.resolve()}/reactor-{name}.pstats --profiler=cprofile --savestats "$@"\n')
+
+
+def _wrapped_cluster(tmp: Path, props: dict[str, object], launcher: str) -> Any:
+    """A name server, and a broker whose interpreter is started by the shell line ``launcher``."""
     tmp.mkdir(parents=True, exist_ok=True)
-    wrapper.write_text("#!/bin/sh\nexec env PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no "
-                       f"--callgrind-out-file={out.resolve()}/broker.%p /root/.pyenv/versions/3.11.7/bin/python3 \"$@\"\n")
+    wrapper = tmp / "broker-python"
+    wrapper.write_text("#!/bin/bash\n" + launcher)
     wrapper.chmod(0o755)
     ns = servers.start_namesrv(tmp / "ns")
     executable, sys.executable = sys.executable, str(wrapper)
@@ -172,17 +186,23 @@ def _cg(pid: int, *args: str) -> None:
     subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True, timeout=300)
 
 
-def _cg_dump(pid: int, out: Path) -> int:
-    """Dumps the counts since the last zeroing; the dump's total instructions."""
-    before = set(out.glob(f"broker.{pid}*"))
+def _cg_dump(pid: int, out: Path) -> dict[str, int]:
+    """Dumps the counts since the last zeroing: the dump's instructions per thread (callgrind's
+    thread numbers: 1 is the reactor's)."""
+    before = set(out.glob(f"broker.{pid}.*"))
     _cg(pid, "-d")
+    time.sleep(2.0)
     for _ in range(600):
-        new = [p for p in set(out.glob(f"broker.{pid}*")) - before if p.stat().st_size > 0]
-        if new:
-            time.sleep(0.5)
-            for line in new[0].read_text(errors="replace").splitlines():
-                if line.startswith(("totals:", "summary:")):
-                    return int(line.split()[1])
+        new = sorted(set(out.glob(f"broker.{pid}.*")) - before)
+        if new and all(p.stat().st_size > 0 for p in new):
+            time.sleep(1.0)
+            threads = {}
+            for path in new:
+                for line in path.read_text(errors="replace").splitlines():
+                    if line.startswith(("totals:", "summary:")):
+                        threads[path.name.rpartition("-")[2]] = int(line.split()[1])
+                        break
+            return threads
         time.sleep(0.5)
     raise RuntimeError("no callgrind dump")
 
@@ -199,6 +219,7 @@ def main() -> int:
     ap.add_argument("--phases", default=",".join(PHASES))
     ap.add_argument("--callgrind", help="run the brokers under valgrind's callgrind (instrumented only during "
                     "each phase) and report instructions per call; its dumps go into this folder")
+    ap.add_argument("--profile-reactor", help="twistd's cProfile of each broker's reactor thread, into this folder")
     ap.add_argument("-D", action="append", default=[], help="broker property key=value")
     a = ap.parse_args()
     props: dict[str, object] = {"tls.server.mode": "disabled"}
@@ -212,8 +233,12 @@ def main() -> int:
                 servers.ROOT = root
                 port = servers.free_port()
                 broker_props = {**props, "brokerName": f"broker-{name}", "grpcServerPort": port}
-                c = servers.Cluster(Path(tmp) / name, "127.0.0.1", broker_props) if not a.callgrind else \
-                    _callgrind_cluster(Path(tmp) / name, broker_props, Path(a.callgrind))
+                if a.callgrind:
+                    c = _wrapped_cluster(Path(tmp) / name, broker_props, _valgrind(Path(a.callgrind)))
+                elif a.profile_reactor:
+                    c = _wrapped_cluster(Path(tmp) / name, broker_props, _twistd_profile(Path(a.profile_reactor), name))
+                else:
+                    c = servers.Cluster(Path(tmp) / name, "127.0.0.1", broker_props)
                 clusters[name] = (c, f"127.0.0.1:{port}")
             servers.ROOT = ROOT
             names = list(clusters)
@@ -229,9 +254,9 @@ def main() -> int:
                         spy = None
                         if a.pyspy:
                             Path(a.pyspy).mkdir(parents=True, exist_ok=True)
+                            mode = ["--native"] if os.environ.get("PYSPY_NATIVE") else ["--nonblocking"]
                             spy = subprocess.Popen(["py-spy", "record", "-p", str(pid), "--format", "raw", "-r", "200",
-                                                    "--threads", "--nonblocking", "-o",
-                                                    f"{a.pyspy}/{name}-{phase}-{r}.txt"],
+                                                    "--threads", *mode, "-o", f"{a.pyspy}/{name}-{phase}-{r}.txt"],
                                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                             time.sleep(1.0)
                         if a.callgrind:
@@ -241,10 +266,12 @@ def main() -> int:
                         out = run_phase(endpoint, phase, topic, group, a.n, a.inflight)
                         cpu = cpu_seconds(pid) - cpu0
                         if a.callgrind:
-                            out["instructions"] = _cg_dump(pid, Path(a.callgrind))
+                            out["instructions"] = threads = _cg_dump(pid, Path(a.callgrind))
                             _cg(pid, "-i", "off")
-                            results.setdefault(name, {}).setdefault(f"{phase} kinstr/call", []).append(
-                                out["instructions"] / a.n / 1000)
+                            row = results.setdefault(name, {})
+                            row.setdefault(f"{phase} kinstr/call", []).append(sum(threads.values()) / a.n / 1000)
+                            row.setdefault(f"{phase} kinstr/call, reactor thread", []).append(
+                                threads.get("01", 0) / a.n / 1000)
                         if spy is not None:
                             spy.send_signal(2)
                             spy.wait(30)

@@ -90,6 +90,10 @@ class RemotingCommand:
     #: it was formatted into (POP_MESSAGE: its ``PopResult``), for a caller in the same process (the
     #: gRPC layer's local channel), which then need not parse the header texts again
     typed_result: Any = None
+    #: in-process only, never encoded: a request's body as the typed value it decodes to (HEART_BEAT:
+    #: its ``HeartbeatData``), from a caller in the process that keeps it (the gRPC layer's clients,
+    #: which heartbeat with the same body every 10 s), so that the processor need not decode it again
+    typed_body: Any = None
 
     # ------------------------------------------------------------------ constructors
     @classmethod

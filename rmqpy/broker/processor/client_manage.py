@@ -37,7 +37,8 @@ class ClientManageProcessor:
 
     def heartbeat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
-        data = HeartbeatData.decode(request.body or b"{}")
+        data = request.typed_body if isinstance(request.typed_body, HeartbeatData) else \
+            HeartbeatData.decode(request.body or b"{}")
         info = ClientChannelInfo(channel, data.clientID, request.language, request.version)
         sub_changed = False
         for consumer in data.consumerDataSet:

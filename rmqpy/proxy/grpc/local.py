@@ -60,8 +60,9 @@ class LocalChannel:
         self.client_id = client_id
         self.language, self.version = language, version  # what consumerConnection/producerConnection show
         self.settings: Any = None  # the client's raw Settings (apache.rocketmq.v2), from its Telemetry stream
-        # (settings, group, body): the HEART_BEAT body last built from them (GrpcClients.register)
-        self.heartbeat_body: tuple[Any, str | None, bytes | None] | None = None
+        # (settings, group, (body, its HeartbeatData)): the HEART_BEAT body last built from them
+        # (GrpcClients.register)
+        self.heartbeat_body: tuple[Any, str | None, tuple[bytes, Any] | None] | None = None
         self.push: Push | None = None  # set while a Telemetry stream is open
         self.last_used = clock.seconds()
         self.read_at: float | None = None
