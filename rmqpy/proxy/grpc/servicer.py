@@ -3,10 +3,11 @@
 grpcio's asyncio server runs each call as a coroutine on its loop's thread (:mod:`rmqpy.proxy.grpc.aioloop`);
 :class:`MessagingServicer` hands the call's work to the reactor and awaits the Deferred's result
 (:class:`~rmqpy.proxy.grpc.aioloop.ReactorHop`; the client's channel and the work go in one hop), then
-answers what the activity (:mod:`rmqpy.proxy.grpc.activities`, which routes each RPC to its activity) gave, or the proxy's answer of a refusal (an OK gRPC call
-carrying the ``Code``). Authentication and authorization (:mod:`rmqpy.proxy.grpc.auth`) come first,
-and every call but the route queries runs as the client its ``x-mq-client-id`` names, on the client's
-:class:`~rmqpy.proxy.grpc.local.LocalChannel`. The Telemetry stream: :mod:`rmqpy.proxy.grpc.telemetry`.
+answers what the activity (:mod:`rmqpy.proxy.grpc.activities`, which routes each RPC to its activity)
+gave, or the proxy's answer of a refusal (an OK gRPC call carrying the ``Code``). Authentication and
+authorization (:mod:`rmqpy.proxy.grpc.auth`) come first, and every call but the route queries runs as
+the client its ``x-mq-client-id`` names, on the client's :class:`~rmqpy.proxy.grpc.local.LocalChannel`.
+The Telemetry stream: :mod:`rmqpy.proxy.grpc.telemetry`.
 """
 from __future__ import annotations
 
