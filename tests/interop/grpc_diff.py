@@ -17,6 +17,7 @@ only what differs by nature between two servers: addresses (ip:port), message an
 """
 from __future__ import annotations
 
+import base64
 import queue
 import random
 import re
@@ -485,6 +486,16 @@ def cases(handles: bool = True) -> list[Case]:
     for res in ("TRANSACTION_RESOLUTION_UNSPECIFIED", "COMMIT", "ROLLBACK"):
         out.append(Case("EndTransaction", f"resolution={res}", lambda t, r=res: _end(
             T, resolution=pb.TransactionResolution.Value(r)), p))
+    # ---- RecallMessage (the broker refuses a recall with recallMessageEnable at its default, false)
+    out += _topic_cases("RecallMessage", lambda t, v: _recall(v, _handle(v)), p)
+    for kind in ("NORMAL", "FIFO", "TRANSACTION"):
+        out.append(Case("RecallMessage", f"type={kind}", lambda t, v=TOPICS[kind]: _recall(v, _handle(v)), p))
+    for k, h in (("empty", ""), ("garbage", "not a handle!"), ("plain-base64", "djEgYSBiIGMgZA=="),
+                 ("v2", _b64("v2 DiffDelay broker-diff 1 id")), ("four-fields", _b64(f"v1 {D} {BROKER_NAME} 1")),
+                 ("other-topic", _handle(N)), ("other-broker", _handle(D, "no-such-broker")),
+                 ("past", _handle(D, ts="1")), ("valid", _handle(D)), ("no-padding", _handle(D).rstrip("="))):
+        out.append(Case("RecallMessage", f"recall_handle={k}", lambda t, h=h: _recall(D, h), p))
+    out.append(Case("RecallMessage", "as-unknown-client", lambda t: _recall(D, _handle(D)), "none"))
     # ---- the calls of the proto the proxy does not serve (SyncLiteSubscription: proto 2.1.1, proxy 5.4.0)
     for call in ("PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "SyncLiteSubscription"):
         out.append(Case(call, "unserved", lambda t, c=call: getattr(spb, f"{c}Request")()))
@@ -506,6 +517,19 @@ def _ack2(t: Target) -> Any:
 def _end(topic: str, tid: str = "0" * 32, resolution: int = pb.TransactionResolution.COMMIT) -> Any:
     return spb.EndTransactionRequest(topic=pb.Resource(name=topic), message_id="0" * 32, transaction_id=tid,
                                      resolution=resolution, source=pb.TransactionSource.SOURCE_CLIENT)
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _handle(topic: str, broker: str = BROKER_NAME, ts: str | None = None) -> str:
+    """A recall handle of the form a broker gives a delay send (RecallMessageHandle.HandleV1), due in an hour."""
+    return _b64(f"v1 {topic} {broker} {ts or int(time.time() * 1000) + 3_600_000} {uuid.uuid4().hex.upper()}")
+
+
+def _recall(topic: str, handle: str) -> Any:
+    return spb.RecallMessageRequest(topic=pb.Resource(name=topic), recall_handle=handle)
 
 
 def handles_needed(selected: list[Case]) -> int:

@@ -23,6 +23,7 @@ from rmqpy.proxy.grpc.activity.ack import AckMessageActivity
 from rmqpy.proxy.grpc.activity.client import ClientActivity
 from rmqpy.proxy.grpc.activity.dlq import ForwardMessageToDLQActivity
 from rmqpy.proxy.grpc.activity.invisible import ChangeInvisibleDurationActivity
+from rmqpy.proxy.grpc.activity.recall import RecallMessageActivity
 from rmqpy.proxy.grpc.activity.receive import ReceiveMessageActivity
 from rmqpy.proxy.grpc.activity.route import RouteActivity
 from rmqpy.proxy.grpc.activity.send import SendMessageActivity, consistent_hash
@@ -52,6 +53,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "AckMessage": ("ack", "ack_message"),
     "ChangeInvisibleDuration": ("invisible", "change_invisible_duration"),
     "EndTransaction": ("transaction", "end_transaction"),
+    "RecallMessage": ("recall", "recall_message"),
     "ForwardMessageToDeadLetterQueue": ("dlq", "forward_message_to_dead_letter_queue"),
 }
 
@@ -75,6 +77,7 @@ class MessagingActivities:
         self.ack = AckMessageActivity(self.ctx, self.receipts)
         self.invisible = ChangeInvisibleDurationActivity(self.ctx, self.receipts)
         self.transaction = EndTransactionActivity(self.ctx)
+        self.recall = RecallMessageActivity(self.ctx)
         self.dlq = ForwardMessageToDLQActivity(self.ctx, self.ack)
         self.receive = ReceiveMessageActivity(self.ctx, self.receipts, self.client, self.dlq)
         # the remoting requests of a call were checked once, for the call (rmqpy.proxy.grpc.auth)
@@ -131,6 +134,9 @@ class MessagingActivities:
 
     def end_transaction(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
         return self.transaction.end_transaction(req, ch)
+
+    def recall_message(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
+        return self.recall.recall_message(req, ch)
 
     def forward_message_to_dead_letter_queue(self, req: Any, ch: LocalChannel) -> defer.Deferred[Any]:
         return self.dlq.forward_message_to_dead_letter_queue(req, ch)

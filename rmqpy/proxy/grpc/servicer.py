@@ -187,6 +187,10 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         make = lambda s: spb.EndTransactionResponse(status=s)  # noqa: E731
         return await self.answer_as_client(make, self.a.end_transaction, request, context)
 
+    async def RecallMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        make = lambda s: spb.RecallMessageResponse(status=s)  # noqa: E731
+        return await self.answer_as_client(make, self.a.recall_message, request, context)
+
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
         make = lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s)  # noqa: E731
         return await self.answer_as_client(make, self.a.forward_message_to_dead_letter_queue, request, context)

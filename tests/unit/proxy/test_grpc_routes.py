@@ -16,6 +16,7 @@ from rmqpy.proxy.grpc.activity.ack import AckMessageActivity
 from rmqpy.proxy.grpc.activity.client import ClientActivity
 from rmqpy.proxy.grpc.activity.dlq import ForwardMessageToDLQActivity
 from rmqpy.proxy.grpc.activity.invisible import ChangeInvisibleDurationActivity
+from rmqpy.proxy.grpc.activity.recall import RecallMessageActivity
 from rmqpy.proxy.grpc.activity.receive import ReceiveMessageActivity
 from rmqpy.proxy.grpc.activity.route import RouteActivity
 from rmqpy.proxy.grpc.activity.send import SendMessageActivity
@@ -38,6 +39,7 @@ CALLS: dict[str, tuple[Any, type, Any]] = {
     "ChangeInvisibleDuration": (spb.ChangeInvisibleDurationRequest, ChangeInvisibleDurationActivity,
                                 spb.ChangeInvisibleDurationResponse),
     "EndTransaction": (spb.EndTransactionRequest, EndTransactionActivity, spb.EndTransactionResponse),
+    "RecallMessage": (spb.RecallMessageRequest, RecallMessageActivity, spb.RecallMessageResponse),
     "ForwardMessageToDeadLetterQueue": (spb.ForwardMessageToDeadLetterQueueRequest, ForwardMessageToDLQActivity,
                                         spb.ForwardMessageToDeadLetterQueueResponse),
 }
@@ -77,10 +79,9 @@ def acts(tmp_path):
 def test_every_served_rpc_has_a_route_and_the_rest_are_left_unimplemented() -> None:
     served = {m.name for m in SERVICE.methods if m.name in vars(MessagingServicer)}
     assert set(ROUTES) == served == set(CALLS)
-    # answered UNIMPLEMENTED (rmqpy.proxy.grpc.handlers), as the proxy 5.3.3 / 5.4.0 does not serve them
-    # either (but RecallMessage, which the proxy serves)
+    # answered UNIMPLEMENTED (rmqpy.proxy.grpc.handlers), as the proxy 5.3.3 / 5.4.0 does not serve them either
     assert {m.name for m in SERVICE.methods} - served == {"PullMessage", "UpdateOffset", "GetOffset", "QueryOffset",
-                                                          "RecallMessage", "SyncLiteSubscription"}
+                                                          "SyncLiteSubscription"}
 
 
 @pytest.mark.parametrize("rpc", sorted(CALLS))
