@@ -96,6 +96,9 @@ class BrokerConfig:
     registerBrokerTimeoutMills: int = 24000  # 5.3.3's (4.9.7: 6000)
     slaveReadEnable: bool = False
     startAcceptSendRequestTimeStamp: int = 0
+    # RECALL_MESSAGE (rmqpy/broker/processor/recall.py): off by default, as Java's
+    recallMessageEnable: bool = False
+    allowRecallWhenBrokerNotWriteable: bool = True
     enablePropertyFilter: bool = False
     filterSupportRetry: bool = False
     compressedRegister: bool = False

@@ -15,6 +15,12 @@ topic/queue. Progress (the first not-delivered queue offset and the delivered on
 is kept in ``config/timerProgress.json``, so a restart re-reads the timer queue and delivers
 what is still pending, once.
 
+A recall (rmqpy/broker/processor/recall.py) parks a delete marker: a timer message with
+TIMER_DEL_UNIQKEY (``topic+UNIQ_KEY``), due with the message it names. The messages due at one
+time are taken together, the markers first: a marker is delivered as nothing and its key kept for
+:data:`DELETED_KEPT_MS`, and a message whose key was deleted is not delivered (Java's dequeue with
+its delete list).
+
 A master tells its slaves how far delivery has come (:meth:`checkpoint`, GET_TIMER_CHECK_POINT;
 rmqpy/broker/timer_checkpoint.py says what each field means here); a slave keeps its master's
 answer (:meth:`adopt`, in the same file), and when it is promoted it takes every timer message due
@@ -37,6 +43,7 @@ from rmqpy.protocol.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     MessageExtBrokerInner,
     properties_to_string,
@@ -59,6 +66,14 @@ PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
 PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
 RETRY_LATER = 1.0
 PERSIST_DELAY = 0.5
+#: how long a recall's delete key is kept after its marker came due (ms): the message it deletes is due
+#: with it, or within a few RETRY_LATER retries of a put that failed
+DELETED_KEPT_MS = 60_000
+
+
+def delete_key(real_topic: str, uniq_key: str) -> str:
+    """``TimerMessageStore.buildDeleteKey``: what a recall's marker names the message it deletes by."""
+    return f"{real_topic}+{uniq_key}"
 #: Java ``TimerMetrics.timerDist``: the bounds (s) of ``rocketmq_timer_message_snapshot``
 TIMER_DIST_S = (5, 60, 300, 900, 3600, 14400, 28800, 86400)
 
@@ -76,6 +91,7 @@ class TimerMessageService:
         self._call: Any = None
         self._persist_call: Any = None
         self._inflight: set[int] = set()
+        self.deleted: dict[str, int] = {}  # a recall's delete key -> when its marker came due (ms)
         self._listening = False
         self.started = False
         self.parked: dict[int, tuple[str, int]] = {}  # timer queue offset -> (real topic, TIMER_OUT_MS), not delivered yet
@@ -357,15 +373,36 @@ class TimerMessageService:
     def _run(self) -> None:
         self._call = None
         now = self.broker.now_ms()
+        due: list[tuple[int, Any]] = []
         while self.started and self.heap and self.heap[0][0] <= now:
             _, offset = heapq.heappop(self.heap)
-            self._deliver(offset)
+            if offset not in self.done and offset not in self._inflight:
+                due.append((offset, self._message(offset)))
+        # a recall's delete marker (TIMER_DEL_UNIQKEY) is due with the message it deletes (the same
+        # TIMER_OUT_MS): the markers first, each delivered as nothing, then the rest but the deleted
+        for offset, msg in due:
+            key = (msg.properties or {}).get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
+            if key is not None:
+                self.deleted[key] = now
+                self._mark_done(offset)
+        for offset, msg in due:
+            if offset in self.done:
+                continue
+            props = (msg.properties or {}) if msg is not None else {}
+            if self.deleted and delete_key(props.get(PROPERTY_REAL_TOPIC) or "",
+                                           props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or "") in self.deleted:
+                self.log.info("timer message at offset {o} recalled; not delivered", o=offset)
+                self._mark_done(offset)
+                continue
+            self._deliver(offset, msg)
+        for key in [k for k, at in self.deleted.items() if now - at > DELETED_KEPT_MS]:
+            del self.deleted[key]
         self._arm()
 
-    def _deliver(self, offset: int) -> None:
+    def _deliver(self, offset: int, msg: Any = None) -> None:
         if offset in self.done or offset in self._inflight:
             return
-        msg = self._message(offset)
+        msg = msg if msg is not None else self._message(offset)
         if msg is None:
             self.log.error("timer message at offset {o} cannot be read; dropped", o=offset)
             self._mark_done(offset)

@@ -171,3 +171,39 @@ def test_a_delay_send_carries_a_recall_handle_and_a_recall_is_refused_as_java_re
         assert r.status.code == pb.Code.OK, (t.name, r)
         handle = recall.decode(r.entries[0].recall_handle)
         assert (handle.topic, handle.message_id) == (topic, msg.system_properties.message_id), (t.name, handle)
+
+
+def test_an_enabled_recall_keeps_the_message_from_coming_as_on_java(both: grpc_diff_env.Both) -> None:
+    """Both brokers with recallMessageEnable=true (UPDATE_BROKER_CONFIG, as mqadmin updateBrokerConfig):
+    two delay messages due in 3 s, one recalled with its handle (SUCCESS, its id back); past their time
+    only the other is in the topic, on both."""
+    topic = "DiffRecall"
+    assert both.rmqpy is not None and both.java is not None
+    brokers = {"rmqpy": both.rmqpy.broker_addr, "java": both.java.broker_addr}
+    deliver = int(time.time() * 1000) + 3000
+    answers = {}
+    for name, addr in brokers.items():
+        code, remark, _, _ = jvm.remoting_request(addr, RequestCode.UPDATE_BROKER_CONFIG,
+                                                  body=b"recallMessageEnable=true\n")
+        assert code == 0, (name, remark)
+        code, remark, _, _ = jvm.remoting_request(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+            "attributes": "+message.type=DELAY"})
+        assert code == 0, (name, remark)
+        gone, kept = uuid.uuid4().hex.upper(), uuid.uuid4().hex.upper()
+        _, _, ext, _ = _delay_send(addr, topic, gone, deliver)
+        assert _delay_send(addr, topic, kept, deliver)[0] == 0
+        code, remark, rext, _ = jvm.remoting_request(addr, RequestCode.RECALL_MESSAGE, {
+            "producerGroup": "diff_recall", "topic": topic, "recallHandle": ext["recallHandle"]})
+        answers[name] = (code, remark, rext.get("msgId") == gone)
+    assert answers["rmqpy"] == answers["java"] == (0, "not set any response code", True), answers
+
+    def in_topic(addr: str) -> int:
+        code, _, ext, _ = jvm.remoting_request(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "0"})
+        return int(ext["offset"]) if code == 0 else -1
+    deadline = time.monotonic() + 30
+    while not all(in_topic(a) >= 1 for a in brokers.values()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(3)  # had the recalled one come, it would have come with the other
+    assert {name: in_topic(addr) for name, addr in brokers.items()} == {"rmqpy": 1, "java": 1}

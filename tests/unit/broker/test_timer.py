@@ -162,3 +162,47 @@ def test_a_timer_send_is_answered_with_its_recall_handle_and_a_recall_is_forbidd
     assert answer.ext_fields == {"MSG_REGION": broker.broker_config.regionId}
     ask.ext_fields = {"topic": "TimerT"}  # no handle: the header's own refusal
     assert call(broker, FakeChannel(), ask).code != ResponseCode.SUCCESS
+
+
+def test_an_enabled_recall_stores_a_marker_and_the_message_never_comes(broker):
+    """recallMessageEnable=true: the marker (TIMER_DEL_UNIQKEY, due with the message) is stored, and at
+    their time the timer wheel delivers neither; another message due then still comes. Java's checks
+    answer each bad recall with its code and remark."""
+    from rmqpy.protocol import recall
+    from rmqpy.protocol.codes import RequestCode
+    from rmqpy.protocol.command import RemotingCommand
+
+    broker.broker_config.recallMessageEnable = True
+    gone = send(broker, {"TIMER_DELIVER_MS": str(NOW_MS + 5500), "UNIQ_KEY": "GONE"}, b"gone")
+    send(broker, {"TIMER_DELIVER_MS": str(NOW_MS + 5500), "UNIQ_KEY": "KEPT"}, b"kept")
+
+    def ask(topic: str, handle: str) -> RemotingCommand:
+        req = RemotingCommand.request(RequestCode.RECALL_MESSAGE, None)
+        req.ext_fields = {"topic": topic, "recallHandle": handle, "producerGroup": "P"}
+        return call(broker, FakeChannel(), req)
+
+    handle = gone.ext_fields["recallHandle"]
+    h = recall.decode(handle)
+    for topic, bad, code, remark in (
+            ("TimerT", "junk", ResponseCode.ILLEGAL_OPERATION, "recall handle is invalid"),
+            ("TimerT", recall.RecallHandle("Other", h.broker_name, h.timestamp, "X").encode(),
+             ResponseCode.ILLEGAL_OPERATION, "recall failed, topic not match"),
+            ("TimerT", recall.RecallHandle("TimerT", "other-broker", h.timestamp, "X").encode(),
+             ResponseCode.ILLEGAL_OPERATION, "recall failed, broker service not available"),
+            ("TimerT", recall.RecallHandle("TimerT", h.broker_name, str(NOW_MS - 1), "X").encode(),
+             ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid")):
+        answer = ask(topic, bad)
+        assert (answer.code, answer.remark) == (code, remark), topic
+    answer = ask("NoSuchTopic", handle)
+    assert (answer.code, answer.remark) == (ResponseCode.TOPIC_NOT_EXIST,
+                                            "recall failed, the topic[NoSuchTopic] not exist")
+    answer = ask("TimerT", handle)
+    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields["msgId"] == "GONE"
+    parked = messages(broker, "rmq_sys_wheel_timer")
+    assert [m.properties.get("TIMER_DEL_UNIQKEY") for m in parked] == [None, None, "TimerT+GONE"]
+    assert len({m.properties["TIMER_OUT_MS"] for m in parked}) == 1  # due together
+    broker.clock.advance(6)
+    assert [m.body for m in messages(broker, "TimerT", 1)] == [b"kept"]
+    assert messages(broker, "TimerT", 0) == []  # the marker itself is delivered as nothing
+    broker.clock.advance(60)
+    assert [m.body for m in messages(broker, "TimerT", 1)] == [b"kept"]
