@@ -252,6 +252,14 @@ class PullConsumer(_Blocking):
         """One PULL_MESSAGE; ``suspend_ms`` > 0 lets the broker hold it that long for new messages."""
         return self._run(self.core.pull_plan(mq, offset, max_nums, sub_expression, timeout_ms, suspend_ms))
 
+    def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, sub_expression: str = "*",
+                 timeout_ms: int = 10000, suspend_ms: int = 0) -> PullResult:
+        """As :meth:`pull`, the records left undecoded for a reader that decodes many at once: the
+        result's ``body`` (FOUND: the stored records as the broker sent them, no tag filter applied
+        here) and ``offset_delta``; ``rmqpy.client.requests.decode_pull_body`` gives what :meth:`pull` does."""
+        return self._run(self.core.pull_plan(mq, offset, max_nums, sub_expression, timeout_ms, suspend_ms,
+                                             decode=False))
+
     def commit_offset(self, mq: MessageQueue, offset: int) -> None:
         self._run(self.core.commit_offset_plan(mq, offset))
 

@@ -348,7 +348,7 @@ class ConsumerCore(ClientCore):
         return R.parse_offset(resp, f"max offset of {mq}")
 
     def pull_plan(self, mq: MessageQueue, offset: int, max_nums: int, sub_expression: str | None,
-                  timeout_ms: int, suspend_ms: int = 0) -> Plan[PullResult]:
+                  timeout_ms: int, suspend_ms: int = 0, decode: bool = True) -> Plan[PullResult]:
         if not isinstance(offset, int) or offset < 0:
             raise ClientError(f"offset < 0: {offset!r}")
         if not isinstance(max_nums, int) or not 0 < max_nums <= 1024:
@@ -362,7 +362,7 @@ class ConsumerCore(ClientCore):
         resp = yield self.call(addr, R.pull_request(self.group, mq, offset, max_nums, sub, suspend_ms),
                                timeout_ms / 1000.0)
         assert resp is not None
-        result, suggested = R.parse_pull_response(resp, mq, sub)
+        result, suggested = R.parse_pull_response(resp, mq, sub, decode=decode)
         self._suggested[mq] = suggested
         return result
 

@@ -67,3 +67,6 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
+    #: a raw pull's (``PullConsumer.pull_raw``) undecoded records and the header's offsetDelta
+    body: bytes | None = None
+    offset_delta: int | None = None

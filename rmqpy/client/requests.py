@@ -212,38 +212,52 @@ def pull_request(group: str, mq: MessageQueue, offset: int, max_nums: int, sub: 
 
 
 def parse_pull_response(resp: RemotingCommand, mq: MessageQueue, sub: SubscriptionData,
-                        max_inflated: int = 64 * 1024 * 1024) -> tuple[PullResult, int]:
+                        max_inflated: int = 64 * 1024 * 1024, decode: bool = True) -> tuple[PullResult, int]:
     """(PullResult, suggested broker id) as ``processPullResponse`` + ``processPullResult``: records
-    decoded and decompressed, client-side exact tag filter, MIN_OFFSET/MAX_OFFSET properties set."""
+    decoded and decompressed, client-side exact tag filter, MIN_OFFSET/MAX_OFFSET properties set.
+    ``decode=False`` leaves the records undecoded: the result's ``body`` (what :func:`decode_pull_body`
+    turns into the messages) and ``offset_delta``, its ``messages`` empty."""
     status = _PULL_STATUS.get(resp.code)
     if status is None:
         raise _fail(resp, f"pull {mq.topic}/{mq.broker_name}/{mq.queue_id}")
     h = _header(resp, PullMessageResponseHeader, "pull")
     assert isinstance(h, PullMessageResponseHeader)
+    if not decode:
+        body = resp.body if status is PullStatus.FOUND and resp.body else None
+        return PullResult(status, h.nextBeginOffset, h.minOffset, h.maxOffset, body=body,
+                          offset_delta=h.offsetDelta), h.suggestWhichBrokerId
     messages: list[M.MessageExt] = []
     if status is PullStatus.FOUND and resp.body:
-        try:
-            messages = list(M.decode_records(resp.body))
-            for m in messages:
-                if m.sys_flag & SF.COMPRESSED_FLAG and m.body is not None:
-                    kind = SF.compression_type(m.sys_flag)
-                    if kind != "ZLIB":
-                        raise ClientError(f"message at offset {m.queue_offset} is {kind}-compressed; "
-                                          "only ZLIB is supported")
-                    m.body = inflate(m.body, max_inflated)
-                    m.sys_flag = SF.clear_compressed(m.sys_flag) & ~SF.COMPRESSION_TYPE_MASK
-        except (M.RecordError, BadRequestError, zlib.error) as exc:
-            raise ClientError(f"pull {mq.topic}/{mq.broker_name}/{mq.queue_id}: undecodable messages: {exc}") \
-                from None
-        if sub.tagsSet:
-            wanted = set(sub.tagsSet)
-            messages = [m for m in messages if m.tags is not None and m.tags in wanted]
-        for m in messages:
-            m.properties[M.PROPERTY_MIN_OFFSET] = str(h.minOffset)
-            m.properties[M.PROPERTY_MAX_OFFSET] = str(h.maxOffset)
-            if h.offsetDelta is not None:
-                m.queue_offset += h.offsetDelta
+        messages = decode_pull_body(resp.body, mq, sub, h.minOffset, h.maxOffset, h.offsetDelta, max_inflated)
     return PullResult(status, h.nextBeginOffset, h.minOffset, h.maxOffset, messages), h.suggestWhichBrokerId
+
+
+def decode_pull_body(body: bytes, mq: MessageQueue, sub: SubscriptionData, min_offset: int, max_offset: int,
+                     offset_delta: int | None, max_inflated: int = 64 * 1024 * 1024) -> list[M.MessageExt]:
+    """The messages of a FOUND pull's body, as ``processPullResult`` makes them (see
+    :func:`parse_pull_response`)."""
+    try:
+        messages = list(M.decode_records(body))
+        for m in messages:
+            if m.sys_flag & SF.COMPRESSED_FLAG and m.body is not None:
+                kind = SF.compression_type(m.sys_flag)
+                if kind != "ZLIB":
+                    raise ClientError(f"message at offset {m.queue_offset} is {kind}-compressed; "
+                                      "only ZLIB is supported")
+                m.body = inflate(m.body, max_inflated)
+                m.sys_flag = SF.clear_compressed(m.sys_flag) & ~SF.COMPRESSION_TYPE_MASK
+    except (M.RecordError, BadRequestError, zlib.error) as exc:
+        raise ClientError(f"pull {mq.topic}/{mq.broker_name}/{mq.queue_id}: undecodable messages: {exc}") \
+            from None
+    if sub.tagsSet:
+        wanted = set(sub.tagsSet)
+        messages = [m for m in messages if m.tags is not None and m.tags in wanted]
+    for m in messages:
+        m.properties[M.PROPERTY_MIN_OFFSET] = str(min_offset)
+        m.properties[M.PROPERTY_MAX_OFFSET] = str(max_offset)
+        if offset_delta is not None:
+            m.queue_offset += offset_delta
+    return messages
 
 
 # ------------------------------------------------------------------------------------- offsets

@@ -392,8 +392,10 @@ def _offset_msg_ids(sip: np.ndarray, sport: np.ndarray, phy: np.ndarray) -> pa.A
     return _binary(data, offsets, pa.string())
 
 
-def _properties(props: pa.Array, n: int):
-    """(map array, tags, keys, uniqKey) from the raw properties strings (Java parsing rules)."""
+def _properties(props: pa.Array, n: int, first_position: bool = False):
+    """(map array, tags, keys, uniqKey) from the raw properties strings (Java parsing rules); a name
+    given twice is at its last place in the map, or its first with ``first_position`` (a Python dict's
+    order, as rmqpy.client's messages have it); its value is the last either way."""
     items = pc.split_pattern(props, "\u0002")
     parents = np.asarray(pc.list_parent_indices(items))
     pieces = pc.list_flatten(items)
@@ -419,9 +421,16 @@ def _properties(props: pa.Array, n: int):
         nk = len(enc.dictionary)
         if np.bincount(parents * nk + kidx, minlength=n * nk).max() > 1:
             g = pa.table({"p": parents, "k": keys, "i": np.arange(len(keys))}).group_by(
-                ["p", "k"], use_threads=False).aggregate([("i", "max")])
-            keep = np.sort(np.asarray(g.column("i_max")))
-            keys, vals, parents = keys.take(pa.array(keep)), vals.take(pa.array(keep)), parents[keep]
+                ["p", "k"], use_threads=False).aggregate([("i", "min"), ("i", "max")])
+            last = np.asarray(g.column("i_max"))
+            if first_position:
+                first = np.asarray(g.column("i_min"))
+                order = np.argsort(first)
+                first, last = first[order], last[order]
+                keys, vals, parents = keys.take(pa.array(first)), vals.take(pa.array(last)), parents[first]
+            else:
+                keep = np.sort(last)
+                keys, vals, parents = keys.take(pa.array(keep)), vals.take(pa.array(keep)), parents[keep]
     counts = np.bincount(parents, minlength=n) if len(parents) else np.zeros(n, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
@@ -456,9 +465,11 @@ def _decompress(body: bytes, sys_flag: int) -> bytes:
     return body
 
 
-def decode_batch(buf, starts: Sequence[int], opts: ScanOptions | None = None) -> pa.RecordBatch | None:
+def decode_batch(buf, starts: Sequence[int], opts: ScanOptions | None = None,
+                 first_position: bool = False) -> pa.RecordBatch | None:
     """Decode the records at ``buf[starts[i]]`` (already validated) into a RecordBatch with
-    :data:`ARROW_SCHEMA`, applying the row filters of ``opts``; None if no row is left."""
+    :data:`ARROW_SCHEMA`, applying the row filters of ``opts``; None if no row is left.
+    ``first_position``: see :func:`_properties`."""
     opts = opts or ScanOptions()
     if not len(starts):
         return None
@@ -504,7 +515,7 @@ def decode_batch(buf, starts: Sequence[int], opts: ScanOptions | None = None) ->
     n = len(s)
     prop_data, prop_off = _gather_small(arr, ppos + 2, plen)
     props = _binary(prop_data, prop_off, pa.string())
-    pmap, tags, keys, uniq = _properties(props, n)
+    pmap, tags, keys, uniq = _properties(props, n, first_position)
     # body: compressed bodies are inflated one by one; otherwise one masked copy
     sysflag = hdr["sysflag"].astype(np.int32)
     if opts.decompress and (sysflag & SF.COMPRESSED_FLAG).any():
