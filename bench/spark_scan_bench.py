@@ -19,7 +19,9 @@ and prints rows/s, MB/s and the ratios to both raw bandwidths (page cache and O_
 messages of ``--body-size`` bytes sent to one topic (4 queues), then in the same run
 
 * spark broker mode: ``spark.read.format("rocketmq").option("nameServer", ...)`` on local[N] to
-  the ``noop`` sink (every column materialised; the executors pull with rmqpy.client);
+  the ``noop`` sink (every column materialised; the executors pull with rmqpy.client; one
+  partition per queue), after a read of each queue's first message has started the Python
+  workers of every task slot (not counted, as the JVM start of the Java consumer is not);
 * the Java 5.3.3 push consumer (the interop harness, a new group from the first offset)
   draining the same topic: from its ``started`` event to its ``done`` event (after COUNT
   consumed), so the JVM start is not counted, its JSON line per message is;
@@ -32,6 +34,7 @@ and prints both rows/s and their ratio.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -147,7 +150,7 @@ def broker_bench(a) -> None:
     """Broker-mode scan rows/s against the Java push consumer draining the same topic."""
     import tempfile
 
-    from rmqpy.client import Message, Producer
+    from rmqpy.client import Message, Producer, PullConsumer
     from tests.interop import jvm, servers
 
     n = a.broker
@@ -170,8 +173,15 @@ def broker_bench(a) -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         spark = spark_session(a.cores, {})
         df = spark.read.format("rocketmq").option("nameServer", ns.addr).option("topic", topic) \
-            .option("maxQueueSplit", max(1000, n // (4 * a.cores))).option("pullBatchSize", 256).load()
-        df.limit(1).collect()  # start the Python workers
+            .option("pullBatchSize", 256).load()  # one partition per queue (maxQueueSplit's default)
+        # start the Python workers of every task slot, as the Java consumer's JVM start is not counted
+        # either: a read of each queue's first message (one task per queue, all slots busy at once)
+        with PullConsumer(name_server=ns.addr, group="bench_probe") as c:
+            first = {}
+            for q in c.fetch_queues(topic):
+                first.setdefault(q.broker_name, {})[str(q.queue_id)] = c.min_offset(q) + 1
+        spark.read.format("rocketmq").option("nameServer", ns.addr).option("topic", topic) \
+            .option("endingOffsets", json.dumps({topic: first})).load().write.format("noop").mode("overwrite").save()
         t0 = time.perf_counter()
         df.write.format("noop").mode("overwrite").save()
         spark_s = time.perf_counter() - t0
