@@ -4,9 +4,12 @@
 :class:`GrpcLoad` is a producer and a SimpleConsumer of its own topic and group, speaking the protocol
 through grpcio as a RocketMQ 5 client does (settings on a Telemetry stream, x-mq-* metadata, heartbeats):
 ``senders`` threads send at ``rate`` messages a second in all, and ``receives`` receives are in flight at
-once, each acking what it got. Failures are not retried: every call that is not OK is kept in the report,
-and so is every message sent but never received, so a target that drops a message or answers a
-well-formed call with an error under load fails the module, as it would fail an application.
+once, each acking what it got. A send answered TOO_MANY_REQUESTS (a broker's flow control: "broker busy")
+is sent again after a backoff, as the official producer does (up to its 3 attempts, the delays of the
+retry policy the proxy gives it: 10 ms doubling); it is counted, not an error. Nothing else is retried:
+every other call that is not OK is kept in the report, and so is every message sent but never received,
+so a target that drops a message or answers a well-formed call with an error under load fails the
+module, as it would fail an application.
 """
 from __future__ import annotations
 
@@ -33,6 +36,10 @@ POLLING_MS, INVISIBLE_MS = 5_000, 30_000
 #: as the official clients: a heartbeat every 10 s (Apache's proxy forgets a consumer's settings once its
 #: channel expires without one), and a failed call's next try 1 s later (the Java client's receive backoff)
 HEARTBEAT_S, BACKOFF_S = 10.0, 1.0
+#: a producer's attempts and the first delay of its exponential backoff after TOO_MANY_REQUESTS (s): the
+#: proxy's ProxyConfig.grpcClientProducerMaxAttempts and grpcClientProducerBackoffInitialMillis, which
+#: the Java client's ProducerImpl applies to a throttled send
+SEND_ATTEMPTS, THROTTLED_BACKOFF_S = 3, 0.01
 
 
 def create_topic(broker_addr: str, ns_addr: str, topic: str = TOPIC, timeout: float = 30) -> None:
@@ -60,6 +67,7 @@ class LoadReport:
     sent: set[str] = field(default_factory=set)
     received: set[str] = field(default_factory=set)
     acked: int = 0
+    throttled: int = 0  # sends answered TOO_MANY_REQUESTS and sent again
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -68,7 +76,8 @@ class LoadReport:
 
     def __str__(self) -> str:
         return (f"{len(self.sent)} sent, {len(self.received)} received, {self.acked} acked, "
-                f"{len(self.missing)} missing, {len(self.errors)} errors {self.errors[:5]}")
+                f"{len(self.missing)} missing, {self.throttled} throttled and sent again, "
+                f"{len(self.errors)} errors {self.errors[:5]}")
 
 
 class GrpcLoad:
@@ -177,20 +186,31 @@ class GrpcLoad:
             born.FromMilliseconds(int(time.time() * 1000))
             props.born_timestamp.CopyFrom(born)
             message = pb.Message(topic=pb.Resource(name=self.topic), system_properties=props, body=key.encode())
-            try:
-                r = self.stub.SendMessage(spb.SendMessageRequest(messages=[message]), metadata=self._metadata(),
-                                          timeout=10)
-                if r.status.code == pb.Code.OK:
-                    with self._lock:
-                        self.report.sent.add(key)
-                else:
-                    self._error("SendMessage", f"{pb.Code.Name(r.status.code)} {r.status.message}")
-                    next_at += BACKOFF_S
-            except grpc.RpcError as exc:
-                self._error("SendMessage", f"{exc.code().name} {exc.details()}")
+            if not self._send(key, message):
                 next_at += BACKOFF_S
             next_at += period
             time.sleep(max(0.0, next_at - time.monotonic()))
+
+    def _send(self, key: str, message: Any) -> bool:
+        """One message sent as the official producer sends it: again after a backoff while throttled."""
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            try:
+                r = self.stub.SendMessage(spb.SendMessageRequest(messages=[message]), metadata=self._metadata(),
+                                          timeout=10)
+            except grpc.RpcError as exc:
+                self._error("SendMessage", f"{exc.code().name} {exc.details()}")
+                return False
+            if r.status.code == pb.Code.OK:
+                with self._lock:
+                    self.report.sent.add(key)
+                return True
+            if r.status.code != pb.Code.TOO_MANY_REQUESTS or attempt == SEND_ATTEMPTS:
+                self._error("SendMessage", f"{pb.Code.Name(r.status.code)} {r.status.message}")
+                return False
+            with self._lock:
+                self.report.throttled += 1
+            time.sleep(THROTTLED_BACKOFF_S * 2 ** (attempt - 1))
+        return False
 
     def _receive_loop(self) -> None:
         request = spb.ReceiveMessageRequest(group=pb.Resource(name=self.group),
