@@ -350,6 +350,11 @@ def test_push_consumer_consuming_longer_than_the_invisible_time_gets_each_messag
         assert {r["msgId"] for r in got} == {s["msgId"] for s in sent}, got
 
 
+#: the reference's own timing, seen once in a fresh-clone CI run at full load (session 14, the background
+#: load beside it as in every run since): Apache's 5.3.3 broker behind the proxy had not checked the open
+#: transaction back (transactionCheckInterval 2 s) when the consumer gave up after 90 s
+JAVA_CHECK_BACK_LATE = ("Apache's 5.3.3 broker behind the proxy did not check the open transaction back within "
+                        "the consumer's 90 s under the suite's load")
 #: the reference's own timing (seen in two of four loaded runs of this session: msg-1 never came back
 #: within the consumer's 60 s): Apache's 5.3.3 PopReviveService.consumeReviveMessage moves a revive
 #: queue's end time forward only while the timer store has neither a dequeue nor an enqueue backlog,
@@ -415,6 +420,8 @@ def test_transaction_commit_rollback_and_check_back(run: Run) -> None:
     sent, ev = run.scenario("tx")
     producer = run.consumed["tx-producer"]
     _ok(producer)
+    if run.kind == "java-proxy" and ev.returncode != 0 and "tx-check" not in {r["body"] for r in ev.of("received")}:
+        pytest.xfail(JAVA_CHECK_BACK_LATE)  # the reference only; rmqpy's two targets must pass
     _ok(ev)
     assert [s["body"] for s in sent] == ["tx-commit", "tx-rollback", "tx-check"], producer
     checked = {c["body"] for c in producer.of("checked")}
