@@ -15,10 +15,11 @@ ENUM_ATTRIBUTES = {
 RESERVE_TIME = "reserve.time"  # LongRangeAttribute, -1 .. 7 * 24 (hours)
 
 
-def topic_message_type(attributes: dict[str, str] | None) -> str:
-    """``TopicConfig.getTopicMessageType``: the ``message.type`` attribute, NORMAL without one."""
+def topic_message_type(attributes: dict[str, str] | None, default: str = "NORMAL") -> str:
+    """``TopicConfig.getTopicMessageType``: the ``message.type`` attribute, ``default`` without one (Java's
+    NORMAL; the gRPC endpoint takes MIXED, so that one topic takes every type as the 4.x broker did)."""
     attrs = attributes or {}
-    return (attrs.get("message.type") or attrs.get("+message.type") or "NORMAL").upper()
+    return (attrs.get("message.type") or attrs.get("+message.type") or default).upper()
 
 
 class AttributeError_(ValueError):

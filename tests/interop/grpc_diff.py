@@ -35,6 +35,8 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 
+from rmqpy.protocol.recall import RecallHandle
+
 # the resources both targets get, under the same names (a NORMAL topic is the base of every case)
 TOPICS = {"NORMAL": "DiffNormal", "FIFO": "DiffFifo", "DELAY": "DiffDelay", "TRANSACTION": "DiffTx",
           "HANDLES": "DiffHandles", "EMPTY": "DiffEmpty",
@@ -525,7 +527,7 @@ def _b64(text: str) -> str:
 
 def _handle(topic: str, broker: str = BROKER_NAME, ts: str | None = None) -> str:
     """A recall handle of the form a broker gives a delay send (RecallMessageHandle.HandleV1), due in an hour."""
-    return _b64(f"v1 {topic} {broker} {ts or int(time.time() * 1000) + 3_600_000} {uuid.uuid4().hex.upper()}")
+    return RecallHandle(topic, broker, ts or str(int(time.time() * 1000) + 3_600_000), uuid.uuid4().hex.upper()).encode()
 
 
 def _recall(topic: str, handle: str) -> Any:

@@ -125,9 +125,11 @@ def test_rmqpy_answers_every_case_as_the_proxy(both: grpc_diff_env.Both) -> None
     assert not bad, "\n".join(bad)
 
 
-def _delay_send(broker_addr: str, topic: str, uniq: str, deliver_ms: int) -> tuple[int, str | None, dict, bytes]:
-    """SEND_MESSAGE (10) of one timer message, as a 5.x producer's delivery-time send."""
-    props = properties_to_string({"UNIQ_KEY": uniq, "TIMER_DELIVER_MS": str(deliver_ms), "WAIT": "true"})
+def _delay_send(broker_addr: str, topic: str, uniq: str, deliver_ms: int | None) -> tuple[int, str | None, dict, bytes]:
+    """SEND_MESSAGE (10) of one message, a timer message as a 5.x producer's delivery-time send unless
+    ``deliver_ms`` is None."""
+    timer = {"TIMER_DELIVER_MS": str(deliver_ms)} if deliver_ms is not None else {}
+    props = properties_to_string({"UNIQ_KEY": uniq, **timer, "WAIT": "true"})
     fields = {"producerGroup": "diff_recall", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
               "queueId": 0, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": 0, "properties": props,
               "reconsumeTimes": 0, "unitMode": "false", "batch": "false"}
@@ -155,10 +157,7 @@ def test_a_delay_send_carries_a_recall_handle_and_a_recall_is_refused_as_java_re
         code, remark, ext, _ = jvm.remoting_request(addr, RequestCode.RECALL_MESSAGE, {
             "producerGroup": "diff_recall", "topic": topic, "recallHandle": ext["recallHandle"]})
         recalls[name] = (code, remark, sorted(ext))
-        code, _, ext, _ = jvm.remoting_request(addr, RequestCode.SEND_MESSAGE, {
-            "producerGroup": "diff_recall", "topic": grpc_diff.TOPICS["NORMAL"], "defaultTopic": "TBW102",
-            "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
-            "properties": properties_to_string({"UNIQ_KEY": uniq + "N"})}, body=b"no delay")
+        code, _, ext, _ = _delay_send(addr, grpc_diff.TOPICS["NORMAL"], uniq + "N", None)
         assert code == 0 and "recallHandle" not in ext, (name, ext)
     assert handles["rmqpy"] == handles["java"] and int(handles["rmqpy"]) % 1000 == 1, handles
     assert recalls["rmqpy"] == recalls["java"] == (16, "recall failed, operation is forbidden", ["MSG_REGION"]), recalls

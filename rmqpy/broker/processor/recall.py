@@ -30,6 +30,7 @@ from rmqpy.protocol.message import (
     properties_to_string,
     tags_string_to_tags_code,
 )
+from rmqpy.protocol.priority import java_int
 from rmqpy.remoting.channel import Channel
 from rmqpy.store.message_store import put_status_name
 from rmqpy.store.role import is_slave
@@ -72,14 +73,15 @@ class RecallMessageProcessor:
             handle = recall.decode(header.recallHandle)
         except ValueError as exc:
             return self._answer(request, ResponseCode.ILLEGAL_OPERATION, str(exc))
+        if any(c in field for field in (handle.message_id, handle.timestamp) for c in "\x01\x02"):
+            # rmqpy's refusal: the marker's properties take these fields, and \x01 / \x02 would split them
+            return self._answer(request, ResponseCode.ILLEGAL_OPERATION, recall.INVALID)
         if header.topic != handle.topic:
             return self._answer(request, ResponseCode.ILLEGAL_OPERATION, "recall failed, topic not match")
         if handle.broker_name != bc.brokerName:
             return self._answer(request, ResponseCode.ILLEGAL_OPERATION, NOT_AVAILABLE)
-        try:  # NumberUtils.toLong(timestamp, -1), against the broker's clock
-            left = int(handle.timestamp) - b.now_ms()
-        except ValueError:
-            left = -1
+        due = java_int(handle.timestamp, -1, 64)  # NumberUtils.toLong(timestamp, -1)
+        left = due - b.now_ms() if due >= 0 else -1
         if left <= 0 or left >= b.store_config.timerMaxDelaySec * 1000:
             return self._answer(request, ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid")
         marker = self._marker(channel, header, handle)

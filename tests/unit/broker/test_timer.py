@@ -206,3 +206,21 @@ def test_an_enabled_recall_stores_a_marker_and_the_message_never_comes(broker):
     assert messages(broker, "TimerT", 0) == []  # the marker itself is delivered as nothing
     broker.clock.advance(60)
     assert [m.body for m in messages(broker, "TimerT", 1)] == [b"kept"]
+
+
+def test_a_recall_handle_cannot_split_the_markers_properties_nor_pass_a_loose_number(broker):
+    """A forged handle: a message id with the properties' separators, or a time Python's int() would take
+    ("1_7...", " 17...") and Java's toLong not: refused, nothing stored."""
+    from rmqpy.protocol import recall
+    from rmqpy.protocol.codes import RequestCode
+    from rmqpy.protocol.command import RemotingCommand
+
+    broker.broker_config.recallMessageEnable = True
+    send(broker, {"UNIQ_KEY": "X"})  # the topic exists
+    due = str(NOW_MS + 5000)
+    for message_id, ts in (("A\x01TIMER_OUT_MS\x020", due), ("A", "1_" + due), ("A", " " + due)):
+        req = RemotingCommand.request(RequestCode.RECALL_MESSAGE, None)
+        req.ext_fields = {"topic": "TimerT", "recallHandle": recall.RecallHandle(
+            "TimerT", broker.broker_config.brokerName, ts, message_id).encode()}
+        assert call(broker, FakeChannel(), req).code == ResponseCode.ILLEGAL_OPERATION, (message_id, ts)
+    assert messages(broker, "rmq_sys_wheel_timer") == []

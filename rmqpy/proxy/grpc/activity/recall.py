@@ -12,6 +12,7 @@ from typing import Any
 from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer
 
+from rmqpy.broker.topic_attributes import topic_message_type
 from rmqpy.protocol import recall
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
@@ -32,8 +33,7 @@ class RecallMessageActivity:
         tc = self.ctx.broker.topic_config_manager.select(topic)
         # the topic's type from its metadata: UNSPECIFIED when unknown; MIXED without the attribute here
         # (the proxy: NORMAL), as for a send (SendMessageActivity.check_message_type)
-        expected = "UNSPECIFIED" if tc is None else \
-            (tc.attributes.get("+message.type") or tc.attributes.get("message.type") or "MIXED").upper()
+        expected = "UNSPECIFIED" if tc is None else topic_message_type(tc.attributes, "MIXED")
         validate.topic_message_type(expected, "DELAY")
         try:
             handle = recall.decode(req.recall_handle)

@@ -7,6 +7,7 @@ from typing import Any
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
+from rmqpy.broker.topic_attributes import topic_message_type
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
 from rmqpy.proxy.grpc import validate
 from rmqpy.proxy.grpc.context import ActivityContext
@@ -26,7 +27,7 @@ def accept_types(tc: Any) -> list[int]:
     """TopicMessageType from the ``message.type`` attribute; a topic without one is MIXED here
     (Java: NORMAL), so that one topic takes every message type as the 4.x broker did. PRIORITY is
     5.4.0's (``RouteActivity.parseTopicMessageType``); MIXED does not list it there either."""
-    kind = (tc.attributes.get("+message.type") or tc.attributes.get("message.type") or "MIXED").upper()
+    kind = topic_message_type(tc.attributes, "MIXED")
     types = {"NORMAL": [pb.MessageType.NORMAL], "FIFO": [pb.MessageType.FIFO],
              "DELAY": [pb.MessageType.DELAY], "TRANSACTION": [pb.MessageType.TRANSACTION],
              "PRIORITY": [pb.MessageType.PRIORITY]}

@@ -11,6 +11,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer
 
+from rmqpy.broker.topic_attributes import topic_message_type
 from rmqpy.protocol.codes import RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2
@@ -61,7 +62,7 @@ def check_message_type(tc: Any, m: Any) -> None:
     for retry and DLQ topics). A topic without the attribute is MIXED here (the proxy: NORMAL)."""
     if tc.topicName.startswith(("%RETRY%", "%DLQ%")):
         return
-    expected = (tc.attributes.get("+message.type") or tc.attributes.get("message.type") or "MIXED").upper()
+    expected = topic_message_type(tc.attributes, "MIXED")
     validate.topic_message_type(expected, message_type(m))
 
 
