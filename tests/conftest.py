@@ -21,6 +21,13 @@ settings.register_profile("rmqpy", deadline=None, suppress_health_check=[HealthC
 settings.load_profile("rmqpy")
 
 
+def pytest_configure(config):
+    """Reference runs proven on their inputs are skipped (tests/reference.py says when and why)."""
+    from tests import reference
+
+    config.pluginmanager.register(reference, "rmqpy-reference")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(session, config, items):
     """In an xdist worker: the most expensive modules first (tests/module_costs.py says why)."""

@@ -80,7 +80,7 @@ class Env:
 
 #: (server, client version); the Java servers are the reference the rmqpy ones must match
 RMQPY = [pytest.param(("rmqpy", v), id=f"rmqpy-{v}") for v in VERSIONS]
-JAVA = [pytest.param(("java", v), id=f"javabroker-{v}") for v in VERSIONS]
+JAVA = [pytest.param(("java", v), id=f"javabroker-{v}", marks=pytest.mark.reference) for v in VERSIONS]
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +371,8 @@ def _broadcast(env: Env) -> None:
 
 # ------------------------------------------------------------------ issue 12: a new group skips nothing
 #: the Java 5.3.3 broker with the older client generation (the 4.9.7 broker answers it 0)
-JAVA_5_WITH_49_CLIENT = [pytest.param(("java", "5.3.3", "4.9.8"), id="javabroker-5.3.3-client-4.9.8")]
+JAVA_5_WITH_49_CLIENT = [pytest.param(("java", "5.3.3", "4.9.8"), id="javabroker-5.3.3-client-4.9.8",
+                                       marks=pytest.mark.reference)]
 JAVA_5_SKIPS = ("Java 5.3.3 answers QUERY_CONSUMER_OFFSET for a queue that never had a message with QUERY_NOT_FOUND "
                 "(checkInMemByConsumeOffset), so the client (4.9.8 and 5.3.3 alike) starts that queue at the max "
                 "offset it reads next and skips what arrived in between; Java 4.9.7 and rmqpy answer 0")

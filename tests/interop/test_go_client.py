@@ -353,7 +353,7 @@ def java_cluster(client_host, go_built, java_built):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture(params=["rmqpy", "javabroker-4.9.7"])
+@pytest.fixture(params=["rmqpy", pytest.param("javabroker-4.9.7", marks=pytest.mark.reference)])
 def group_cluster(request):
     """(namesrv_addr, rmqpy broker or None) of rmqpy's servers or, as the reference, Java's."""
     return request.getfixturevalue("cluster" if request.param == "rmqpy" else "java_cluster")

@@ -39,6 +39,7 @@ from typing import Callable
 
 import pytest
 
+from tests import reference
 from tests.interop import clients, grpc_load, jvm, servers
 from tests.interop.waiting import wait_until
 
@@ -232,7 +233,7 @@ class Prestarts:
         self.host, self.tmp_path_factory = host, tmp_path_factory
         self.order: list[Key] = []
         for item in request.session.items:
-            if item.module is not request.module or not hasattr(item, "callspec"):
+            if item.module is not request.module or not hasattr(item, "callspec") or reference.is_proven(item):
                 continue
             for name in ("run", "relay_target"):
                 key = (name, item.callspec.params.get(name))
@@ -294,7 +295,7 @@ def prestarts(request, java_built, client_host, tmp_path_factory):
         p.close()
 
 
-@pytest.fixture(scope="module", params=["rmqpy", "rmqpy-proxy", "java-proxy"])
+@pytest.fixture(scope="module", params=["rmqpy", "rmqpy-proxy", pytest.param("java-proxy", marks=pytest.mark.reference)])
 def run(request, prestarts: Prestarts) -> Run:
     key = ("run", request.param)
     t, tmp = prestarts.take(key)
@@ -503,7 +504,7 @@ class LocalProxyTarget(Target):
         self.ns.kill9()
 
 
-@pytest.fixture(scope="module", params=["rmqpy", "java-proxy-local"])
+@pytest.fixture(scope="module", params=["rmqpy", pytest.param("java-proxy-local", marks=pytest.mark.reference)])
 def relay_target(request, prestarts: Prestarts):
     t, _ = prestarts.take(("relay_target", request.param))
     try:

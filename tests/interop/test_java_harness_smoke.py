@@ -15,7 +15,8 @@ import pytest
 
 from tests.interop import jvm
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+#: every test here is a reference run (tests/reference.py): CI runs it again only when its inputs change
+pytestmark = [pytest.mark.interop, pytest.mark.reference, pytest.mark.timeout(300)]
 
 
 class JavaServers:

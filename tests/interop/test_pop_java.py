@@ -106,7 +106,7 @@ class JavaEnv(_Env):
         print(self.cluster.broker.log_tail(3000))
 
 
-@pytest.fixture(scope="module", params=["rmqpy", "java"])
+@pytest.fixture(scope="module", params=["rmqpy", pytest.param("java", marks=pytest.mark.reference)])
 def env(request, java_built, client_host, tmp_path_factory):
     kind = PyEnv if request.param == "rmqpy" else JavaEnv
     e = kind(client_host, tmp_path_factory.mktemp(f"pop-{request.param}"))

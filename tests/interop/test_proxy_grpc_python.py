@@ -30,6 +30,7 @@ import pytest
 
 from tests.interop import grpc_load, grpcpy, jvm, servers
 from tests.interop.waiting import wait_until
+from tests.reference import is_proven
 
 pytestmark = pytest.mark.interop
 
@@ -213,7 +214,8 @@ def reference(java_built, client_host, tmp_path_factory):
 
 def start_reference_ahead(request) -> None:
     """Starts the reference's servers now when a test of this module that needs them is to run."""
-    if any(item.module is request.module and "java_env" in item.fixturenames for item in request.session.items):
+    if any(item.module is request.module and "java_env" in item.fixturenames and not is_proven(item)
+           for item in request.session.items):
         pytest.importorskip("rocketmq.v5", reason="rocketmq-python-client (the test extra) is not installed")
         request.getfixturevalue("reference").start()
 
@@ -235,6 +237,7 @@ def _ref_backoff(java_env: JavaEnv) -> None:
     grpcpy.check_retry_backoff_from_group_policy(java_env.g, "GrpcRefBackoff", "grpc_ref_backoff")
 
 
+@pytest.mark.reference
 def test_reference_transactions_dlq_after_max_attempts_and_fifo_push_consumer(java_env: JavaEnv,
                                                                                ref_ahead: grpcpy.Ahead,
                                                                                request) -> None:
@@ -248,6 +251,7 @@ def test_reference_transactions_dlq_after_max_attempts_and_fifo_push_consumer(ja
                         lambda: grpcpy.check_fifo_push_consumer_forwards_to_dlq(g, "GrpcRefPush", "grpc_ref_push"))
 
 
+@pytest.mark.reference
 def test_reference_once_fifo_delay_and_retry_backoff(java_env: JavaEnv, ref_ahead: grpcpy.Ahead) -> None:
     g = java_env.g
     grpcpy.concurrently(lambda: grpcpy.check_each_message_once(g, "GrpcRefOnce", "grpc_ref_once"),
@@ -256,6 +260,7 @@ def test_reference_once_fifo_delay_and_retry_backoff(java_env: JavaEnv, ref_ahea
                         lambda: ref_ahead.result("ref-backoff", lambda: _ref_backoff(java_env)))
 
 
+@pytest.mark.reference
 def test_reference_unacked_message_comes_back_after_a_broker_kill9(java_env: JavaEnv) -> None:
     store = java_env.tmp / "java-broker" / "store"
 
