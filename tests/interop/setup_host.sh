@@ -68,8 +68,10 @@ if [ "${#need[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt_opts=(-o Dpkg::Use-Pty=0 -o APT::Install-Recommends=0 -q -y)
   # retry once: on a fresh machine the first update may race with others
-  apt-get "${apt_opts[@]}" update || { sleep 5; apt-get "${apt_opts[@]}" update; }
-  apt-get "${apt_opts[@]}" install "${need[@]}"
+  # one apt at a time: test.sh runs this beside tests/interop/java/build.sh, which may install too
+  apt=(flock /var/lock/rmqpy-apt.lock apt-get "${apt_opts[@]}")
+  "${apt[@]}" update || { sleep 5; "${apt[@]}" update; }
+  "${apt[@]}" install "${need[@]}"
 fi
 
 # The kernel side: can we make a namespace and a veth?  (No addresses, no

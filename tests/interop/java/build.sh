@@ -47,8 +47,9 @@ need_tools() {
     fi
     if [ "${RMQPY_INTEROP_NO_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "build.sh: installing ${missing[*]}" >&2
-        apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        # one apt at a time: test.sh runs this beside setup_host.sh, which may install too
+        flock /var/lock/rmqpy-apt.lock apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive flock /var/lock/rmqpy-apt.lock apt-get install -y -qq --no-install-recommends \
             $(printf '%s\n' "${missing[@]}" | sort -u) >&2
     else
         echo "build.sh: missing ${missing[*]} (need a JDK 17 and Maven)" >&2
