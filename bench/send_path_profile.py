@@ -2,7 +2,7 @@
 
     python bench/send_path_profile.py [-n 50000] [--sizes 128,1024] [--repeat 3] [--top 25]
                                       [--no-profile] [--index/--no-index] [--dir DIR] [--pull]
-                                      [--metrics] [--batch K]
+                                      [--metrics] [--batch K] [--prefault]
 
 Not a test. Each measured message goes the way a SEND_MESSAGE_V2 request from a Java
 4.9.8 producer goes through ``twistd rmq-broker``, minus the socket:
@@ -126,9 +126,12 @@ def make_broker(root: str, index: bool) -> tuple[BrokerController, task.Clock]:
     controller = BrokerController(settings, clock)
     controller.initialize()
     controller.start()
+    if PREFAULT:  # --prefault: the thread that faults the commit log's next pages in (start() leaves it
+        controller.message_store.start_prefault()  # to a reactor with threads, not this task.Clock)
     return controller, clock
 
 
+PREFAULT = False  # --prefault: MessageStore.start_prefault() (the compiled path's page-fault thread)
 BATCH = 1  # --batch K: SEND_BATCH_MESSAGE of K messages instead of one SEND_MESSAGE_V2 each
 
 
@@ -191,8 +194,8 @@ def build_pull_frames(n: int, queues: int = 4, start: int = 20_000_000) -> list[
 
 
 def run_pull_once(body_size: int, n: int, index: bool, base: str, profile: cProfile.Profile | None = None
-                  ) -> tuple[float, float, int]:
-    """(CPU seconds, wall seconds, response bytes) for pulling back ``n`` sent messages."""
+                  ) -> tuple[float, float, int, float]:
+    """(CPU seconds, wall seconds, response bytes, this thread's CPU seconds) for pulling back ``n`` sent messages."""
     root = tempfile.mkdtemp(prefix="store-", dir=base)
     broker, _clock = make_broker(root, index)
     try:
@@ -208,26 +211,26 @@ def run_pull_once(body_size: int, n: int, index: bool, base: str, profile: cProf
         frames = build_pull_frames(n)
         transport.frames = 0
         transport.written = 0
-        c0, w0 = time.process_time(), time.perf_counter()
+        c0, w0, t0 = time.process_time(), time.perf_counter(), time.thread_time()
         if profile is not None:
             profile.enable()
         for frame in frames:
             feed(frame)
         if profile is not None:
             profile.disable()
-        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        cpu, wall, own = time.process_time() - c0, time.perf_counter() - w0, time.thread_time() - t0
         assert transport.frames == len(frames), f"{transport.frames} responses for {len(frames)} pulls"
         last = codec.decode(transport.last[4:])
         assert last.code == ResponseCode.SUCCESS and last.body, last
-        return cpu, wall, transport.written
+        return cpu, wall, transport.written, own
     finally:
         broker.message_store.shutdown()
         shutil.rmtree(root, ignore_errors=True)
 
 
 def run_once(body_size: int, n: int, index: bool, base: str, profile: cProfile.Profile | None = None
-             ) -> tuple[float, float, int]:
-    """(CPU seconds, wall seconds, response bytes) for ``n`` sends on a fresh broker."""
+             ) -> tuple[float, float, int, float]:
+    """(CPU seconds, wall seconds, response bytes, this thread's CPU seconds) for ``n`` sends on a fresh broker."""
     root = tempfile.mkdtemp(prefix="store-", dir=base)
     broker, _clock = make_broker(root, index)
     try:
@@ -242,19 +245,19 @@ def run_once(body_size: int, n: int, index: bool, base: str, profile: cProfile.P
         frames = build_frames(n, body_size)
         transport.frames = 0
         transport.written = 0
-        c0, w0 = time.process_time(), time.perf_counter()
+        c0, w0, t0 = time.process_time(), time.perf_counter(), time.thread_time()
         if profile is not None:
             profile.enable()
         for frame in frames:
             feed(frame)
         if profile is not None:
             profile.disable()
-        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        cpu, wall, own = time.process_time() - c0, time.perf_counter() - w0, time.thread_time() - t0
         assert transport.frames == len(frames), f"{transport.frames} responses for {len(frames)} requests"
         last = codec.decode(transport.last[4:])
         assert last.code == ResponseCode.SUCCESS, last
         assert broker.message_store.get_max_offset_in_queue(TOPIC, (n - 1) % 4) >= n // 4
-        return cpu, wall, transport.written
+        return cpu, wall, transport.written, own
     finally:
         broker.message_store.shutdown()
         shutil.rmtree(root, ignore_errors=True)
@@ -274,11 +277,13 @@ def main() -> None:
                     help="measure PULL_MESSAGE (32 a pull) of the n sent messages instead of the sends")
     ap.add_argument("--batch", type=int, default=1,
                     help="send SEND_BATCH_MESSAGE requests of this many messages (CPU still per message)")
+    ap.add_argument("--prefault", action="store_true",
+                    help="start the store's commit-log page-fault thread (rmqpy/store/prefault.py)")
     ap.add_argument("--metrics", action="store_true",
                     help="metricsExporterType=PROM: count with the metrics hooks and the RPC latency too")
     args = ap.parse_args()
-    global METRICS, BATCH
-    METRICS, BATCH = args.metrics, max(1, args.batch)
+    global METRICS, BATCH, PREFAULT
+    METRICS, BATCH, PREFAULT = args.metrics, max(1, args.batch), args.prefault
     run = run_pull_once if args.pull else run_once
     sizes = [int(s) for s in args.sizes.split(",") if s]
     base = tempfile.mkdtemp(prefix="rmqpy-sendprof-", dir=args.dir)
@@ -287,6 +292,7 @@ def main() -> None:
         print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}, "
               f"n={args.n}, repeat={args.repeat}, index={'on' if args.index else 'off'}"
               + (f", SEND_BATCH_MESSAGE of {BATCH}" if BATCH > 1 else "")
+              + (", commit log pages faulted in by a thread" if PREFAULT else "")
               + (f", PULL_MESSAGE of {PULL_BATCH}: CPU per pulled message" if args.pull else ""))
         for size in sizes:
             runs = [run(size, args.n, args.index, base) for _ in range(args.repeat)]
@@ -296,6 +302,7 @@ def main() -> None:
             print(f"body {size:>5} B: CPU {best * 1e6 / args.n:7.1f} us/msg (min of "
                   + ", ".join(f"{c * 1e6 / args.n:.1f}" for c in cpus)
                   + f"), wall {min(r[1] for r in runs) * 1e6 / args.n:.1f} us/msg, "
+                  f"reactor thread CPU {min(r[3] for r in runs) * 1e6 / args.n:.1f} us/msg, "
                   f"{args.n / best:,.0f} msg/s per CPU", flush=True)
             if not args.no_profile:
                 prof = cProfile.Profile()

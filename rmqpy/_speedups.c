@@ -11,8 +11,16 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#include <unistd.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  /* Linux 5.14 */
+#endif
+#endif
 
 static PyObject *tags_key;      /* "TAGS" */
 static PyObject *struct_error;  /* struct.error: what the pure path's Struct.pack raises */
@@ -697,6 +705,60 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ commit log pages */
+
+/* Not a stand-in for a pure function: the one call here that runs without the GIL. It changes
+ * no byte of the file (MADV_POPULATE_WRITE faults the pages in writable "as if written, without
+ * the write"), so the pure path simply does not call it (rmqpy/store/prefault.py). The buffer
+ * export held across the call keeps the mapping alive: a close() meanwhile raises BufferError
+ * instead of unmapping under madvise. */
+static PyObject *populate_write(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "populate_write(buf, offset, length) takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t off = PyLong_AsSsize_t(args[1]);
+    if (off == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t len = PyLong_AsSsize_t(args[2]);
+    if (len == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
+    PyObject *result = NULL;
+    if (off < 0 || len < 0 || off > view.len) {
+        PyErr_SetString(PyExc_ValueError, "populate_write: offset or length out of range");
+        goto done;
+    }
+    if (len > view.len - off) len = view.len - off;
+#ifdef __linux__
+    {
+        long page = sysconf(_SC_PAGESIZE);
+        uintptr_t base = (uintptr_t)view.buf;
+        uintptr_t start = (base + (uintptr_t)off) & ~((uintptr_t)page - 1);
+        if (start < base) start = base;  /* a buffer not on a page boundary: no page before it */
+        size_t n = (size_t)(base + (uintptr_t)off + (uintptr_t)len - start);
+        int rc = 0, err = 0;
+        if (len > 0 && (start & ((uintptr_t)page - 1)) == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = madvise((void *)start, n, MADV_POPULATE_WRITE);
+            err = errno;
+            Py_END_ALLOW_THREADS
+        }
+        if (rc != 0) {
+            errno = err;
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto done;
+        }
+        result = PyLong_FromSsize_t(len);
+    }
+#else
+    errno = ENOSYS;
+    PyErr_SetFromErrno(PyExc_OSError);
+#endif
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -733,6 +795,12 @@ static PyMethodDef methods[] = {
      "consume_queue_units(units) -> bytes\n\n"
      "b''.join(UNIT.pack(u[0], u[1], u[2]) for u in units): the 20-byte units (phy, size, tags code)\n"
      "of rmqpy.store.consume_queue.ConsumeQueue.put_batch; struct.error for a field out of range."},
+    {"populate_write", (PyCFunction)(void (*)(void))populate_write, METH_FASTCALL,
+     "populate_write(buf, offset, length) -> int\n\n"
+     "madvise(MADV_POPULATE_WRITE) of the pages of a writable mapping (an mmap) that hold\n"
+     "buf[offset:offset + length], with the GIL released: the page faults a first write there\n"
+     "would take, taken now, bytes unchanged. The length covered (clipped to the buffer); OSError\n"
+     "where the kernel refuses (EINVAL before Linux 5.14, ENOSYS off Linux)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,10 +24,12 @@ from rmqpy.protocol.message import (
     peek_record_header,
 )
 from rmqpy.store.mapped_file import MappedFile, MappedFileQueue
+from rmqpy.store.prefault import Prefaulter
 
 log = logging.getLogger(__name__)
 
 END_FILE_MIN_BLANK_LENGTH = 8
+_NEVER = 1 << 62  # no commit log offset reaches it
 _BLANK = struct.Struct(">iI")
 
 
@@ -53,6 +55,18 @@ class CommitLog:
         self.recovery_scan = [0, 0, 0]
         #: why the last recovery stopped before the written end (None: at zeros, a clean end)
         self.recovery_torn: str | None = None
+        #: faults the last file's next pages in ahead of the writer (:meth:`set_prefault`), or None
+        self.prefault: Prefaulter | None = None
+        self._prefault_at = _NEVER  # a write that ends past this offset asks it again
+
+    def set_prefault(self, prefault: Prefaulter | None) -> None:
+        """Tell ``prefault`` where the appends get to (None: no longer)."""
+        self.prefault = prefault
+        self._prefault_at = 0 if prefault is not None else _NEVER
+
+    def _ask_prefault(self, mf: MappedFile) -> None:
+        assert self.prefault is not None
+        self._prefault_at = self.prefault.ahead(mf, mf.wrote_position)
 
     def load(self) -> None:
         self.queue.load()
@@ -152,6 +166,8 @@ class CommitLog:
                          queue_offset, phy)
         mf.wrote_position = pos + size
         self.last_store_timestamp = store_timestamp
+        if phy + size > self._prefault_at:
+            self._ask_prefault(mf)
         return phy
 
     def _file_with_room(self, size: int) -> MappedFile | None:
@@ -183,6 +199,8 @@ class CommitLog:
                                                       queue_offset, first)
         mf.wrote_position = pos + total
         self.last_store_timestamp = store_timestamp
+        if first + total > self._prefault_at:
+            self._ask_prefault(mf)
         return first
 
     def append_data(self, start: int, data: bytes) -> bool:

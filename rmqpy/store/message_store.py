@@ -47,6 +47,7 @@ from rmqpy.protocol.message import (
     string_to_properties,
 )
 from rmqpy.remoting.ratelimit import clip, limiter_for
+from rmqpy.speedups import native as _native
 from rmqpy.store.api import ArriveListener, BatchArriveListener, MessageFilter
 from rmqpy.store.batch_layout import BODY_TOO_LONG, PROPERTIES_TOO_LONG, batch_layout
 from rmqpy.store.checkpoint import StoreCheckpoint
@@ -59,6 +60,7 @@ from rmqpy.store.flush import BlockingRunner, FlushService
 from rmqpy.store.index import IndexService
 from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.paths import StorePathError
+from rmqpy.store.prefault import Prefaulter
 from rmqpy.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -136,6 +138,9 @@ class MessageStore(DiskSpaceGuard):
         self.stats = StoreStats(self.now)
         self.flush_service = FlushService(config, reactor, self.commit_log, self.dispatcher, self.blocking,
                                           self.stats, lambda: not self.shutdown_flag)
+        #: the commit log's next pages faulted in by a thread (the compiled path only: it has no pure form)
+        populate = getattr(_native, "populate_write", None) if not ro else None
+        self.prefaulter: Prefaulter | None = Prefaulter(populate) if populate is not None else None
         # bound once: the put path calls them per message
         self._append_message = self.commit_log.append_message
         self._dispatch_put = self.dispatcher.dispatch_put
@@ -289,6 +294,8 @@ class MessageStore(DiskSpaceGuard):
         self.stats.start()
         self.blocking.start()
         self.flush_service.start()
+        if self.blocking.threaded:  # a reactor with threads (not a task.Clock in a test)
+            self.start_prefault()
         last = self.commit_log.queue.last()
         if last is not None:
             self._prepare_next_commit_log(last.file_from_offset)
@@ -296,6 +303,13 @@ class MessageStore(DiskSpaceGuard):
         self._schedule(cfg.flushIntervalConsumeQueue, self.flush_service.consume_queue_tick)
         self._schedule(cfg.cleanResourceInterval, self._clean_tick)
         self._schedule(1000, self._stats_tick)
+
+    def start_prefault(self) -> None:
+        """Start the thread that faults in the commit log's next pages (:meth:`start` does when the
+        reactor has threads); nothing on the pure-Python path."""
+        if self.prefaulter is not None:
+            self.prefaulter.start()
+            self.commit_log.set_prefault(self.prefaulter)
 
     def _schedule(self, interval_ms: int, fn: Callable[[], object]) -> None:
         def run() -> None:
@@ -318,6 +332,9 @@ class MessageStore(DiskSpaceGuard):
             if c.active():
                 c.cancel()
         self._timers.clear()
+        if self.prefaulter is not None:
+            self.commit_log.set_prefault(None)
+            self.prefaulter.stop()
         self.flush_service.stop()
         if not self.config.readOnly:
             self.flush_service.flush_at_shutdown()
