@@ -27,10 +27,16 @@ from rmqpy.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
-#: populated ahead of the write position (at 80 MB/s, the send bench's rate, 0.1 s of puts)
-LEAD = 8 << 20
+#: populated ahead of the write position. Not more: a populated page is dirty, and the commit
+#: log's flush (an fsync every 500 ms) writes it out as zeros and cleans it, so the write into it
+#: takes a fault again (and the page goes to disk twice); not less: the thread needs the GIL for a
+#: moment between two populates, which a busy reactor thread may hold for a switch interval (5 ms,
+#: 1.3 MiB of puts in process). Measured with an fsync per 17 MiB written (500 ms at 35 MB/s), the
+#: writer's CPU per 37 KiB batch: none 16-48 us, 8 MiB ahead 10 us (and more CPU in all than none),
+#: 2 MiB 6.4-7.1, 1 MiB 5.3-5.5 (bench/report/issue29/README.md, fourth session)
+LEAD = 2 << 20
 #: the writer asks again each time it has written this much past its last request
-CHUNK = 2 << 20
+CHUNK = 512 << 10
 
 #: ``populate(buffer, offset, length)``: the pages of ``buffer[offset:offset + length]`` faulted in
 Populate = Callable[[Any, int, int], int]
