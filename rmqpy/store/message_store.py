@@ -60,7 +60,7 @@ from rmqpy.store.flush import BlockingRunner, FlushService
 from rmqpy.store.index import IndexService
 from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.paths import StorePathError
-from rmqpy.store.prefault import Prefaulter
+from rmqpy.store.prefault import Prefaulter, prefault_enabled
 from rmqpy.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -294,7 +294,7 @@ class MessageStore(DiskSpaceGuard):
         self.stats.start()
         self.blocking.start()
         self.flush_service.start()
-        if self.blocking.threaded:  # a reactor with threads (not a task.Clock in a test)
+        if self.blocking.threaded and prefault_enabled():  # a reactor with threads, RMQPY_PREFAULT=1
             self.start_prefault()
         last = self.commit_log.queue.last()
         if last is not None:
@@ -306,7 +306,7 @@ class MessageStore(DiskSpaceGuard):
 
     def start_prefault(self) -> None:
         """Start the thread that faults in the commit log's next pages (:meth:`start` does when the
-        reactor has threads); nothing on the pure-Python path."""
+        reactor has threads and ``RMQPY_PREFAULT=1``); nothing on the pure-Python path."""
         if self.prefaulter is not None:
             self.prefaulter.start()
             self.commit_log.set_prefault(self.prefaulter)

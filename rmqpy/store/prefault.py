@@ -14,12 +14,17 @@ No byte of a file changes (the kernel faults the pages in "as if written, withou
 the pages past the write position stay zeros, as the reserved extent reads), so recovery and
 the wire are as before; the pure-Python path (``RMQPY_PURE_PYTHON=1`` or no extension) does not
 start it. Only the last file is populated, never past its end, never behind the write position.
+
+Off unless ``RMQPY_PREFAULT=1``: in process it takes 17-25 % of the reactor thread's CPU per
+message off, but the end-to-end bench on the shared 2-core machine showed no gain (no idle core
+for the thread to use, and CPU per message within the rounds' noise); see the fourth session.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import os
 import threading
 from typing import Any, Callable
 
@@ -37,6 +42,14 @@ log = logging.getLogger(__name__)
 LEAD = 2 << 20
 #: the writer asks again each time it has written this much past its last request
 CHUNK = 512 << 10
+
+#: set to 1 to run the thread (a broker on the compiled path, with a reactor that has threads)
+ENABLE_ENV = "RMQPY_PREFAULT"
+
+
+def prefault_enabled() -> bool:
+    return os.environ.get(ENABLE_ENV, "") not in ("", "0")
+
 
 #: ``populate(buffer, offset, length)``: the pages of ``buffer[offset:offset + length]`` faulted in
 Populate = Callable[[Any, int, int], int]

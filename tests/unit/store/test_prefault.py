@@ -271,3 +271,18 @@ def test_crash_with_the_thread_recovers_every_put(tmp_path: Path) -> None:
             assert r.status.name == "FOUND", (q, got, r.status)
             got += len(r.message_list)
         assert got == offsets[q] >= 8
+
+
+def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from rmqpy.store import prefault
+    for value, on in (("", False), ("0", False), ("1", True)):
+        monkeypatch.setenv(prefault.ENABLE_ENV, value)
+        assert prefault.prefault_enabled() is on
+    monkeypatch.setenv(prefault.ENABLE_ENV, "1")
+    h = StoreHarness(tmp_path / "s", **_CFG)
+    s = h.open()  # a task.Clock: no reactor threads, so not started even when asked
+    try:
+        assert s.commit_log.prefault is None
+        assert s.prefaulter is None or s.prefaulter._thread is None
+    finally:
+        h.close()
