@@ -731,13 +731,14 @@ static PyObject *populate_write(PyObject *Py_UNUSED(self), PyObject *const *args
     if (len > view.len - off) len = view.len - off;
 #ifdef __linux__
     {
-        long page = sysconf(_SC_PAGESIZE);
+        uintptr_t mask = (uintptr_t)sysconf(_SC_PAGESIZE) - 1;
         uintptr_t base = (uintptr_t)view.buf;
-        uintptr_t start = (base + (uintptr_t)off) & ~((uintptr_t)page - 1);
-        if (start < base) start = base;  /* a buffer not on a page boundary: no page before it */
-        size_t n = (size_t)(base + (uintptr_t)off + (uintptr_t)len - start);
+        uintptr_t start = (base + (uintptr_t)off) & ~mask;
+        uintptr_t end = base + (uintptr_t)off + (uintptr_t)len;
+        if (start < base) start += mask + 1;  /* a buffer not on a page boundary: not the page before it */
+        size_t n = end > start ? (size_t)(end - start) : 0;
         int rc = 0, err = 0;
-        if (len > 0 && (start & ((uintptr_t)page - 1)) == 0) {
+        if (len > 0 && n > 0) {
             Py_BEGIN_ALLOW_THREADS
             rc = madvise((void *)start, n, MADV_POPULATE_WRITE);
             err = errno;
