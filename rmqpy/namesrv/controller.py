@@ -24,6 +24,7 @@ from rmqpy.namesrv.kvconfig import KVConfigManager, KVLimits
 from rmqpy.namesrv.metrics import NamesrvMetrics
 from rmqpy.namesrv.processor import NamesrvRequestProcessor
 from rmqpy.namesrv.routeinfo import RouteInfoManager
+from rmqpy.protocol.codes import RequestCode
 from rmqpy.remoting.connection_limits import remoting_cap
 from rmqpy.remoting.dispatch import RequestDispatcher
 from rmqpy.remoting.limits import ChannelSweeper, ConnectionLimits
@@ -53,6 +54,8 @@ class NamesrvController(service.MultiService):
         self.dispatcher = RequestDispatcher()
         self.processor = NamesrvRequestProcessor(self)
         self.dispatcher.register(self.processor.handlers, self.processor)
+        # route answers depend on the request and the tables alone: kept and replayed until they change
+        self.dispatcher.replay_answers([RequestCode.GET_ROUTEINFO_BY_TOPIC], self.processor.route_stamp)
         self.dispatcher.add_channel_listener(self)
         limits = ConnectionLimits.from_config(netty)
         self.factory = RemotingServerFactory(self.dispatcher, self.clock, netty.frameMaxLength, limits,

@@ -56,6 +56,7 @@ class KVConfigManager:
         self.limits = limits or KVLimits()
         self._in_thread = in_thread
         self._count = 0                                   # keys of all namespaces
+        self.version = 0                                  # bumped by every change of the table
         self._writing = False                             # a write is under way
         self._waiting: list[defer.Deferred] | None = None  # puts for the write after it
 
@@ -71,6 +72,7 @@ class KVConfigManager:
             doc = fastjson.loads(raw)
             table = doc.get("configTable") or {}
             self.table = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
+            self.version += 1
         except (ValueError, AttributeError) as exc:
             raise ValueError(f"cannot load KV config file {self.path}: {exc}") from None
         self._count = sum(map(len, self.table.values()))
@@ -126,6 +128,7 @@ class KVConfigManager:
         if key not in kv:
             self._count += 1
         kv[key] = value
+        self.version += 1
         self.log.info("putKVConfig {ns} {key}={value}", ns=namespace, key=key, value=value)
         return self.schedule_persist()
 
@@ -136,6 +139,7 @@ class KVConfigManager:
         kv = self.table.get(namespace)
         if kv is not None and kv.pop(key, None) is not None:
             self._count -= 1
+            self.version += 1
             return self.schedule_persist()  # an emptied namespace stays, as in Java: it lists as {}
         return defer.succeed(None)
 

@@ -72,6 +72,12 @@ class NamesrvRequestProcessor:
             R.GET_NAMESRV_CONFIG: self.get_config,
         }
 
+    def route_stamp(self) -> tuple[int, int, bool]:
+        """What GET_ROUTEINFO_BY_TOPIC's answers depend on besides the request: the route tables,
+        the KV config (ORDER_TOPIC_CONFIG) and orderMessageEnable. The dispatcher replays a kept
+        answer while this is unchanged (:mod:`rmqpy.remoting.replay`)."""
+        return self.routes.generation, self.kv.version, self.controller.config.orderMessageEnable
+
     def process_request(self, channel: "RemotingProtocol", request: RemotingCommand) -> Reply:
         return self.handlers[request.code](channel, request)
 

@@ -12,7 +12,7 @@ ACL) run first and may answer instead of the processor, as Java's server RPC hoo
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -22,6 +22,7 @@ from rmqpy.protocol.codes import RequestCode, ResponseCode, code_name
 from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, BadRequestError, RemotingCommand
 from rmqpy.protocol.fastjson import JSONDecodeError
 from rmqpy.remoting.ratelimit import LogRateLimiter, limiter_for
+from rmqpy.remoting.replay import ReplayMemo
 
 if TYPE_CHECKING:
     from rmqpy.remoting.protocol import RemotingProtocol
@@ -66,8 +67,19 @@ class RequestDispatcher:
         self._processors: dict[int, RequestProcessor] = {}
         self._default: RequestProcessor | None = None
         self._listeners: list[ChannelListener] = []
-        self.rpc_observer: RpcObserver | None = None
         self._hooks: list[RequestHook] = []
+        #: answers kept for the codes a processor names (:meth:`replay_answers`); the connections read it
+        self.memo = ReplayMemo()
+        self._observer: RpcObserver | None = None
+
+    @property
+    def rpc_observer(self) -> RpcObserver | None:
+        return self._observer
+
+    @rpc_observer.setter
+    def rpc_observer(self, observer: RpcObserver | None) -> None:
+        self._observer = observer
+        self.memo.observer = observer  # a replayed answer is recorded as a dispatched one
 
     def register(self, codes: int | Iterable[int], processor: RequestProcessor) -> None:
         for code in ([codes] if isinstance(codes, int) else codes):
@@ -81,6 +93,14 @@ class RequestDispatcher:
 
     def add_request_hook(self, hook: RequestHook) -> None:
         self._hooks.append(hook)
+        self.memo.disable()  # a hook may answer differently per connection
+
+    def replay_answers(self, codes: Iterable[int], stamp_of: Callable[[], object]) -> None:
+        """Answer the requests of ``codes`` from :class:`ReplayMemo` when their frame was answered
+        before: the processor's answers to them depend only on the request's bytes (its opaque
+        aside) and on what ``stamp_of()`` returns, which changes whenever such an answer may."""
+        if not self._hooks:
+            self.memo.enable(codes, stamp_of)
 
     def add_channel_listener(self, listener: ChannelListener) -> None:
         self._listeners.append(listener)
@@ -106,7 +126,16 @@ class RequestDispatcher:
         Deferred chain as ``maybeDeferred`` would build it, and that Deferred is returned.
         Either way the answers, error responses and log lines are the same.
         """
+        memo = self.memo
+        miss = memo.pending
+        stamp_of = None  # set when the processor's synchronous answer may be kept (replay.py)
         processor = self._processors.get(request.code, self._default)
+        if miss is not None:  # a frame the memo could not answer
+            memo.pending = None
+            if miss.request is request and processor is not None:
+                stamp_of = memo.stamp_of(request.code)
+                if stamp_of is not None:
+                    stamp = stamp_of()
         if processor is None:
             _limiter(channel).warn("unsupported-code", self.log, "{peer}: request code {code} not supported",
                                    peer=channel.remote_address, code=request.code)
@@ -124,12 +153,13 @@ class RequestDispatcher:
                     result = processor.process_request(channel, request)
             except BaseException:  # as maybeDeferred catches
                 result = Failure()  # type: ignore[no-untyped-call]  # Twisted: Failure.__init__ unannotated
+                stamp_of = None  # the error answer is not the processor's: never kept
             else:
                 if result is not None and type(result) is not RemotingCommand:
                     d = defer.maybeDeferred(_same, result)
                     d.addErrback(self._on_error, channel, request)
-                    if self.rpc_observer is not None:
-                        d.addCallback(self._observed, request, channel.read_at, self.rpc_observer)
+                    if self._observer is not None:
+                        d.addCallback(self._observed, request, channel.read_at, self._observer)
                     d.addCallback(self._reply, channel, request)
                     d.addErrback(self._reply_failed, channel)
                     return d
@@ -137,8 +167,10 @@ class RequestDispatcher:
             if type(result) is Failure:
                 result = self._on_error(result, channel, request)
             self._reply(result, channel, request)
-            if self.rpc_observer is not None and result is not None:
-                self.rpc_observer.record(request, result, channel.read_at, False)
+            if self._observer is not None and result is not None:
+                self._observer.record(request, result, channel.read_at, False)
+            if stamp_of is not None and type(result) is RemotingCommand and stamp_of() == stamp:
+                memo.keep(miss, request, result, stamp_of, stamp)  # type: ignore[arg-type]  # set with stamp_of
         except BaseException:  # as the Deferred chain caught it
             self._reply_failed(Failure(), channel)  # type: ignore[no-untyped-call]
         return None

@@ -21,6 +21,7 @@ from zope.interface import implementer
 from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import RPC_ONEWAY, RPC_RESPONSE, FrameError, RemotingCommand
 from rmqpy.remoting.connection_limits import ConnectionCap, ConnectionLimits
+from rmqpy.remoting.replay import ReplayMemo
 
 _LENGTH = struct.Struct(">I")
 # partial frames counted against the budget of all connections: smaller ones cost little
@@ -88,6 +89,8 @@ class RemotingProtocol(protocol.Protocol):
     def __init__(self, dispatcher: "Dispatcher | None", clock: IReactorTime,
                  max_frame: int = codec.DEFAULT_MAX_FRAME) -> None:
         self.dispatcher = dispatcher
+        # answers kept by the dispatcher (rmqpy.remoting.replay), asked before a frame is decoded
+        self._memo: ReplayMemo | None = getattr(dispatcher, "memo", None)
         self.clock = clock
         self.max_frame = max_frame
         self._buffer = bytearray()
@@ -136,11 +139,22 @@ class RemotingProtocol(protocol.Protocol):
             if n >= 8 and self.connected_:
                 (length,) = _LENGTH.unpack_from(data, 0)
                 if length + 4 == n and n <= self.max_frame:  # so 4 <= length: n >= 8
+                    memo = self._memo
+                    miss = None
+                    if memo is not None and memo.active:
+                        found = memo.answer(self, data)
+                        if found is True:
+                            return
+                        if found:
+                            miss = found
                     try:
                         cmd = codec.decode(memoryview(data)[4:])
                     except FrameError as exc:
                         self._drop(str(exc))
                         return
+                    if miss is not None:
+                        miss.request = cmd
+                        memo.pending = miss  # type: ignore[union-attr]  # set with miss
                     self._command_received(cmd)
                     return
         else:
