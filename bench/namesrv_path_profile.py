@@ -1,7 +1,7 @@
 """CPU per route lookup on the name server's request path, in-process and deterministic (issue 2).
 
     python bench/namesrv_path_profile.py [-n 200000] [--repeat 5] [--top 25] [--no-profile]
-                                         [--version 409] [--topics 1]
+                                         [--version 409] [--topics 1] [--no-replay]
 
 Not a test. Each measured request goes the way a GET_ROUTEINFO_BY_TOPIC (code 105) from a
 Java 4.9.8 client goes through ``twistd rmq-namesrv``, minus the socket:
@@ -10,6 +10,10 @@ Java 4.9.8 client goes through ``twistd rmq-namesrv``, minus the socket:
     -> command.decode (JSON header) -> RequestDispatcher (rmqpy/remoting/dispatch.py)
     -> NamesrvRequestProcessor.get_route_info (header, route cache, rmqpy/namesrv/)
     -> response RemotingCommand -> command.encode -> transport.write
+
+or, from the second request of a kind on, the dispatcher's replay memo
+(rmqpy/remoting/replay.py: the kept answer with the request's opaque, nothing decoded);
+``--no-replay`` turns the memo off and measures the whole path every time.
 
 The frames are built beforehand (the JSON header a 4.9.8 ``MQClientAPIImpl`` writes:
 ``extFields {"topic": T}``, language JAVA, version 409, opaques 1..n), so only the name
@@ -88,12 +92,14 @@ def topic_name(i: int, topics: int) -> str:
     return TOPIC if topics == 1 else f"{TOPIC}{i % topics}"
 
 
-def make_namesrv(kv_dir: str, topics: int) -> tuple[NamesrvController, NullTransport]:
+def make_namesrv(kv_dir: str, topics: int, replay: bool = True) -> tuple[NamesrvController, NullTransport]:
     """A name server on a task.Clock with one registered master broker (connection kept)."""
     clock = task.Clock()
     clock.advance(1_700_000_000)
     cfg = NamesrvConfig(kvConfigPath=os.path.join(kv_dir, "kvConfig.json"))
     ctl = NamesrvController(cfg, NettyServerConfig(listenPort=0), reactor=clock, clock=clock)
+    if not replay:
+        ctl.dispatcher.memo.disable()
     ctl.kv.load()
     names = {topic_name(i, topics) for i in range(topics)}
     body = RegisterBrokerBody(TopicConfigSerializeWrapper(
@@ -126,10 +132,10 @@ def build_frames(n: int, version: int, topics: int, start: int = 1) -> list[byte
 
 
 def run_once(n: int, version: int, topics: int, base: str, frames: list[bytes],
-             profile: cProfile.Profile | None = None) -> tuple[float, float, int]:
+             profile: cProfile.Profile | None = None, replay: bool = True) -> tuple[float, float, int]:
     """(CPU seconds, wall seconds, response bytes) for ``n`` lookups on a fresh name server."""
     kv_dir = tempfile.mkdtemp(prefix="ns-", dir=base)
-    ctl, _keep = make_namesrv(kv_dir, topics)
+    ctl, _keep = make_namesrv(kv_dir, topics, replay)
     transport = NullTransport()
     proto = ctl.factory.buildProtocol(None)
     proto.makeConnection(transport)
@@ -161,13 +167,16 @@ def main() -> None:
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile run")
     ap.add_argument("--version", type=int, default=409, help="client version in the header (409 = 4.9.8)")
     ap.add_argument("--topics", type=int, default=1, help="distinct topics asked for in turn (default 1)")
+    ap.add_argument("--no-replay", action="store_true", help="the dispatcher's replay memo off: the whole path each time")
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="rmqpy-nsprof-")
     try:
         frames = build_frames(args.n, args.version, args.topics)
         print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}, "
-              f"n={args.n}, repeat={args.repeat}, version={args.version}, topics={args.topics}")
-        runs = [run_once(args.n, args.version, args.topics, base, frames) for _ in range(args.repeat)]
+              f"n={args.n}, repeat={args.repeat}, version={args.version}, topics={args.topics}, "
+              f"replay {'off' if args.no_replay else 'on'}")
+        runs = [run_once(args.n, args.version, args.topics, base, frames, replay=not args.no_replay)
+                for _ in range(args.repeat)]
         cpus = [r[0] for r in runs]
         best = min(cpus)
         print(f"GET_ROUTEINFO_BY_TOPIC: CPU {best * 1e6 / args.n:6.2f} us/request (min of "
@@ -176,7 +185,7 @@ def main() -> None:
               f"{args.n / best:,.0f} requests/s per CPU, {runs[0][2] / args.n:.0f} B/response", flush=True)
         if not args.no_profile:
             prof = cProfile.Profile()
-            run_once(args.n, args.version, args.topics, base, frames, prof)
+            run_once(args.n, args.version, args.topics, base, frames, prof, replay=not args.no_replay)
             out = io.StringIO()
             pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.top)
             text = out.getvalue()
