@@ -1,7 +1,7 @@
 """Route lookups per second and p99 latency: twistd rmq-namesrv vs the Java name server.
 
     python bench/namesrv_bench.py [--seconds 10] [--procs 2] [--conns 16] [--repeat 3] [--warmup 5]
-                                  [--version 4.9.8] [--c1-only] [--pin 0:1 | --no-pin]
+                                  [--version 4.9.8] [--c1-only] [--pin 0:1 | --no-pin] [--reactor NAME]
 
 Both servers run side by side, get the same fake broker registration and the same load
 from the same generator (a bare epoll loop in several processes, one request in flight
@@ -199,6 +199,8 @@ def main() -> None:
     ap.add_argument("--pin", help="SERVER_CPUS:GENERATOR_CPUS (default: the first CPU for the servers, the others "
                                   "for the generator)")
     ap.add_argument("--no-pin", action="store_true", help="servers and generator share every CPU")
+    ap.add_argument("--reactor", help="twistd --reactor for rmqpy's name server, e.g. rmqpy-epoll "
+                                      "(rmqpy/remoting/reactor.py); default: twistd's")
     args = ap.parse_args()
     pins = None if args.no_pin else pinning(args.pin)
     gen_cpus = None
@@ -213,7 +215,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=tmp)
-        ours = subprocess.Popen(["twistd", "-n", "--pidfile=", "rmq-namesrv", "--listenPort", str(port)],
+        reactor = ["--reactor", args.reactor] if args.reactor else []
+        ours = subprocess.Popen(["twistd", "-n", "--pidfile=", *reactor, "rmq-namesrv", "--listenPort", str(port)],
                                 cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         java = None
         keep = []
