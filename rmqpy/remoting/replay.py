@@ -28,6 +28,9 @@ _OPAQUE = b'"opaque":'
 _PREFIX = struct.Struct(">II")
 #: bytes of answers kept; past it the memo starts again (the topics clients ask for are unbounded)
 MAX_BYTES = 8 * 1024 * 1024
+#: larger request frames are not keyed (a key copies the frame; a route lookup is ~150 bytes, a
+#: broker registration may be megabytes)
+MAX_KEYED_FRAME = 4096
 
 
 class _Entry:
@@ -125,7 +128,7 @@ class ReplayMemo:
     def answer(self, channel: "RemotingProtocol", frame: bytes) -> Miss | bool:
         """For one whole frame, length prefix included: True when answered from the memo; else a
         :class:`Miss` when its answer may be kept, False when it cannot."""
-        if len(frame) < 9 or frame[4] != 0:  # JSON headers only
+        if not 9 <= len(frame) <= MAX_KEYED_FRAME or frame[4] != 0:  # small JSON-header frames only
             return False
         end = 8 + ((frame[5] << 16) | (frame[6] << 8) | frame[7])
         cut = _cut(frame, 8, end)

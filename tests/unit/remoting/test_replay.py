@@ -116,6 +116,13 @@ def test_each_frame_is_keyed_by_all_its_bytes(pair) -> None:
                 same(pair, frame_of(java_header(opaque, ext), body))
 
 
+def test_large_frames_are_not_kept(pair) -> None:
+    ours, _ = pair
+    for opaque in (1, 2, 3):
+        same(pair, frame_of(java_header(opaque), b"b" * 5000))
+    assert len(ours.dispatcher.memo) == 0 and ours.calls == 3
+
+
 def test_oneway_requests_are_not_answered(pair) -> None:
     for opaque in (1, 2, 3):
         assert same(pair, frame_of(java_header(opaque, flag=2))) == b""
