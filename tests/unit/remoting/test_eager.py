@@ -1,5 +1,4 @@
-"""remoting.eager: connections that send their writes themselves at the end of the reactor turn
-when nothing is queued before them.
+"""remoting.eager: connections that send a write at once when nothing is queued before it.
 
 Each test runs real sockets on its own (non-global) select reactor."""
 from __future__ import annotations
@@ -16,25 +15,16 @@ run = run_in_fresh_reactor
 
 
 class Replier(protocol.Protocol):
-    """Answers each chunk with the replies the test asks for (bytes: ``write``, a list:
-    ``writeSequence``, None: ``loseConnection``), and records whether the transport had to wait
-    for writability (was registered as a writer) right after writing and after the turn."""
+    """Answers each chunk with the replies the test asks for, and records whether the
+    transport had to wait for writability (was registered as a writer) after writing."""
 
-    replies: list[Any] = []
+    replies: list[bytes] = []
     registered: list[bool] = []
 
     def dataReceived(self, data: bytes) -> None:
         for reply in self.replies:
-            if reply is None:
-                self.transport.loseConnection()
-            elif isinstance(reply, list):
-                self.transport.writeSequence(reply)
-            else:
-                self.transport.write(reply)
-        writers = self.factory.reactor.getWriters
-        self.registered.append(self.transport in writers())
-        # later than the end of this turn, when the held writes were sent
-        self.factory.reactor.callLater(0.0001, lambda: self.registered.append(self.transport in writers()))
+            self.transport.write(reply)
+        self.registered.append(self.transport in self.factory.reactor.getWriters())
 
 
 class Collector(protocol.Protocol):
@@ -52,7 +42,7 @@ async def exchange(r, replies: list[bytes]) -> tuple[bytes, list[bool], Any]:
     factory.reactor = r
     Replier.replies, Replier.registered = replies, []
     port = eager.listen_tcp(r, 0, factory, "127.0.0.1")
-    want = sum(len(b"".join(r)) if isinstance(r, list) else len(r or b"") for r in replies)
+    want = sum(map(len, replies))
     client = Collector(want)
     r.connectTCP("127.0.0.1", port.getHost().port, protocol.ClientFactory.forProtocol(lambda: client))
     while client.transport is None or not client.transport.connected:
@@ -60,7 +50,6 @@ async def exchange(r, replies: list[bytes]) -> tuple[bytes, list[bool], Any]:
     client.transport.write(b"go")
     got = await client.done
     client.transport.loseConnection()
-    await _tick(r)
     await port.stopListening()
     return got, Replier.registered, port
 
@@ -74,7 +63,7 @@ def _tick(r) -> defer.Deferred:
 def test_small_reply_is_sent_without_waiting_for_writability() -> None:
     got, registered, port = run(lambda r: exchange(r, [b"one small answer", b" and another"]))
     assert got == b"one small answer and another"
-    assert registered == [False, False]  # both went out at the end of the turn: no epoll/select registration
+    assert registered == [False]  # both went out in the write calls: no epoll/select registration
     assert isinstance(port, eager.EagerWritePort)
 
 
@@ -82,13 +71,7 @@ def test_what_the_socket_does_not_take_is_queued_and_order_kept() -> None:
     big = bytes(range(256)) * (64 * 1024)  # 16 MiB: more than loopback's send buffer takes at once
     got, registered, _ = run(lambda r: exchange(r, [big, b"tail after the big one"]))
     assert got == big + b"tail after the big one"
-    assert registered == [False, True]  # the rest of the big write waited for writability, the tail behind it
-
-
-def test_held_writes_go_before_a_write_sequence_and_a_close() -> None:
-    got, registered, _ = run(lambda r: exchange(r, [b"held ", [b"then ", b"a sequence"], b" and more", None]))
-    assert got == b"held then a sequence and more"
-    assert registered[0] is True  # the sequence queued the held write in Twisted's buffer ahead of it
+    assert registered == [True]  # the rest of the big write waited for writability, the tail behind it
 
 
 def test_a_reactor_without_file_descriptors_listens_as_usual() -> None:
