@@ -413,3 +413,6 @@ def test_producer_page_shows_the_clients_inner_producer(env, consumer) -> None:
     conn = env.rest.get("/producer/producerConnection.query", producerGroup="CLIENT_INNER_PRODUCER", topic=TOPIC)
     assert consumer in {x["clientId"] for x in conn["connectionSet"]}, conn
     assert {x["language"] for x in conn["connectionSet"]} == {"JAVA"}
+    # the dashboard's own send producer is shut down once its send is done: its group is unknown
+    answer = env.rest.raw("GET", "/producer/producerConnection.query", producerGroup="SELF_TEST_P_GROUP", topic=TOPIC)
+    assert answer["status"] == -1 and "the producer group[SELF_TEST_P_GROUP] not exist" in answer["errMsg"], answer
