@@ -7,14 +7,18 @@ import select
 import socket
 import struct
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from rmqpy.client import requests as R
 from rmqpy.client.core import Call, ConsumerCore, Plan, ProducerCore, T, monotonic
 from rmqpy.client.errors import ClientError, TransportError
 from rmqpy.client.model import Message, MessageQueue, PullResult, SendResult
 from rmqpy.protocol import command as codec
 from rmqpy.protocol.command import DEFAULT_MAX_FRAME, FrameError, RemotingCommand
 from rmqpy.remoting.protocol import next_opaque
+
+if TYPE_CHECKING:
+    from rmqpy.client.pullstream import PullStream
 
 _LENGTH = struct.Struct(">I")
 CONNECT_TIMEOUT = 3.0   # NettyClientConfig.connectTimeoutMillis
@@ -259,6 +263,19 @@ class PullConsumer(_Blocking):
         here) and ``offset_delta``; ``rmqpy.client.requests.decode_pull_body`` gives what :meth:`pull` does."""
         return self._run(self.core.pull_plan(mq, offset, max_nums, sub_expression, timeout_ms, suspend_ms,
                                              decode=False))
+
+    def pull_stream(self, mq: MessageQueue, sub_expression: str = "*", timeout_ms: int = 10000) -> PullStream:
+        """Suspend-free raw pulls of ``mq`` with several in flight, on a connection of their own
+        (:class:`rmqpy.client.pullstream.PullStream`), to the broker :meth:`pull` would ask; each
+        answer's suggested broker steers the pulls after the stream, as :meth:`pull`'s does."""
+        if not isinstance(timeout_ms, int) or timeout_ms <= 0:
+            raise ClientError(f"timeout_ms must be an int > 0, not {timeout_ms!r}")
+        from rmqpy.client.pullstream import PullStream  # it imports this module
+        sub = R.subscription(mq.topic if isinstance(mq, MessageQueue) else "", sub_expression)
+        addr = self._run(self.core.pull_addr_plan(mq))
+        hook = self.core.hook
+        return PullStream(addr, self.core.group, mq, sub, timeout_ms, sign=hook,
+                          on_suggest=lambda broker_id: self.core.suggest(mq, broker_id))
 
     def commit_offset(self, mq: MessageQueue, offset: int) -> None:
         self._run(self.core.commit_offset_plan(mq, offset))

@@ -358,13 +358,21 @@ class ConsumerCore(ClientCore):
         if suspend_ms < 0 or suspend_ms >= timeout_ms:
             raise ClientError("suspend_ms must be >= 0 and below timeout_ms")
         sub = R.subscription(mq.topic if isinstance(mq, MessageQueue) else "", sub_expression)
-        addr = yield from self._subscribe_plan(mq, self._suggested.get(mq, MASTER_ID))
+        addr = yield from self.pull_addr_plan(mq)
         resp = yield self.call(addr, R.pull_request(self.group, mq, offset, max_nums, sub, suspend_ms),
                                timeout_ms / 1000.0)
         assert resp is not None
         result, suggested = R.parse_pull_response(resp, mq, sub, decode=decode)
         self._suggested[mq] = suggested
         return result
+
+    def pull_addr_plan(self, mq: MessageQueue) -> Plan[str]:
+        """Where the next pull of ``mq`` goes: the broker the last answer suggested (master first)."""
+        return (yield from self._subscribe_plan(mq, self._suggested.get(mq, MASTER_ID)))
+
+    def suggest(self, mq: MessageQueue, broker_id: int) -> None:
+        """A pull answer's suggestWhichBrokerId: where the next pull of ``mq`` goes."""
+        self._suggested[mq] = broker_id
 
     def commit_offset_plan(self, mq: MessageQueue, offset: int) -> Plan[None]:
         if not isinstance(offset, int) or offset < 0:

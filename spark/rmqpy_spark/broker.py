@@ -12,6 +12,7 @@ the next one to read; -2 = earliest, -1 = latest where a user gives them.
 
 from __future__ import annotations
 
+import collections
 import logging
 import struct
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ BROKER_SCHEMA_DDL = SCHEMA_DDL + ", brokerName STRING"
 #: properties the consumer adds to each pulled message (the queue's offsets at pull time): not the
 #: message's, and different at each read, so not in the rows
 _PULL_PROPERTIES = frozenset({"MIN_OFFSET", "MAX_OFFSET"})
+_PULL_PROPERTY_NAMES = pa.array(sorted(_PULL_PROPERTIES), pa.string())
 Key = tuple[str, str, int]  # (topic, broker name, queue id)
 #: the group a query pulls with when it has none of its own (pulling commits nothing)
 DEFAULT_GROUP = "rmqpy_spark_reader"
@@ -150,44 +152,90 @@ def cap(start: Mapping[Key, int], end: Mapping[Key, int], max_rows: int) -> dict
     return {k: (start.get(k, e) + take[k] if avail[k] else e) for k, e in end.items()}
 
 
+#: pulls of one partition in flight at once (:func:`read_range`)
+PULLS_IN_FLIGHT = 4
+#: what a broker answers a pull with at most by default (maxTransferCountOnMessageInMemory): the
+#: first guess of how far a pull goes, until an answer tells
+BROKER_MAX_PULL = 32
+
+
 def read_range(c: PullConsumer, r: QueueRange, opts: BrokerOptions) -> Iterator[pa.RecordBatch]:
-    """The messages of [r.start, r.end) of one queue that match the tag expression, pulled in order
+    """The messages of [r.start, r.end) of one queue that match the tag expression, in order
     (the broker filters by tag hash, the exact tags are checked here, as the Java client does).
 
-    The pulls' bodies are kept undecoded (``pull_raw``) until about ``batchRows`` records are in,
-    then decoded together column by column (:func:`decode_bodies`)."""
-    mq = r.mq
+    The rows are those of pulling one pull at a time, each at the previous answer's
+    nextBeginOffset, but up to :data:`PULLS_IN_FLIGHT` pulls are sent ahead at predicted
+    offsets (``PullConsumer.pull_stream``): each one step on, the step being how far the last
+    answer went (32 with the broker's default and no filter). An answer is used when it starts
+    where the next pull had to (``off``), or before it and reaches past it (a filter that made
+    the broker skip further than predicted: only its records from ``off`` on are kept, which
+    are what a pull at ``off`` would give first); one that starts after ``off`` (an answer that
+    ended early: larger messages, a broker that gives fewer), or starts before it with any other
+    status, sends the pipeline back to ``off``: the answers still in flight are read and dropped,
+    and one pull at a time is sent until answers go where predicted again.
+
+    The pulls' bodies are kept undecoded until about ``batchRows`` records are in, then decoded
+    together column by column (:func:`decode_bodies`)."""
     sub = subscription(r.topic, opts.sub_expression)
-    off = r.start
+    off = r.start      # where the next pull one at a time would start
+    ahead = r.start    # where the next pull sent ahead starts
+    step = min(opts.pull_batch_size, BROKER_MAX_PULL)
+    depth = PULLS_IN_FLIGHT
+    sent: collections.deque[int] = collections.deque()  # offsets of the pulls in flight
     bodies: list[Body] = []
     n = 0
-    while off < r.end:
-        res = c.pull_raw(mq, offset=off, max_nums=min(opts.pull_batch_size, r.end - off),
-                         sub_expression=opts.sub_expression, timeout_ms=opts.pull_timeout_ms)
-        if res.status == PullStatus.FOUND:
-            if res.body:
-                b = Body(res.body, off, res.offset_delta, res.min_offset, res.max_offset)
-                bodies.append(b)
-                n += len(b.starts)
-            nxt = res.next_begin_offset
-        elif res.status == PullStatus.NO_MATCHED_MSG:
-            nxt = res.next_begin_offset
-        else:  # NO_NEW_MSG or OFFSET_ILLEGAL inside a planned range: the messages are gone
-            msg = (f"rocketmq: {r.topic} broker {r.broker} queue {r.queue_id}: pull at offset {off} answered "
-                   f"{res.status.name} (queue offsets {res.min_offset}..{res.max_offset}), range ends at {r.end}")
-            if opts.fail_on_data_loss:
-                raise DataLossError(msg + " (option failOnDataLoss=false skips what is gone)")
-            log.warning("%s; skipping", msg)
-            nxt = res.next_begin_offset if res.next_begin_offset > off else r.end
-        if nxt <= off:  # a broker must move on; never loop on the same offset
-            raise DataLossError(f"rocketmq: {r.topic} broker {r.broker} queue {r.queue_id}: pull at offset {off} "
-                                f"gave next offset {nxt}")
-        off = nxt
-        if n >= opts.batch_rows:
-            batch = decode_bodies(bodies, r, sub)
-            if batch is not None:
-                yield batch
-            bodies, n = [], 0
+    with c.pull_stream(r.mq, opts.sub_expression, opts.pull_timeout_ms) as stream:
+        while off < r.end:
+            if ahead < off or not sent:  # nothing sent ahead can give what comes next
+                ahead = off
+            if len(sent) < depth and ahead < r.end:
+                pulls = []
+                while len(sent) < depth and ahead < r.end:
+                    pulls.append((ahead, min(opts.pull_batch_size, r.end - ahead)))
+                    sent.append(ahead)
+                    ahead += step
+                stream.send(pulls)
+            low = sent.popleft()
+            res = stream.receive()
+            status = res.status
+            moved = status is PullStatus.FOUND or status is PullStatus.NO_MATCHED_MSG
+            if low != off:
+                if low < off and moved and res.next_begin_offset <= off:
+                    continue  # wholly before off: nothing new, the next answers may do
+                if low > off or not moved:  # a gap before this answer: start again at off
+                    for _ in sent:
+                        stream.receive()
+                    sent.clear()
+                    ahead = off
+                    depth = 1  # until the answers go where predicted again
+                    continue
+            if moved:
+                if res.body:
+                    b = Body(res.body, off, res.offset_delta, res.min_offset, res.max_offset)
+                    bodies.append(b)
+                    n += len(b.starts)
+                nxt = res.next_begin_offset
+                if low == off and nxt > low:
+                    step = nxt - low
+                    depth = min(depth + 1, PULLS_IN_FLIGHT)
+            else:  # NO_NEW_MSG or OFFSET_ILLEGAL inside a planned range: the messages are gone
+                msg = (f"rocketmq: {r.topic} broker {r.broker} queue {r.queue_id}: pull at offset {off} answered "
+                       f"{status.name} (queue offsets {res.min_offset}..{res.max_offset}), range ends at {r.end}")
+                if opts.fail_on_data_loss:
+                    raise DataLossError(msg + " (option failOnDataLoss=false skips what is gone)")
+                log.warning("%s; skipping", msg)
+                nxt = res.next_begin_offset if res.next_begin_offset > off else r.end
+            if nxt <= off:  # a broker must move on; never loop on the same offset
+                raise DataLossError(f"rocketmq: {r.topic} broker {r.broker} queue {r.queue_id}: pull at offset "
+                                    f"{off} gave next offset {nxt}")
+            off = nxt
+            if n >= opts.batch_rows:
+                batch = decode_bodies(bodies, r, sub)
+                if batch is not None:
+                    yield batch
+                bodies, n = [], 0
+        for _ in sent:  # answers no longer needed: read, so that the connection closes cleanly
+            stream.receive()
     if bodies:
         batch = decode_bodies(bodies, r, sub)
         if batch is not None:
@@ -226,8 +274,6 @@ def decode_bodies(bodies: list[Body], r: QueueRange, sub: SubscriptionData) -> p
     with UTF-8 topic and properties and no MIN_OFFSET/MAX_OFFSET property; else message by message."""
     fast = all(b.whole for b in bodies)
     buf = bodies[0].data if len(bodies) == 1 else b"".join([b.data for b in bodies])
-    if fast and (b"MIN_OFFSET\x01" in buf or b"MAX_OFFSET\x01" in buf):  # the client sets these (dropped)
-        fast = False
     batch = None
     if fast:
         counts = np.array([len(b.starts) for b in bodies], dtype=np.int64)
@@ -252,10 +298,14 @@ def decode_bodies(bodies: list[Body], r: QueueRange, sub: SubscriptionData) -> p
         if fast:
             batch = R.decode_batch(buf, starts, first_position=True)
             if batch is not None:
+                props = batch.column(R.ARROW_SCHEMA.get_field_index("properties"))
                 try:  # decode_record reads the topic as strict UTF-8, the client the properties with 'replace'
                     batch.column(0).validate(full=True)
-                    batch.column(R.ARROW_SCHEMA.get_field_index("properties")).validate(full=True)
+                    props.validate(full=True)
                 except pa.ArrowInvalid:
+                    fast = False
+                # the client sets these (dropped from the rows), replacing any stored ones
+                if fast and pc.any(pc.is_in(props.keys, value_set=_PULL_PROPERTY_NAMES)).as_py():
                     fast = False
     if not fast:
         mq = r.mq
