@@ -413,24 +413,31 @@ def _properties(props: pa.Array, n: int, first_position: bool = False):
     if not okn.all():
         sel = np.nonzero(okn)[0]
         keys, vals, parents = keys.take(pa.array(sel)), vals.take(pa.array(sel)), parents[sel]
+    kidx, names = np.zeros(0, np.int64), None  # each pair's name as a number in names
     if len(keys):
         # a name given twice (5.x batches append the batch's properties to each message's): the
         # last one counts, as in Java's parser (HashMap.put); the map keeps one entry per name
         enc = pc.dictionary_encode(keys)
         kidx = np.asarray(enc.indices, dtype=np.int64)
         nk = len(enc.dictionary)
-        if np.bincount(parents * nk + kidx, minlength=n * nk).max() > 1:
-            g = pa.table({"p": parents, "k": keys, "i": np.arange(len(keys))}).group_by(
-                ["p", "k"], use_threads=False).aggregate([("i", "min"), ("i", "max")])
-            last = np.asarray(g.column("i_max"))
+        pair = parents * nk + kidx  # (row, name)
+        if np.bincount(pair, minlength=n * nk).max() > 1:
+            # each (row, name)'s first and last place: a stable sort puts each pair's places together
+            order = np.argsort(pair, kind="stable")
+            sp = pair[order]
+            edge = sp[1:] != sp[:-1]
+            first = order[np.concatenate(([True], edge))]
+            last = order[np.concatenate((edge, [True]))]
             if first_position:
-                first = np.asarray(g.column("i_min"))
                 order = np.argsort(first)
                 first, last = first[order], last[order]
                 keys, vals, parents = keys.take(pa.array(first)), vals.take(pa.array(last)), parents[first]
+                kidx = kidx[first]
             else:
                 keep = np.sort(last)
                 keys, vals, parents = keys.take(pa.array(keep)), vals.take(pa.array(keep)), parents[keep]
+                kidx = kidx[keep]
+        names = enc.dictionary
     counts = np.bincount(parents, minlength=n) if len(parents) else np.zeros(n, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
@@ -438,7 +445,8 @@ def _properties(props: pa.Array, n: int, first_position: bool = False):
                                 type=ARROW_SCHEMA.field("properties").type)
 
     def pick(name):
-        idx = np.nonzero(np.asarray(pc.equal(keys, name).fill_null(False)))[0] if len(keys) else np.zeros(0, np.int64)
+        code = pc.index(names, name).as_py() if names is not None else -1
+        idx = np.nonzero(kidx == code)[0] if code >= 0 else np.zeros(0, np.int64)
         pos = np.full(n, -1, dtype=np.int64)
         pos[parents[idx]] = idx
         return vals.take(pa.array(pos, mask=pos < 0))
