@@ -19,7 +19,8 @@ and prints rows/s, MB/s and the ratios to both raw bandwidths (page cache and O_
 messages of ``--body-size`` bytes sent to one topic (4 queues), then in the same run
 
 * spark broker mode: ``spark.read.format("rocketmq").option("nameServer", ...)`` on local[N] to
-  the ``noop`` sink (every column materialised; the executors pull with rmqpy.client; one
+  the ``noop`` sink (every column materialised; the executors pull with rmqpy.client; the 4
+  queues shared out over ``--max-partitions`` partitions, by default one per task slot, 0 = one
   partition per queue), after a read of each queue's first message has started the Python
   workers of every task slot (not counted, as the JVM start of the Java consumer is not);
 * the Java 5.3.3 push consumer (the interop harness, a new group from the first offset)
@@ -28,7 +29,7 @@ messages of ``--body-size`` bytes sent to one topic (4 queues), then in the same
 
 and prints both rows/s and their ratio.
 
-    python3 bench/spark_scan_bench.py --broker 200000 [--body-size 1024] [--cores 2]
+    python3 bench/spark_scan_bench.py --broker 200000 [--body-size 1024] [--cores 2] [--max-partitions P]
 """
 
 from __future__ import annotations
@@ -172,8 +173,11 @@ def broker_bench(a) -> None:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         spark = spark_session(a.cores, {})
-        df = spark.read.format("rocketmq").option("nameServer", ns.addr).option("topic", topic) \
-            .option("pullBatchSize", 256).load()  # one partition per queue (maxQueueSplit's default)
+        reader = spark.read.format("rocketmq").option("nameServer", ns.addr).option("topic", topic) \
+            .option("pullBatchSize", 256)  # one range per queue (maxQueueSplit's default)
+        if a.max_partitions:  # the queues shared out over as many tasks as there are task slots
+            reader = reader.option("maxPartitions", a.max_partitions)
+        df = reader.load()
         # start the Python workers of every task slot, as the Java consumer's JVM start is not counted
         # either: a read of each queue's first message (one task per queue, all slots busy at once)
         with PullConsumer(name_server=ns.addr, group="bench_probe") as c:
@@ -220,7 +224,11 @@ def main() -> None:
     ap.add_argument("--tuned-batch", default="", help="batchRows,batchBytes of the tuned run (default: the reader's)")
     ap.add_argument("--broker", type=int, default=0, metavar="N",
                     help="broker mode: N messages through an rmqpy broker, against the Java push consumer")
+    ap.add_argument("--max-partitions", type=int, default=None, metavar="P",
+                    help="broker mode: option maxPartitions (default --cores; 0 = one partition per queue)")
     a = ap.parse_args()
+    if a.max_partitions is None:
+        a.max_partitions = a.cores
     if a.broker:
         broker_bench(a)
         return
