@@ -27,7 +27,8 @@ messages of ``--body-size`` bytes sent to one topic (4 queues), then in the same
   draining the same topic: from its ``started`` event to its ``done`` event (after COUNT
   consumed), so the JVM start is not counted, its JSON line per message is;
 
-and prints both rows/s and their ratio.
+in turn ``--rounds`` times (Spark, Java, Spark, Java; each Java round a new group from the first
+offset), and prints each round's rows/s and the ratio of the total times.
 
     python3 bench/spark_scan_bench.py --broker 200000 [--body-size 1024] [--cores 2] [--max-partitions P]
 """
@@ -186,24 +187,31 @@ def broker_bench(a) -> None:
                 first.setdefault(q.broker_name, {})[str(q.queue_id)] = c.min_offset(q) + 1
         spark.read.format("rocketmq").option("nameServer", ns.addr).option("topic", topic) \
             .option("endingOffsets", json.dumps({topic: first})).load().write.format("noop").mode("overwrite").save()
-        t0 = time.perf_counter()
-        df.write.format("noop").mode("overwrite").save()
-        spark_s = time.perf_counter() - t0
-        rows, parts = df.count(), df.rdd.getNumPartitions()
-        spark.stop()
-        print(f"load average {os.getloadavg()[0]:.1f}; spark broker mode, local[{a.cores}], "
-              f"{parts} partitions: {rows} rows, {n / spark_s:9.0f} rows/s ({spark_s:.2f}s)", flush=True)
         jvm.ensure_built()
-        h = jvm.harness_popen("5.3.3", ["consume-push", "-n", ns.addr, "-t", topic, "-g", "bench_java_drain",
-                                        "-c", str(n), "--from", "first", "--timeout-ms", "600000",
-                                        "--max-body-print", "0"])
-        with h:
-            h.wait_for("started", 120)
+        spark_s, java_s = [], []
+        for r in range(a.rounds):  # Spark then Java, again: a burst of other work hits both alike
             t0 = time.perf_counter()
-            done = h.wait_for("done", 900)
-            java_s = time.perf_counter() - t0
-        print(f"java 5.3.3 push consumer: {done.get('consumed')} consumed, {n / java_s:9.0f} rows/s ({java_s:.2f}s)")
-        print(f"ratio spark broker mode / java push consumer: {java_s / spark_s:.2f}", flush=True)
+            df.write.format("noop").mode("overwrite").save()
+            spark_s.append(time.perf_counter() - t0)
+            parts = df.rdd.getNumPartitions()
+            print(f"round {r + 1}: load average {os.getloadavg()[0]:.1f}; spark broker mode, local[{a.cores}], "
+                  f"{parts} partitions: {n / spark_s[-1]:9.0f} rows/s ({spark_s[-1]:.2f}s)", flush=True)
+            h = jvm.harness_popen("5.3.3", ["consume-push", "-n", ns.addr, "-t", topic, "-g", f"bench_java_drain{r}",
+                                            "-c", str(n), "--from", "first", "--timeout-ms", "600000",
+                                            "--max-body-print", "0"])
+            with h:
+                h.wait_for("started", 120)
+                t0 = time.perf_counter()
+                done = h.wait_for("done", 900)
+                java_s.append(time.perf_counter() - t0)
+            print(f"round {r + 1}: load average {os.getloadavg()[0]:.1f}; java 5.3.3 push consumer: "
+                  f"{done.get('consumed')} consumed, {n / java_s[-1]:9.0f} rows/s ({java_s[-1]:.2f}s); "
+                  f"ratio {java_s[-1] / spark_s[-1]:.2f}", flush=True)
+        rows = df.count()
+        spark.stop()
+        print(f"spark broker mode: {rows} rows, {n * a.rounds / sum(spark_s):9.0f} rows/s; java 5.3.3 push consumer: "
+              f"{n * a.rounds / sum(java_s):9.0f} rows/s ({a.rounds} rounds each)")
+        print(f"ratio spark broker mode / java push consumer: {sum(java_s) / sum(spark_s):.2f}", flush=True)
     finally:
         broker.stop()
         ns.stop()
@@ -224,6 +232,8 @@ def main() -> None:
     ap.add_argument("--tuned-batch", default="", help="batchRows,batchBytes of the tuned run (default: the reader's)")
     ap.add_argument("--broker", type=int, default=0, metavar="N",
                     help="broker mode: N messages through an rmqpy broker, against the Java push consumer")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="broker mode: Spark then Java this many times in turn; the ratio is of the total times")
     ap.add_argument("--max-partitions", type=int, default=None, metavar="P",
                     help="broker mode: option maxPartitions (default --cores; 0 = one partition per queue)")
     a = ap.parse_args()
