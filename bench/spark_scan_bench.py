@@ -19,8 +19,7 @@ and prints rows/s, MB/s and the ratios to both raw bandwidths (page cache and O_
 messages of ``--body-size`` bytes sent to one topic (4 queues), then in the same run
 
 * spark broker mode: ``spark.read.format("rocketmq").option("nameServer", ...)`` on local[N] to
-  the ``noop`` sink (every column materialised; the executors pull with rmqpy.client; the 4
-  queues shared out over ``--max-partitions`` partitions, by default one per task slot, 0 = one
+  the ``noop`` sink (every column materialised; the executors pull with rmqpy.client; one
   partition per queue), after a read of each queue's first message has started the Python
   workers of every task slot (not counted, as the JVM start of the Java consumer is not);
 * the Java 5.3.3 push consumer (the interop harness, a new group from the first offset)
@@ -30,7 +29,7 @@ messages of ``--body-size`` bytes sent to one topic (4 queues), then in the same
 in turn ``--rounds`` times (Spark, Java, Spark, Java; each Java round a new group from the first
 offset), and prints each round's rows/s and the ratio of the total times.
 
-    python3 bench/spark_scan_bench.py --broker 200000 [--body-size 1024] [--cores 2] [--max-partitions P]
+    python3 bench/spark_scan_bench.py --broker 200000 [--body-size 1024] [--cores 2] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -174,11 +173,8 @@ def broker_bench(a) -> None:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         spark = spark_session(a.cores, {})
-        reader = spark.read.format("rocketmq").option("nameServer", ns.addr).option("topic", topic) \
-            .option("pullBatchSize", 256)  # one range per queue (maxQueueSplit's default)
-        if a.max_partitions:  # the queues shared out over as many tasks as there are task slots
-            reader = reader.option("maxPartitions", a.max_partitions)
-        df = reader.load()
+        df = spark.read.format("rocketmq").option("nameServer", ns.addr).option("topic", topic) \
+            .option("pullBatchSize", 256).load()  # one partition per queue (maxQueueSplit's default)
         # start the Python workers of every task slot, as the Java consumer's JVM start is not counted
         # either: a read of each queue's first message (one task per queue, all slots busy at once)
         with PullConsumer(name_server=ns.addr, group="bench_probe") as c:
@@ -234,11 +230,7 @@ def main() -> None:
                     help="broker mode: N messages through an rmqpy broker, against the Java push consumer")
     ap.add_argument("--rounds", type=int, default=2,
                     help="broker mode: Spark then Java this many times in turn; the ratio is of the total times")
-    ap.add_argument("--max-partitions", type=int, default=None, metavar="P",
-                    help="broker mode: option maxPartitions (default --cores; 0 = one partition per queue)")
     a = ap.parse_args()
-    if a.max_partitions is None:
-        a.max_partitions = a.cores
     if a.broker:
         broker_bench(a)
         return

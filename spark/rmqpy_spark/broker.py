@@ -131,22 +131,6 @@ def plan(start: Mapping[Key, int], end: Mapping[Key, int], max_split: int) -> li
     return out
 
 
-def group_ranges(ranges: list[QueueRange], n: int) -> list[list[QueueRange]]:
-    """``ranges`` shared out over at most ``n`` groups of about equal offsets (the largest range
-    first to the group with the fewest so far), each group in the ranges' order: partitions that
-    read several queues one after another, so that fewer tasks (each a consumer's set-up and a
-    task launch) read them."""
-    if len(ranges) <= n:
-        return [[r] for r in ranges]
-    load = [0] * n
-    member: dict[int, int] = {}
-    for i in sorted(range(len(ranges)), key=lambda i: (-(ranges[i].end - ranges[i].start), i)):
-        g = min(range(n), key=lambda g: (load[g], g))
-        member[i] = g
-        load[g] += ranges[i].end - ranges[i].start
-    return [g for g in ([r for i, r in enumerate(ranges) if member[i] == k] for k in range(n)) if g]
-
-
 def cap(start: Mapping[Key, int], end: Mapping[Key, int], max_rows: int) -> dict[Key, int]:
     """``end`` cut so that at most ``max_rows`` offsets are read in all, shared evenly by the queues."""
     avail = {k: max(0, e - start.get(k, e)) for k, e in end.items()}

@@ -338,21 +338,15 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 # --------------------------------------------------------------------------- broker mode
 
 class BrokerPartition(InputPartition):
-    """Queue offset ranges [start, end) of message queues, read one after another:
-    ``ranges`` of (topic, broker, queue id, start, end)."""
+    """Queue offsets [start, end) of one message queue of a broker."""
 
-    def __init__(self, ranges: tuple[tuple[str, str, int, int, int], ...]):
-        super().__init__(ranges)
-        self.ranges = ranges
+    def __init__(self, topic: str, broker: str, queue_id: int, start: int, end: int):
+        super().__init__((topic, broker, queue_id, start))
+        self.topic, self.broker, self.queue_id, self.start, self.end = topic, broker, queue_id, start, end
 
 
-def _broker_partitions(ranges, max_partitions: int | None = None) -> list:
-    """One partition per range, or with ``max_partitions`` the ranges shared out over at most that
-    many (:func:`rmqpy_spark.broker.group_ranges`)."""
-    from . import broker as B
-
-    groups = B.group_ranges(ranges, max_partitions) if max_partitions else [[r] for r in ranges]
-    return [BrokerPartition(tuple((r.topic, r.broker, r.queue_id, r.start, r.end) for r in g)) for g in groups]
+def _broker_partitions(ranges) -> list:
+    return [BrokerPartition(r.topic, r.broker, r.queue_id, r.start, r.end) for r in ranges]
 
 
 def _read_broker_partition(opts: BrokerOptions, part) -> Iterator:
@@ -362,8 +356,7 @@ def _read_broker_partition(opts: BrokerOptions, part) -> Iterator:
         return
     c = B.consumer(opts)
     try:
-        for r in part.ranges:
-            yield from B.read_range(c, B.QueueRange(*r), opts)
+        yield from B.read_range(c, B.QueueRange(part.topic, part.broker, part.queue_id, part.start, part.end), opts)
     finally:
         c.shutdown()
 
@@ -393,7 +386,7 @@ class BrokerBatchReader(DataSourceReader):
             if e < start[k]:
                 raise OptionError(f"rocketmq: {k[0]} broker {k[1]} queue {k[2]}: endingOffsets {e} is before "
                                   f"startingOffsets {start[k]}")
-        return _broker_partitions(B.plan(start, end, o.max_queue_split), o.max_partitions) or [InputPartition(None)]
+        return _broker_partitions(B.plan(start, end, o.max_queue_split)) or [InputPartition(None)]
 
     def read(self, partition):
         return _read_broker_partition(self.opts, partition)
@@ -467,7 +460,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         s, e = parse_offsets_json(start or {}), parse_offsets_json(end)
         s = {k: s.get(k, v) for k, v in e.items()}  # a queue absent from start joined at its end offset
-        return _broker_partitions(B.plan(s, e, self.opts.max_queue_split), self.opts.max_partitions)
+        return _broker_partitions(B.plan(s, e, self.opts.max_queue_split))
 
     def read(self, partition):
         return _read_broker_partition(self.opts, partition)

@@ -253,7 +253,7 @@ class StoreOptions:
 
 BROKER_OPTIONS = ("nameServer", "topic", "topics", "subExpression", "startingOffsets", "endingOffsets",
                   "maxOffsetsPerTrigger", "failOnDataLoss", "pullBatchSize", "pullTimeoutMs", "pullTimeout",
-                  "group", "accessKey", "secretKey", "maxQueueSplit", "maxPartitions", "batchRows")
+                  "group", "accessKey", "secretKey", "maxQueueSplit", "batchRows")
 
 
 def _name_server(v: Any) -> str:
@@ -313,7 +313,6 @@ class BrokerOptions:
         self.group = check_name("group", str(o["group"]).strip(), "group") if "group" in o else None
         self.credentials = _credentials(o)
         self.max_queue_split = _int("maxQueueSplit", o.get("maxqueuesplit", 100_000))
-        self.max_partitions = _int("maxPartitions", o["maxpartitions"]) if "maxpartitions" in o else None
         self.batch_rows = _int("batchRows", o.get("batchrows", 8192))
 
 

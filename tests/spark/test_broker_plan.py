@@ -43,16 +43,6 @@ def test_plan_splits_large_queues_and_cap_shares_evenly():
     assert B.cap(start, end, 100) == end
 
 
-def test_group_ranges_shares_ranges_out_by_offsets_keeping_their_order():
-    sizes = [10, 3, 7, 7, 2, 9]
-    ranges = [B.QueueRange("T", "a", q, 0, n) for q, n in enumerate(sizes)]
-    groups = B.group_ranges(ranges, 2)
-    assert [[r.queue_id for r in g] for g in groups] == [[0, 3, 4], [1, 2, 5]]  # 19 offsets each
-    assert sorted(r.queue_id for g in B.group_ranges(ranges, 4) for r in g) == list(range(6))
-    assert B.group_ranges(ranges, 6) == B.group_ranges(ranges, 9) == [[r] for r in ranges]
-    assert B.group_ranges(ranges[:1], 3) == [ranges[:1]]
-
-
 def test_offsets_json_round_trip_is_rocketmq_spark_layout():
     offs = {("T", "a", 0): 9, ("T", "a", 1): 3, ("U", "b", 2): 0}
     js = offsets_json(offs)

@@ -45,9 +45,8 @@ def test_store_stream_options():
 def test_broker_options():
     o = BrokerOptions({"nameserver": "10.0.0.1:9876;10.0.0.2:9876", "topic": "A,B", "subexpression": "x || y",
                        "startingoffsets": '{"A": {"broker-a": {"0": 23, "1": -2}}}', "pullbatchsize": "64",
-                       "pulltimeoutms": "5000", "failondataloss": "false", "group": "g1", "maxpartitions": "2"})
+                       "pulltimeoutms": "5000", "failondataloss": "false", "group": "g1"})
     assert o.topics == ["A", "B"] and o.pull_batch_size == 64 and o.pull_timeout_ms == 5000
-    assert o.max_partitions == 2 and BrokerOptions({"nameserver": "h:1", "topic": "A"}).max_partitions is None
     assert o.starting == {("A", "broker-a", 0): 23, ("A", "broker-a", 1): -2} and o.ending == "latest"
     assert not o.fail_on_data_loss and o.group == "g1"
     s = BrokerOptions({"nameserver": "h:1", "topic": "A"}, streaming=True)
@@ -60,7 +59,6 @@ def test_broker_options():
     ({"nameServer": "h:1", "topic": "T", "queueIds": "1"}, "queueIds"),  # store-mode option
     ({"nameServer": "h:1", "topic": "T", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
     ({"nameServer": "h:1", "topic": "T", "pullBatchSize": "0"}, "pullBatchSize"),
-    ({"nameServer": "h:1", "topic": "T", "maxPartitions": "0"}, "maxPartitions"),
     ({"nameServer": "h:1", "topic": "T", "startingOffsets": '{"T": {"0": 1}}'}, "startingOffsets"),
     ({"nameServer": "h:1", "topic": "T", "startingOffsets": '{"T": {"b": {"0": -3}}}'}, "startingOffsets"),
     ({"nameServer": "h:1", "topic": "T", "maxOffsetsPerTrigger": "5"}, "maxOffsetsPerTrigger"),  # batch
