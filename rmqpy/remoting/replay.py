@@ -31,6 +31,9 @@ MAX_BYTES = 8 * 1024 * 1024
 #: larger request frames are not keyed (a key copies the frame; a route lookup is ~150 bytes, a
 #: broker registration may be megabytes)
 MAX_KEYED_FRAME = 4096
+#: what an entry holds besides its bytes (the entry, its key tuple, the decoded request and answer),
+#: counted against :data:`MAX_BYTES` so that many small answers cannot hold much more than it
+ENTRY_OVERHEAD = 1024
 
 
 class _Entry:
@@ -145,7 +148,7 @@ class ReplayMemo:
                     self.observer.record(entry.request, entry.response, channel.read_at, False)
                 return True
             del self._answers[key]
-            self._bytes -= len(key[1]) + len(entry.tail)
+            self._bytes -= len(key[1]) + len(entry.head) + len(entry.tail) + ENTRY_OVERHEAD
         return Miss(key, frame, j, k)
 
     # ------------------------------------------------------------------ the dispatcher's side
@@ -177,7 +180,7 @@ class ReplayMemo:
             response.opaque = opaque
         if not exact:
             return
-        size = len(miss.key[1]) + len(entry.tail)
+        size = len(miss.key[1]) + len(entry.head) + len(entry.tail) + ENTRY_OVERHEAD
         if self._bytes + size > self.max_bytes:
             self.clear()
         self._answers[miss.key] = entry
