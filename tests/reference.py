@@ -22,6 +22,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,9 @@ SHARED_INPUTS = ("tests/interop", "tests/conftest.py", "tests/ports.py", "tests/
 #: inputs it ran on (taken where it ran, when it was collected)
 PROPERTY = "rmqpy_reference"
 MARK = "reference"
+
+#: set on a reference run skipped as proven, at collection
+_PROVEN = pytest.StashKey[bool]()
 
 _digests: dict[str, str] = {}
 #: node id -> the digest it passed on, or None (it failed, or its phases ran on different inputs)
@@ -81,9 +85,15 @@ def is_reference(item: pytest.Item) -> bool:
 
 
 def is_proven(item: pytest.Item) -> bool:
-    """A reference run skipped as proven (selected tests that use servers should ask this)."""
-    return is_reference(item) and any(m.kwargs.get("reason", "").startswith("reference:")
-                                      for m in item.iter_markers("skip"))
+    """A reference run skipped as proven."""
+    return item.stash.get(_PROVEN, False)
+
+
+def to_run(request: pytest.FixtureRequest) -> Iterator[pytest.Item]:
+    """The selected tests of the requesting module that this session runs: what a module-scoped
+    fixture asks before it starts servers ahead of the tests that need them (a reference proven on
+    its inputs needs none)."""
+    return (item for item in request.session.items if item.module is request.module and not is_proven(item))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,6 +110,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     record = load()
     for item in references:
         if record.get(item.nodeid) == digest(item.nodeid.split("::")[0]):
+            item.stash[_PROVEN] = True
             item.add_marker(pytest.mark.skip(reason="reference: passed on these very inputs "
                                                     "(tests/reference_proven.json); RMQPY_REFERENCES=run runs it"))
 

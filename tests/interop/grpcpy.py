@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.interop import clients, jvm
 from tests.interop.waiting import concurrently  # noqa: F401 (grpcpy.concurrently, as before)
-from tests.reference import is_proven
+from tests.reference import to_run
 
 CLIENT = Path(__file__).parent / "pyclient" / "grpc_client.py"
 VERSION = "5.3.3"
@@ -123,8 +123,7 @@ class Ahead:
 
 def wanted_later(request, fixture: str, test: str) -> bool:
     """Whether ``test`` of this module (its function name) will run in this session with ``fixture``."""
-    return any(item.module is request.module and item.originalname == test and fixture in item.fixturenames
-               and not is_proven(item) for item in request.session.items)
+    return any(item.originalname == test and fixture in item.fixturenames for item in to_run(request))
 
 
 # ---------------------------------------------------------------------- scenarios

@@ -309,9 +309,8 @@ def runs(request, java_built, client_host, tmp_path_factory) -> dict[str, Run | 
     reference proven on its inputs is not run: tests/reference.py)."""
     goharness.ensure_built5()
     kinds = [kind for kind in TARGETS
-             if any(item.module is request.module and getattr(item, "callspec", None) is not None
-                    and item.callspec.params.get("run") == kind and not reference.is_proven(item)
-                    for item in request.session.items)]
+             if any(getattr(item, "callspec", None) is not None and item.callspec.params.get("run") == kind
+                    for item in reference.to_run(request))]
     tmps = {kind: tmp_path_factory.mktemp(f"grpc-go5-{kind}") for kind in kinds}
     out: dict[str, Run | str] = {}
     with ThreadPoolExecutor(max(1, len(kinds))) as pool:

@@ -232,8 +232,8 @@ class Prestarts:
     def __init__(self, request, host, tmp_path_factory) -> None:
         self.host, self.tmp_path_factory = host, tmp_path_factory
         self.order: list[Key] = []
-        for item in request.session.items:
-            if item.module is not request.module or not hasattr(item, "callspec") or reference.is_proven(item):
+        for item in reference.to_run(request):
+            if not hasattr(item, "callspec"):
                 continue
             for name in ("run", "relay_target"):
                 key = (name, item.callspec.params.get(name))

@@ -30,7 +30,7 @@ import pytest
 
 from tests.interop import grpc_load, grpcpy, jvm, servers
 from tests.interop.waiting import wait_until
-from tests.reference import is_proven
+from tests.reference import to_run
 
 pytestmark = pytest.mark.interop
 
@@ -214,8 +214,7 @@ def reference(java_built, client_host, tmp_path_factory):
 
 def start_reference_ahead(request) -> None:
     """Starts the reference's servers now when a test of this module that needs them is to run."""
-    if any(item.module is request.module and "java_env" in item.fixturenames and not is_proven(item)
-           for item in request.session.items):
+    if any("java_env" in item.fixturenames for item in to_run(request)):
         pytest.importorskip("rocketmq.v5", reason="rocketmq-python-client (the test extra) is not installed")
         request.getfixturevalue("reference").start()
 

@@ -49,3 +49,31 @@ def test_reference_modules_and_the_harness_import_no_rmqpy_package_outside_the_i
     # the autoswitch helpers run rmqpy's own store in a subprocess of rmqpy-only tests, never a reference
     outside = {(n, m) for n, m in imported if not m.startswith(allowed) and not n.startswith("autoswitch_")}
     assert not outside, outside
+
+
+def test_only_references_skipped_as_proven_are_left_out_of_what_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module's fixture starts servers ahead for the tests that will run: a proven reference is not
+    one, while a reference whose record is stale and a plain test are; another module's tests are not
+    this module's concern."""
+    from types import SimpleNamespace
+
+    class Item(SimpleNamespace):
+        def get_closest_marker(self, name: str):
+            return object() if name == reference.MARK and self.ref else None
+
+    here, other = object(), object()
+    proven, unproven, plain = (Item(module=here, ref=r, stash=pytest.Stash(), nodeid=f"m.py::t{i}")
+                               for i, r in enumerate((True, True, False)))
+    foreign = Item(module=other, ref=False, stash=pytest.Stash(), nodeid="o.py::t")
+    session = SimpleNamespace(items=[proven, unproven, plain, foreign])
+    monkeypatch.setattr(reference, "mode", lambda: "")
+    monkeypatch.setattr(reference, "load", lambda: {"m.py::t0": "d", "m.py::t1": "old"})
+    monkeypatch.setattr(reference, "digest", lambda module: "d")
+    added: list = []
+    for item in session.items:
+        item.add_marker = added.append
+    reference.pytest_collection_modifyitems(session, None, session.items)  # type: ignore[arg-type]
+    assert [reference.is_proven(i) for i in session.items] == [True, False, False, False]
+    assert len(added) == 1
+    request = SimpleNamespace(session=session, module=here)
+    assert list(reference.to_run(request)) == [unproven, plain]  # type: ignore[arg-type]
