@@ -1,4 +1,4 @@
-# Sourced by tests/interop/java/build.sh and tests/interop/go/build.sh: sets $cache, the
+# Sourced by tests/interop/java/build.sh and tests/interop/go_build.sh: sets $cache, the
 # machine-wide directory where built artefacts are kept between clones, keyed by their inputs.
 # $RMQPY_BUILD_CACHE names it (off: no cache); else /var/cache/rmqpy-interop where writable,
 # else ~/.cache/rmqpy-interop.
