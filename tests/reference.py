@@ -93,7 +93,8 @@ def to_run(request: pytest.FixtureRequest) -> Iterator[pytest.Item]:
     """The selected tests of the requesting module that this session runs: what a module-scoped
     fixture asks before it starts servers ahead of the tests that need them (a reference proven on
     its inputs needs none)."""
-    return (item for item in request.session.items if item.module is request.module and not is_proven(item))
+    return (item for item in request.session.items
+            if getattr(item, "module", None) is request.module and not is_proven(item))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -125,7 +126,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Where every report is seen (the xdist controller, or the one process): a reference passed
     only if none of its phases failed or was skipped and its call went as the test expects."""
-    ran_on = next((value for name, value in report.user_properties if name == PROPERTY), None)
+    ran_on = next((str(value) for name, value in report.user_properties if name == PROPERTY), None)
     if mode() != "record" or ran_on is None:
         return
     # an expected failure (xfail) is the outcome the test expects of the reference

@@ -460,7 +460,7 @@ class JavaProcess:
     """A started Java server (name server or broker)."""
 
     def __init__(self, name: str, version: str, proc: subprocess.Popen, log: Path, home: Path,
-                 port: int, config: Path, props: Mapping[str, str]):
+                 port: int, config: Path, props: Mapping[str, object]):
         self.name = name
         self.version = version
         self.server_version = SERVER_VERSIONS[version]
@@ -567,13 +567,13 @@ def _write_properties(path: Path, props: Mapping[str, object]) -> None:
 SERVER_TLS_OFF = {"tls.server.mode": "disabled"}
 
 
-def _without_server_tls(props: Mapping[str, str], sysprops: Mapping[str, str] | None) -> dict[str, str]:
+def _without_server_tls(props: Mapping[str, object], sysprops: Mapping[str, str] | None) -> dict[str, str]:
     if any(str(k).startswith("tls.") for k in (*props, *(sysprops or {}))):
         return dict(sysprops or {})
     return {**SERVER_TLS_OFF, **(sysprops or {})}
 
 
-def _start_server(name: str, version: str, main: str, home: Path, config: Path, props: Mapping[str, str],
+def _start_server(name: str, version: str, main: str, home: Path, config: Path, props: Mapping[str, object],
                   port: int, heap_mb: int, sysprops: Mapping[str, str] | None, jvm_args: Sequence[str],
                   ready_text: str, timeout: float) -> JavaProcess:
     ensure_built()
@@ -635,7 +635,8 @@ def start_java_namesrv(
             except PortInUse:
                 if attempt == 2:
                     raise
-    conf = {
+        raise AssertionError("unreachable: the last attempt returned or raised")
+    conf: dict[str, object] = {
         "listenPort": port,
         "bindAddress": "127.0.0.1",  # 5.x only; 4.9 always binds the wildcard address
         "rocketmqHome": str(home),
@@ -762,7 +763,7 @@ def start_java_broker(
             except PortInUse:
                 if attempt == 2:
                     raise
-    port = int(props["listenPort"])
+    port = int(str(props["listenPort"]))
     config = home / "broker.properties"
     _write_properties(config, props)
     started = time.monotonic()
@@ -894,7 +895,7 @@ class JavaCluster:
 class Events(list):
     """Parsed JSON-line events of one harness run (a list of dicts)."""
 
-    returncode: int = 0
+    returncode: int | None = 0  # None: the process outlived the wait for it
     stderr: str = ""
     cmd: list[str]
 
