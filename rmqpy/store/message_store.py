@@ -972,8 +972,12 @@ class MessageStore(DiskSpaceGuard):
             self.checkpoint.confirm_phy_offset = offset
         log.warning("truncated the store from %d to %d: %d files deleted", old_max, offset, len(detach))
 
+        prefaulter = self.prefaulter
+
         def clear() -> None:
             for f in detach:
+                if prefaulter is not None:
+                    prefaulter.release(f)
                 f.destroy()
             for f, start, end in zeros:
                 f.zero(start, end)

@@ -64,6 +64,7 @@ class Prefaulter:
         self.chunk = chunk
         self._cond = threading.Condition()
         self._want: tuple[MappedFile, int] | None = None
+        self._busy: MappedFile | None = None  # the file a populate runs on now (its buffer exported)
         self._file = -1  # the file_from_offset of the file populated last, up to _done
         self._done = 0
         self._stopping = False
@@ -87,7 +88,7 @@ class Prefaulter:
             return
         with self._cond:
             self._stopping = True
-            self._cond.notify()
+            self._cond.notify_all()
         thread.join()
         self._thread = None
 
@@ -97,8 +98,18 @@ class Prefaulter:
         writer calls again (:attr:`chunk` further, or the file's end)."""
         with self._cond:
             self._want = (mf, min(mf.file_size, wrote + self.lead))
-            self._cond.notify()
+            self._cond.notify_all()
         return mf.file_from_offset + min(mf.file_size, wrote + self.chunk)
+
+    def release(self, mf: MappedFile) -> None:
+        """Before ``mf`` is closed off the writer's thread (a replica's truncation deletes the
+        files past the cut): a request for it is dropped and a populate of it in progress ends
+        first, since closing a mapping whose buffer the populate holds raises BufferError."""
+        with self._cond:
+            if self._want is not None and self._want[0] is mf:
+                self._want = None
+            while self._busy is mf:
+                self._cond.wait()
 
     def _run(self) -> None:
         while True:
@@ -110,22 +121,34 @@ class Prefaulter:
                 assert self._want is not None
                 mf, want = self._want
                 self._want = None
-            if mf.file_from_offset != self._file:
-                self._file, self._done = mf.file_from_offset, 0
-            start = max(self._done, mf.wrote_position)
-            mm = mf.mm
-            if mm is None or want <= start:
-                continue
+                self._busy = mf
             try:
-                self.populated += self._populate(mm, start, want - start)
-            except ValueError:  # the file was closed meanwhile (a closed mmap exports no buffer)
-                continue
-            except OSError as e:
-                if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # not on this kernel / file system
-                    self.disabled = f"{e.strerror} ({errno.errorcode.get(e.errno or 0, e.errno)})"
-                    log.info("commit log pages not faulted in ahead of the writer: %s", self.disabled)
+                if not self._populate_file(mf, want):
                     return
-                # e.g. EFAULT or ENOMEM: the writer takes the faults itself, as without this thread
-                log.warning("faulting in commit log pages of %s failed: %s", mf.path, e)
-                continue
-            self._done = want
+            finally:
+                with self._cond:
+                    self._busy = None
+                    self._cond.notify_all()
+
+    def _populate_file(self, mf: MappedFile, want: int) -> bool:
+        """One request; False when the kernel refuses for good."""
+        if mf.file_from_offset != self._file:
+            self._file, self._done = mf.file_from_offset, 0
+        start = max(self._done, mf.wrote_position)
+        mm = mf.mm
+        if mm is None or want <= start:
+            return True
+        try:
+            self.populated += self._populate(mm, start, want - start)
+        except ValueError:  # the file was closed meanwhile (a closed mmap exports no buffer)
+            return True
+        except OSError as e:
+            if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # not on this kernel / file system
+                self.disabled = f"{e.strerror} ({errno.errorcode.get(e.errno or 0, e.errno)})"
+                log.info("commit log pages not faulted in ahead of the writer: %s", self.disabled)
+                return False
+            # e.g. EFAULT or ENOMEM: the writer takes the faults itself, as without this thread
+            log.warning("faulting in commit log pages of %s failed: %s", mf.path, e)
+            return True
+        self._done = want
+        return True

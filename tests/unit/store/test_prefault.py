@@ -286,3 +286,42 @@ def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         assert s.prefaulter is None or s.prefaulter._thread is None
     finally:
         h.close()
+
+
+def test_release_waits_for_a_populate_of_the_file_and_drops_its_request(tmp_path: Path) -> None:
+    """A replica's truncation closes the files past the cut off the writer's thread: closing a
+    mapping while a populate holds its buffer would raise BufferError, so release() returns only
+    once no populate of that file runs, and a request for it not yet taken is dropped."""
+    entered, go = threading.Event(), threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def populate(buf: Any, offset: int, length: int) -> int:
+        with memoryview(buf):  # the buffer exported for the whole call, as the C function does
+            entered.set()
+            assert go.wait(5)
+        seen.append((offset, length))
+        return length
+
+    p = Prefaulter(populate, lead=64 * KIB, chunk=16 * KIB)
+    mf, other = _file(tmp_path), _file(tmp_path, "00000000000000524288")
+    p.start()
+    try:
+        p.ahead(mf, 0)
+        assert entered.wait(5)
+        p.ahead(other, 0)  # queued behind the running populate; released below before it is taken
+        released = threading.Event()
+        threading.Thread(target=lambda: (p.release(mf), released.set()), daemon=True).start()
+        time.sleep(0.05)
+        assert not released.is_set()  # the populate of mf still holds its buffer
+        with pytest.raises(BufferError):
+            mf.mm.close()  # type: ignore[union-attr]  # what the truncation's close would have met
+        p.release(other)  # not running: returns at once, and its request is gone
+        go.set()
+        assert released.wait(5)
+        mf.close()  # no BufferError now
+        time.sleep(0.05)
+        assert seen == [(0, 64 * KIB)]  # other's request was dropped
+    finally:
+        go.set()
+        p.stop()
+        other.close()
