@@ -213,9 +213,12 @@ class ConsumeQueue:
         assert mf.mm is not None  # readable bytes: mapped
         return UNIT.unpack_from(mf.mm, rel)
 
-    def iter_units_in_file(self, offset: int) -> Iterator[tuple[int, int, int]] | None:
-        """Units from ``offset`` to the end of written data of the file holding it
-        (Java ``getIndexBuffer``), or None if that file is gone."""
+    def iter_units_in_file(self, offset: int, limit: int) -> Iterator[tuple[int, int, int]] | None:
+        """At most ``limit`` units from ``offset`` on, as far as the file holding it has written
+        data (Java ``getIndexBuffer``, of which a pull reads at most 16,000 bytes), or None if that
+        file is gone. The units are copied out of the mapping: the limit keeps a pull's copy to
+        what it reads, not the rest of a file of up to 300,000 units (6 MB per pull of a
+        backlogged queue)."""
         pos = offset * CQ_STORE_UNIT_SIZE
         if pos < self.min_logic_offset:
             return None
@@ -227,7 +230,7 @@ class ConsumeQueue:
         if rel >= end:
             return None
         assert mf.mm is not None  # readable bytes: mapped
-        data = mf.mm[rel:end]
+        data = mf.mm[rel:min(end, rel + max(0, limit) * CQ_STORE_UNIT_SIZE)]
         return UNIT.iter_unpack(data)
 
     def units_bytes(self, offset: int, end: int) -> bytes:

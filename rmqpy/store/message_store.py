@@ -684,14 +684,14 @@ class MessageStore(DiskSpaceGuard):
             res.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
             res.next_begin_offset = self._next_offset_correction(offset, max_offset)
         else:
-            units = cq.iter_units_in_file(offset)
+            max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+            units = cq.iter_units_in_file(offset, max_filter)
             if units is None:
                 res.status = GetMessageStatus.OFFSET_FOUND_NULL
                 res.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
             else:
                 status = GetMessageStatus.NO_MATCHED_MESSAGE
                 next_phy_file_start = None
-                max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
                 # Java: (long) (TOTAL_PHYSICAL_MEMORY_SIZE * (ratio / 100.0))
                 memory = int(TOTAL_PHYSICAL_MEMORY_SIZE * (self.config.accessMessageInMemoryMaxRatio / 100.0))
                 max_phy_pulling = 0

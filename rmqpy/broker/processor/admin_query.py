@@ -34,7 +34,7 @@ class MessageQueryAdmin(AdminBase):
                     {"consumerGroup": fd.group, "expression": fd.expression, "expressionType": fd.expression_type,
                      "clientVersion": fd.client_version, "topic": fd.topic})
         max_index, min_index = cq.get_max_offset_in_queue(), cq.get_min_offset_in_queue()
-        units = cq.iter_units_in_file(h.index)
+        units = cq.iter_units_in_file(h.index, h.count)
         if units is None:
             return request.response(ResponseCode.SUCCESS,
                                     f"Index {h.index} of {h.queueId}@{h.topic} is not exist!")

@@ -41,7 +41,7 @@ def reference_get_message(self, group, topic, queue_id, offset, max_msg_nums, ma
         res.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
         res.next_begin_offset = self._next_offset_correction(offset, max_offset)
     else:
-        units = cq.iter_units_in_file(offset)
+        units = cq.iter_units_in_file(offset, 1 << 40)  # the whole file, as before the bound
         if units is None:
             res.status = GetMessageStatus.OFFSET_FOUND_NULL
             res.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
@@ -138,3 +138,26 @@ def test_get_message_answers_as_the_reference_loop(harness, extra):
     assert len(files) > 3
     s.commit_log.queue.delete_first_files(2)
     compare()
+
+
+def test_a_pull_reads_at_most_its_filter_window_of_a_long_consume_queue_file(harness):
+    """A consume queue file holds up to 300,000 units; a pull looks at 800 of them at most (Java's
+    16,000 bytes), and copies no more than that out of the mapping: the answers are the reference
+    loop's, which read the file to its end."""
+    s = harness.open(mappedFileSizeConsumeQueue=20 * 3000, mappedFileSizeCommitLog=1 << 20)
+    for i in range(2000):  # one queue, one consume queue file; tag B only every 500th message
+        harness.put(msg(qid=0, body=b"z" * 40, tags="B" if i % 500 == 499 else "A"))
+    cq = s.find_consume_queue("T", 0)
+    assert len(list(cq.iter_units_in_file(0, 800))) == 800
+    assert len(list(cq.iter_units_in_file(1990, 800))) == 10  # the file's written end
+    assert list(cq.iter_units_in_file(3, 2)) == [cq.get_unit(3), cq.get_unit(4)]
+    assert list(cq.iter_units_in_file(3, 0)) == []
+    only_b = ExpressionMessageFilter(SubscriptionData("T", "B", ["B"], [java_string_hash("B")]))
+    for f in (None, only_b):
+        for offset in (0, 1, 499, 500, 1199, 1999):
+            for nums in (32, 1, 1000):
+                _same(s.get_message("G", "T", 0, offset, nums, None, f),
+                      reference_get_message(s, "G", "T", 0, offset, nums, None, f))
+    # the filter window ends the pull: from 0, B's first match (499) is inside it, 1499 is not
+    first = s.get_message("G", "T", 0, 0, 32, None, only_b)
+    assert first.message_queue_offsets == [499] and first.next_begin_offset == 800
