@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, Sequence, ov
 
 from twisted.internet import defer
 
+from rmqpy.store.time_search import Boundary
+
 if TYPE_CHECKING:
     from rmqpy.protocol.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
     from rmqpy.store.config import MessageStoreConfig
@@ -112,7 +114,10 @@ class MessageStore(Protocol):
 
     def get_earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int: ...
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int: ...
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
+                                    boundary: Boundary = Boundary.LOWER) -> int:
+        """Java 5.3.3's boundary search (rmqpy/store/time_search.py); LOWER is Java's default."""
+        ...
 
     def get_max_phy_offset(self) -> int: ...
 

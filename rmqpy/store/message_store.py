@@ -75,6 +75,7 @@ from rmqpy.store.role import is_slave
 from rmqpy.store.space import disk_used_ratio
 from rmqpy.store.space_guard import DiskSpaceGuard
 from rmqpy.store.stats import StoreStats
+from rmqpy.store.time_search import Boundary, offset_by_time
 
 __all__ = ["AppendMessageResult", "AppendMessageStatus", "GetMessageResult", "GetMessageStatus", "MessageStore",
            "PutMessageResult", "PutMessageStatus", "QueryMessageResult", "TOTAL_PHYSICAL_MEMORY_SIZE",
@@ -787,7 +788,12 @@ class MessageStore(DiskSpaceGuard):
         return u[0] if u else 0
 
     def _store_time_of(self, phy: int, size: int) -> int:
-        data = self.commit_log.get_data(phy, min(size, 128)) if size > 0 else None
+        """Java ``CommitLog.pickupStoreTimestamp``: -1 unless the record lies within the commit log (a
+        blank unit, offset 0 and size 2^31-1, never does)."""
+        cl = self.commit_log
+        if size <= 0 or phy < cl.get_min_offset() or phy + size > cl.get_max_offset():
+            return -1
+        data = cl.get_data(phy, min(size, 128))
         if data is None or len(data) < 64:
             return -1
         from rmqpy.protocol.message import peek_record_header
@@ -816,45 +822,14 @@ class MessageStore(DiskSpaceGuard):
         u = cq.get_unit(cq.get_min_offset_in_queue())
         return self._store_time_of(u[0], u[1]) if u else -1
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """Logical offset whose store time is closest to ``timestamp`` (Java semantics)."""
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
+                                    boundary: Boundary = Boundary.LOWER) -> int:
+        """Java 5.3.3 ``getOffsetInQueueByTime``: LOWER (Java's default) the first offset stored at or
+        after ``timestamp``, UPPER the last at or before it (rmqpy/store/time_search.py)."""
         cq = self.find_consume_queue(topic, queue_id, create=False)
         if cq is None:
-            return 0
-        lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue() - 1
-        if hi < lo:
-            return cq.get_max_offset_in_queue()
-
-        def ts(i):
-            u = cq.get_unit(i)
-            return self._store_time_of(u[0], u[1]) if u else -1
-
-        left, right = lo, hi
-        left_val = right_val = -1
-        target = -1
-        while left <= right:
-            mid = (left + right) // 2
-            v = ts(mid)
-            if v < 0:
-                # record gone (retention): search above
-                left = mid + 1
-                continue
-            if v == timestamp:
-                target = mid
-                break
-            if v > timestamp:
-                right = mid - 1
-                right_val, right_idx = v, mid
-            else:
-                left = mid + 1
-                left_val, left_idx = v, mid
-        if target != -1:
-            return target
-        if left_val == -1:
-            return right_idx if right_val != -1 else cq.get_max_offset_in_queue()
-        if right_val == -1:
-            return left_idx
-        return right_idx if abs(timestamp - left_val) > abs(timestamp - right_val) else left_idx
+            return 0  # Java makes the (empty) queue and answers its offset, 0
+        return offset_by_time(cq, self._store_time_of, self.commit_log.get_min_offset(), timestamp, boundary)
 
     def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> MessageExt | None:
         data = self.select_one_message_by_offset(phy_offset, size)

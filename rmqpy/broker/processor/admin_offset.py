@@ -56,7 +56,7 @@ class OffsetAdmin(AdminBase):
             if h.timestamp == -1:
                 ts_offset = store.get_max_offset_in_queue(h.topic, i)
             else:
-                ts_offset = store.get_offset_in_queue_by_time(h.topic, i, h.timestamp)
+                ts_offset = store.get_offset_in_queue_by_time(h.topic, i, h.timestamp)  # LOWER, as Broker2Client
             if ts_offset < 0:
                 ts_offset = 0
             table[self._mq(h.topic, i)] = ts_offset if (h.isForce or ts_offset < consumer_offset) \

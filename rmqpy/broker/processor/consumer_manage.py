@@ -23,6 +23,7 @@ from rmqpy.protocol.headers.broker import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rmqpy.remoting.channel import Channel
+from rmqpy.store.time_search import Boundary
 
 if TYPE_CHECKING:
     from rmqpy.broker.api import Broker
@@ -177,7 +178,9 @@ class StoreOffsetProcessor:
             return request.response(ResponseCode.SUCCESS, None, header=OffsetResponseHeader(offset))
         if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
             sh = request.decode_header(SearchOffsetRequestHeader)
-            offset = store.get_offset_in_queue_by_time(sh.topic, sh.queueId, sh.timestamp)
+            # a request without boundaryType (4.x clients) gets LOWER, as from Java 5.3.3
+            offset = store.get_offset_in_queue_by_time(sh.topic, sh.queueId, sh.timestamp,
+                                                       Boundary.of(sh.boundaryType))
             return request.response(ResponseCode.SUCCESS, None, header=OffsetResponseHeader(offset))
         eh = request.decode_header(GetEarliestMsgStoretimeRequestHeader)
         ts = store.get_earliest_message_time(eh.topic, eh.queueId)

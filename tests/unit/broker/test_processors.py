@@ -478,6 +478,14 @@ def test_search_offset_and_earliest_store_time(broker):
     resp = call(broker, ch, RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                                                     SearchOffsetRequestHeader("TSO", 0, stamps[2])))
     assert resp.code == 0 and resp.ext_fields == {"offset": "2"}
+
+    def search(ts: int, boundary: str | None) -> str:
+        h = SearchOffsetRequestHeader("TSO", 0, ts, boundary)
+        return call(broker, ch, RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, h)).ext_fields["offset"]
+    # Java 5.3.3: the header's boundaryType (the enum's name from a 5.x client), LOWER without one (4.x)
+    after = stamps[3] + 1
+    assert [search(after, b) for b in (None, "LOWER", "UPPER", "upper")] == ["4", "4", "3", "3"]
+    assert [search(stamps[1] - 1, b) for b in (None, "UPPER")] == ["1", "0"]
     resp = call(broker, ch, RemotingCommand.request(RequestCode.GET_EARLIEST_MSG_STORETIME,
                                                     GetEarliestMsgStoretimeRequestHeader("TSO", 0)))
     assert resp.ext_fields == {"timestamp": str(stamps[0])}

@@ -19,6 +19,7 @@ from rmqpy.store.checkpoint import StoreCheckpoint
 from rmqpy.store.consume_queue import UNIT
 from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.message_store import GetMessageStatus, MessageStore, PutMessageStatus
+from rmqpy.store.time_search import Boundary
 
 from .conftest import STORE_HOST, T0, msg, small_config
 
@@ -307,11 +308,18 @@ def test_offsets_by_time_and_timestamps(harness):
         harness.clock.advance(1)
     t0 = int(T0 * 1000)
     assert s.get_message_store_timestamp("T", 0, 5) == t0 + 5000
+    # Java 5.3.3's boundary, not 4.9's nearest message (which answered 5, 5, 6, 0, 19): LOWER (the
+    # default, also of a request without boundaryType) is the first offset at or after the time, the
+    # max offset past the last message; UPPER the last at or before it (rmqpy/store/time_search.py)
     assert s.get_offset_in_queue_by_time("T", 0, t0 + 5000) == 5
-    assert s.get_offset_in_queue_by_time("T", 0, t0 + 5400) == 5
+    assert s.get_offset_in_queue_by_time("T", 0, t0 + 5400) == 6
     assert s.get_offset_in_queue_by_time("T", 0, t0 + 5600) == 6
     assert s.get_offset_in_queue_by_time("T", 0, 0) == 0
-    assert s.get_offset_in_queue_by_time("T", 0, t0 + 10**9) == 19
+    assert s.get_offset_in_queue_by_time("T", 0, t0 + 10**9) == 20
+    upper = Boundary.UPPER
+    assert [s.get_offset_in_queue_by_time("T", 0, t, upper) for t in (t0 + 5000, t0 + 5400, t0 + 5600, 0)] \
+        == [5, 5, 5, 0]
+    assert s.get_offset_in_queue_by_time("T", 0, t0 + 10**9, upper) == 19
     assert s.get_earliest_message_time("T", 0) == t0
     assert s.get_earliest_message_time() == t0
     assert s.get_commit_log_offset_in_queue("T", 0, 0) == 0
