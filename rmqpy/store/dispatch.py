@@ -168,13 +168,19 @@ class CommitLogDispatcher:
         (:meth:`ConsumeQueue.put_batch`); then each arrive listener the records, in order: its
         batch form once when it has one, else a call per record (as Java's reput thread, which
         wakes held pulls record by record while the pulls it wakes run on other threads and may
-        see more of the batch, a pull woken here sees the whole batch). OSError when an index or
-        consume queue file cannot be made: the caller takes the batch back. The store is not
-        read-only here."""
+        see more of the batch, a pull woken here sees the whole batch). OSError when a consume queue
+        file cannot be made: the caller takes the batch back. An index file that cannot be made
+        loses only the key lookup of the records it would have taken, as in :meth:`dispatch_put`
+        (Java's reput thread indexes each record after it is stored: ``IndexService.buildIndex``
+        logs, flags the index error that refuses the next puts, and the batch stays). The store is
+        not read-only here."""
         if self.config.messageIndexEnable:
-            self.index_service.build_index_batch(
-                topic, store_timestamp, sys_flag,
-                [(r[0], r[4].get(PROPERTY_UNIQ_KEY), r[4].get(PROPERTY_KEYS) or "") for r in records])
+            try:
+                self.index_service.build_index_batch(
+                    topic, store_timestamp, sys_flag,
+                    [(r[0], r[4].get(PROPERTY_UNIQ_KEY), r[4].get(PROPERTY_KEYS) or "") for r in records])
+            except OSError as e:  # the records are stored; only their key lookup is lost
+                self.alloc_error("index file", self.config.index_dir, self.index_service.file_size(), e)
         self.find_consume_queue(topic, queue_id).put_batch(records)
         self.last_logics_ts = store_timestamp
         batch_forms = self.arrive_batch

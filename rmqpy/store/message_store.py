@@ -594,7 +594,7 @@ class MessageStore(DiskSpaceGuard):
         self.topic_queue_table[key] = qoff0 + len(dispatches)
         try:
             self.dispatcher.dispatch_batch(topic, queue_id, now, sys_flag, dispatches)
-        except OSError as e:  # a consume queue or index file could not be reserved: take the batch back
+        except OSError as e:  # a consume queue file could not be reserved: take the batch back
             cq = self.find_consume_queue(topic, queue_id)
             cq.truncate_dirty_logic_files(first_phy)
             self._undo_append(first_phy, [(key, qoff0)], cq.store_path, e)

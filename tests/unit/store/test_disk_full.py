@@ -192,6 +192,29 @@ def test_index_roll_failure_keeps_the_record_and_refuses_the_next(harness, alloc
     assert harness.put(msg(keys="k2")).put_message_status == PutMessageStatus.PUT_OK
 
 
+def test_index_roll_failure_keeps_the_batch_and_refuses_the_next(harness, alloc):
+    # as a single put (above) and Java, whose reput thread indexes records already stored
+    # (IndexService.buildIndex: the batch stays, the index error refuses later puts)
+    from rmqpy.protocol.message import MessageExtBatch, encode_batch_body
+    s = harness.open()
+    alloc.fail_sizes.add(s.index_service.file_size())
+    body = encode_batch_body([(0, f"b{i}".encode(), {"KEYS": f"k{i}"}) for i in range(3)])
+    out = []
+    s.put_messages(MessageExtBatch(topic="T", queue_id=0, body=body, born_host=("127.0.0.1", 1),
+                                   store_host=("127.0.0.1", 2))).addCallback(out.append)
+    assert out[0].put_message_status == PutMessageStatus.PUT_OK  # stored; only the key lookup is lost
+    assert s.get_max_offset_in_queue("T", 0) == 3 and s.disk_full
+    g = s.get_message("G", "T", 0, 0, 32)
+    assert g.message_count == 3 and b"b2" in g.message_list[2]
+    assert harness.put(msg()).put_message_status == PutMessageStatus.SERVICE_NOT_AVAILABLE
+    alloc.fail_sizes.clear()
+    harness.clock.advance(0.2)
+    assert harness.put(msg(keys="k9")).put_message_status == PutMessageStatus.PUT_OK
+    harness.crash()  # recovery keeps the batch too
+    s = harness.open()
+    assert s.get_max_offset_in_queue("T", 0) == 4
+
+
 def test_sparse_tail_reserved_at_load(harness, alloc):
     harness.open()
     harness.put(msg(body=b"x" * 5000))  # the commit log's free part starts in its second page
