@@ -104,6 +104,16 @@ def _waits(wait_prop: str | None) -> bool:
     return wait_prop is None or wait_prop.lower() == "true"
 
 
+def _delay_level(batch: MessageExtBatch) -> int:
+    """Java ``Message.getDelayTimeLevel`` of a batch's own properties (not its messages'); a value that
+    is no number counts as 0 here, as on the single put path (Java's ``parseInt`` would throw)."""
+    value = string_to_properties(batch.properties_string or "").get(PROPERTY_DELAY_TIME_LEVEL)
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0
+
+
 # bound once: enum members and module attributes cost a lookup each on the put path
 _PUT_OK = PutMessageStatus.PUT_OK
 _APPEND_PUT_OK = AppendMessageStatus.PUT_OK
@@ -542,6 +552,8 @@ class MessageStore(DiskSpaceGuard):
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
         if batch.sys_flag & SF.TRANSACTION_MASK or topic == SCHEDULE_TOPIC:
             return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)
+        if PROPERTY_DELAY_TIME_LEVEL in (batch.properties_string or "") and _delay_level(batch) > 0:
+            return self._failed(PutMessageStatus.MESSAGE_ILLEGAL)  # Java putMessages: a batch is never delayed
         if self.replica_gate is not None and _waits(
                 string_to_properties(batch.properties_string or "").get(PROPERTY_WAIT_STORE_MSG_OK)):
             gate = self.replica_gate()

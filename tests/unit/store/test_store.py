@@ -283,6 +283,28 @@ def test_batch_put(harness):
     assert ms[0].properties == {"UNIQ_KEY": "B1", "TAGS": "t", "WAIT": "true"}
 
 
+def test_batch_with_a_delay_level_of_its_own_is_refused(harness):
+    """Java 4.9.8 and 5.3.3 ``CommitLog.asyncPutMessages``: a batch whose own properties have a delay
+    level above 0 is MESSAGE_ILLEGAL; its messages' own DELAY is not looked at (stored as it is, in the
+    batch's topic)."""
+    s = harness.open()
+
+    def put(props: str, inner: dict[str, str]):
+        out = []
+        body = encode_batch_body([(0, b"a", inner), (0, b"b", {})])
+        s.put_messages(MessageExtBatch(topic="T", queue_id=0, body=body, properties_string=props,
+                                       born_host=("1.2.3.4", 1))).addCallback(out.append)
+        return out[0].put_message_status
+
+    assert put("DELAY\u00013\u0002", {}) == PutMessageStatus.MESSAGE_ILLEGAL
+    assert s.get_max_offset_in_queue("T", 0) == 0 and s.get_max_phy_offset() == 0
+    assert put("DELAY\u00010\u0002", {}) == PutMessageStatus.PUT_OK
+    assert put("WAIT\u0001true\u0002", {"DELAY": "2"}) == PutMessageStatus.PUT_OK
+    g = s.get_message("G", "T", 0, 2, 32)
+    assert decode_record(g.message_list[0]).properties["DELAY"] == "2"
+    assert s.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 1) == 0
+
+
 def test_put_rejections(harness):
     harness.open()
     assert harness.put(msg(topic="x" * 128)).put_message_status == PutMessageStatus.MESSAGE_ILLEGAL
