@@ -9,11 +9,19 @@ differs: addresses, dates and timestamps, message ids, commit-log positions, rat
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from rmqpy.client.model import MessageQueue
+from rmqpy.client.requests import pull_request, subscription
+from rmqpy.protocol.codes import RequestCode
+from rmqpy.protocol.command import RemotingCommand
+from rmqpy.protocol.headers.broker import SendMessageRequestHeaderV2
+from rmqpy.protocol.message import decode_records, encode_batch_body, properties_to_string
+from rmqpy.tools.blocking_client import BlockingClient
 from tests.interop import clients, jvm, servers
 from tests.interop.waiting import wait_until
 
@@ -295,6 +303,74 @@ def test_stats_all(pair) -> None:
     assert ours_rows, ours
     assert JAVA_533_PHANTOM_GROUP not in ours_rows, ours
     assert java_rows == sorted(ours_rows + [JAVA_533_PHANTOM_GROUP]), f"rmqpy:\n{ours}\njava:\n{java}"
+
+
+# ---------------------------------------------------------------------- SEARCH_OFFSET_BY_TIMESTAMP
+TIME_TOPIC = "ParityTime"
+
+
+def _send_batch(addr: str, bodies: list[str]) -> None:
+    """A raw SEND_BATCH_MESSAGE to queue 0 of TIME_TOPIC (made on the first send, 4 queues): its
+    messages share one store time on either broker."""
+    h = SendMessageRequestHeaderV2(a="parity_time_p", b=TIME_TOPIC, c="TBW102", d=4, e=0, f=0,
+                                   g=int(time.time() * 1000), h=0, i=properties_to_string({"WAIT": "true"}),
+                                   j=0, k=False, m=True)
+    body = encode_batch_body([(0, b.encode(), {}) for b in bodies])
+    with BlockingClient(addr, timeout=5.0) as c:
+        r = c.invoke(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, h, body))
+    assert r.code == 0, (addr, r.code, r.remark)
+
+
+def _store_times(addr: str, count: int) -> list[int] | None:
+    """The store times of queue 0's messages (a raw pull from offset 0), once it has ``count``."""
+    req = pull_request("parity_time_g", MessageQueue(TIME_TOPIC, BROKER, 0), 0, 32, subscription(TIME_TOPIC, "*"))
+    with BlockingClient(addr, timeout=5.0) as c:
+        r = c.invoke(req)
+    times = [m.store_timestamp for m in decode_records(r.body)] if r.code == 0 and r.body else []
+    return times if len(times) == count else None
+
+
+def _search_answers(side: Side) -> dict:
+    """Queue 0 of TIME_TOPIC gets a batch of 3 then, 50 ms later, one of 2 (store times A, A, A, B, B);
+    then the official clients ask SEARCH_OFFSET_BY_TIMESTAMP around A and B, on queue 0 and on the
+    empty queue 1: the 5.3.3 client with each boundary (searchOffset sends LOWER), the 4.9.8 client
+    with none. Answers keyed by (question, client, boundary, queue), the question named by its place
+    relative to A and B, as each broker has its own store times."""
+    _send_batch(side.broker_addr, ["a0", "a1", "a2"])
+    time.sleep(0.05)
+    _send_batch(side.broker_addr, ["b0", "b1"])
+    times = wait_until(lambda: _store_times(side.broker_addr, 5), 20, 0.2,
+                       what=f"{side.name}: the 5 messages in queue 0 of {TIME_TOPIC}")
+    assert times is not None
+    a, b = times[0], times[3]
+    assert times == [a, a, a, b, b] and b - a > 4, times  # the same shape on both brokers
+    named = {"0": 0, "A-1": a - 1, "A": a, "A+1": a + 1, "(A+B)/2": (a + b) // 2, "B-1": b - 1, "B": b,
+             "B+1": b + 1, "B+1e6": b + 10**6}
+    args = ["search-offset", "-t", TIME_TOPIC, "--broker-name", BROKER, "--queue-ids", "0,1",
+            "--timestamps", ",".join(str(t) for t in named.values())]
+    by_time = {t: name for name, t in named.items()}
+    answers = {}
+    for version, boundaries in (("5.3.3", "none,lower,upper"), ("4.9.8", "none")):
+        out = clients.harness(side.host, version, [args[0], "-n", side.ns_addr, *args[1:], "--boundaries", boundaries],
+                              timeout=90)
+        for e in out.of("offset"):
+            answers[(by_time[e["timestamp"]], version, e["boundary"], e["queueId"])] = e["offset"]
+    assert len(answers) == len(named) * 4 * 2, answers
+    return answers
+
+
+def test_search_offset_by_time_same_as_java(pair) -> None:
+    """SEARCH_OFFSET_BY_TIMESTAMP (29), asked by the official clients of both generations: every answer
+    as the Java 5.3.3 broker's, question by question (boundaries, equal store times, before the first
+    and after the last message, an empty queue)."""
+    ours, java, _ = pair
+    with ThreadPoolExecutor(2) as pool:
+        mine, theirs = pool.map(_search_answers, (ours, java))
+    diff = {k: (mine.get(k), theirs.get(k)) for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)}
+    assert not diff, f"(question, client, boundary, queue): (rmqpy, java): {diff}"
+    # what Java answered, for the record: LOWER the first at or after, UPPER the last at or before
+    assert [theirs[(q, "5.3.3", "upper", 0)] for q in ("A-1", "A", "A+1", "B", "B+1e6")] == [0, 2, 2, 4, 4]
+    assert [theirs[(q, "4.9.8", "none", 0)] for q in ("A-1", "A", "A+1", "B", "B+1e6")] == [0, 0, 3, 3, 5]
 
 
 def test_delete_sub_group_and_topic(pair) -> None:

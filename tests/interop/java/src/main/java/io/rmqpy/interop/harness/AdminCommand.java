@@ -37,6 +37,15 @@ public final class AdminCommand implements Command {
             + "  Emits {\"event\":\"cluster\",\"clusterInfo\":ClusterInfo} (examineBrokerClusterInfo), then done.";
     }
 
+    /** A started admin client with the client options, in an admin group of this process. */
+    static DefaultMQAdminExt startAdmin(Common.ClientOptions client, long timeoutMs) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(client.rpcHook(), timeoutMs);
+        client.apply(admin);
+        admin.setAdminExtGroup("harness_admin_" + ProcessHandle.current().pid());
+        admin.start();
+        return admin;
+    }
+
     @Override
     public Action prepare(Args a) {
         final Common.ClientOptions client = Common.ClientOptions.read(a);
@@ -44,10 +53,7 @@ public final class AdminCommand implements Command {
         final long timeoutMs = a.lng("timeout-ms", 5000);
         return out -> {
             long start = System.currentTimeMillis();
-            DefaultMQAdminExt admin = new DefaultMQAdminExt(client.rpcHook(), timeoutMs);
-            client.apply(admin);
-            admin.setAdminExtGroup("harness_admin_" + ProcessHandle.current().pid());
-            admin.start();
+            DefaultMQAdminExt admin = startAdmin(client, timeoutMs);
             try {
                 if (topic != null) {
                     Object route = Common.invoke(admin, "examineTopicRouteInfo", topic);

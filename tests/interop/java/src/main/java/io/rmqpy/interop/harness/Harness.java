@@ -35,6 +35,7 @@ public final class Harness {
         new ConsumeLiteCommand(),
         AdminCommand.route(),
         AdminCommand.cluster(),
+        new SearchOffsetCommand(),
         new AclCommand(),
         new RoundtripCommand(), new TransactionCommand(), new RequestReplyCommand(), new TimerCommand());
 
