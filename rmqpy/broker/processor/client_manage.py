@@ -64,6 +64,8 @@ class ClientManageProcessor:
                 self.log.info("registerConsumer info changed {g} {c}", g=consumer.groupName, c=channel.remote_address)
         for producer in data.producerDataSet:
             b.producer_manager.register_producer(producer.groupName, info)
+        if not data.heartbeatFingerprint:  # 5.3.3's heartBeat (v1, no fingerprint) always answers true
+            sub_changed = True
         return request.response(ResponseCode.SUCCESS, None, ext_fields={
             "IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true" if sub_changed else "false"})
 

@@ -318,6 +318,26 @@ def test_consumer_offsets_persist_in_java_format(tmp_path):
 
 
 # ---------------------------------------------------------------------- clients
+def test_heartbeat_answers_is_sub_change_as_java_5(broker):
+    """IS_SUB_CHANGE: a heartbeat without a fingerprint (v1) is always answered true, as 5.3.3's
+    ClientManageProcessor.heartBeat does (found by tests/interop/remoting_diff.py); a v2 one without its
+    subscriptions is answered true only when the group's fingerprint changed."""
+    a = FakeChannel()
+    for _ in range(2):
+        resp = call(broker, a, heartbeat("c1", "G", "T"))
+        assert resp.ext_fields["IS_SUB_CHANGE"] == "true"
+    data = HeartbeatData(clientID="c1", consumerDataSet=[ConsumerData("G", subscriptionDataSet=[
+        SubscriptionData.build("T", "*", "TAG", 1)])], heartbeatFingerprint=7, withoutSub=False)
+    resp = call(broker, a, RemotingCommand.request(RequestCode.HEART_BEAT, body=data.encode()))
+    assert resp.ext_fields["IS_SUB_CHANGE"] == "false"
+    data.withoutSub, data.consumerDataSet[0].subscriptionDataSet = True, []
+    resp = call(broker, a, RemotingCommand.request(RequestCode.HEART_BEAT, body=data.encode()))
+    assert resp.ext_fields["IS_SUB_CHANGE"] == "false"
+    data.heartbeatFingerprint = 8
+    resp = call(broker, a, RemotingCommand.request(RequestCode.HEART_BEAT, body=data.encode()))
+    assert resp.ext_fields["IS_SUB_CHANGE"] == "true"
+
+
 def test_heartbeat_registers_and_notifies_group_members(broker):
     a, b = FakeChannel(), FakeChannel()
     resp = call(broker, a, heartbeat("c1", "G", "T"))
