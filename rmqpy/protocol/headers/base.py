@@ -75,7 +75,9 @@ def _parse(kind: type, key: str, raw: Any, bounds: tuple[int, int] = LONG_RANGE)
             raise HeaderError(f"header field {key}={raw[:_MAX_INT_TEXT]!r}... is not a Java "
                               f"{'int' if bounds == INT_RANGE else 'long'}")
         try:
-            value = int(raw.strip())
+            if not _java_int_text(raw):
+                raise ValueError(raw)
+            value = int(raw)
         except ValueError:
             raise HeaderError(f"header field {key}={raw!r} is not an integer") from None
         low, high = bounds
@@ -89,6 +91,13 @@ def _parse(kind: type, key: str, raw: Any, bounds: tuple[int, int] = LONG_RANGE)
         except ValueError:
             raise HeaderError(f"header field {key}={raw!r} is not a number") from None
     return raw
+
+
+def _java_int_text(raw: str) -> bool:
+    """Whether Java's ``Integer.parseInt``/``Long.parseLong`` could read ``raw`` as far as Python's
+    ``int`` is more lenient: no whitespace around it and no ``_`` between digits (Java refuses both,
+    with a NumberFormatException; found by tests/interop/remoting_diff.py)."""
+    return "_" not in raw and raw.strip() == raw
 
 
 def _format(value: Any) -> str:
@@ -229,15 +238,15 @@ class HeaderSchema(Generic[S, T]):
             "".join(self._required(args))  # TypeError: a required field absent or not text
             for slot in self._ints:
                 raw = args[slot]
-                if len(raw) > _MAX_INT_TEXT:
+                if len(raw) > _MAX_INT_TEXT or not _java_int_text(raw):
                     return None
-                value = int(raw)  # strips whitespace as _parse's int(raw.strip()); ValueError
+                value = int(raw)  # ValueError
                 if not _INT_LOW <= value <= _INT_HIGH:
                     return None
                 args[slot] = value
             for slot in self._longs:
                 raw = args[slot]
-                if len(raw) > _MAX_INT_TEXT:
+                if len(raw) > _MAX_INT_TEXT or not _java_int_text(raw):
                     return None
                 value = int(raw)
                 if not _LONG_LOW <= value <= _LONG_HIGH:
@@ -250,7 +259,7 @@ class HeaderSchema(Generic[S, T]):
                 if type(raw) is not str:
                     return None
                 if kind == _INT:
-                    if len(raw) > _MAX_INT_TEXT:
+                    if len(raw) > _MAX_INT_TEXT or not _java_int_text(raw):
                         return None
                     value = int(raw)
                     if not low <= value <= high:

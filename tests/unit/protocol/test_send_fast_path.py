@@ -179,3 +179,15 @@ def test_sync_flush_send_is_answered_only_after_the_flush(tmp_path, monkeypatch)
         assert len(channel.sent) == 1 and channel.sent[0].code == ResponseCode.SUCCESS
     finally:
         broker.message_store.shutdown()
+
+
+@pytest.mark.parametrize("text", [" 7", "7 ", "\t9\n", "1_000", " " * 23 + "5"])
+def test_a_number_java_cannot_parse_is_refused(text) -> None:
+    """Whitespace around a number or ``_`` in it: Java's parseInt/parseLong throw (the Java 5.3.3
+    broker answers SYSTEM_ERROR, NumberFormatException), so the declared decode and the schema refuse
+    it too (Python's int() read both; found by tests/interop/remoting_diff.py)."""
+    for key in ("e", "g", "j"):  # a required int, a required long, an optional int
+        ext = dict(BASE, **{key: text})
+        slow, fast = _slow(ext), _fast(ext)
+        assert slow == fast and slow[0] == "HeaderError" and "is not an integer" in slow[1], (key, slow, fast)
+    assert _fast(dict(BASE, e="+3")).queueId == 3  # a sign Java reads too
