@@ -69,6 +69,7 @@ VOLATILE_KEYS = frozenset({
     "maxTimeStamp", "consumeTimeStamp", "timestamp", "counter", "lastTimestamp", "brokerVersion",
     "earliestStoreTime", "lastConsumeTimestamp", "delayTime", "popTime", "consumeTps", "pullTPS",
     "consumeFailedTPS", "pullRT", "pullTps", "sendTps", "brokerVersionDesc", "stateVersion",
+    "avgpt", "tps",  # VIEW_BROKER_STATS_DATA: a put's measured time and rate
 })
 
 
