@@ -196,8 +196,10 @@ class PeekMessageProcessor(_Base):
             refused = self._group(request, h.consumerGroup)
         if refused is not None:
             return refused
-        result = self.service.peek(h.consumerGroup, h.topic, h.queueId, h.maxMsgNums)
-        return self._pop_response(request, result)
+        response = self._pop_response(request, self.service.peek(h.consumerGroup, h.topic, h.queueId, h.maxMsgNums))
+        if response.code != ResponseCode.SUCCESS:  # Java's peek: PULL_NOT_FOUND, not a pop's POLLING_TIMEOUT
+            response.code = ResponseCode.PULL_NOT_FOUND
+        return response
 
 
 class AckMessageProcessor(_Base):

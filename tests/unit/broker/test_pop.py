@@ -278,12 +278,19 @@ def test_peek_reads_without_hiding_and_checks_its_count(broker):
     from rmqpy.protocol.headers.pop import PeekMessageRequestHeader
 
     ch = FakeChannel()
-    send(broker, ch, 3)
 
     def peek(nums):
         h = PeekMessageRequestHeader(consumerGroup="G", topic="T", queueId=-1, maxMsgNums=nums)
         return call(broker, ch, RemotingCommand.request(RequestCode.PEEK_MESSAGE, h))
 
+    from rmqpy.protocol.bodies.topic import TopicConfig
+
+    broker.topic_config_manager.update_topic_config(TopicConfig("E", 4, 4))
+    empty = call(broker, ch, RemotingCommand.request(RequestCode.PEEK_MESSAGE, PeekMessageRequestHeader(
+        consumerGroup="G", topic="E", queueId=-1, maxMsgNums=1)))
+    # nothing there: PULL_NOT_FOUND, as PeekMessageProcessor answers (a pop's is POLLING_TIMEOUT)
+    assert (empty.code, empty.remark) == (ResponseCode.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE")
+    send(broker, ch, 3)
     first = peek(32)
     assert first.code == ResponseCode.SUCCESS and sorted(m.body for m in msgs(first)) == [b"m0", b"m1", b"m2"]
     assert sorted(m.body for m in msgs(peek(32))) == [b"m0", b"m1", b"m2"]  # still there
