@@ -120,8 +120,6 @@ KNOWN: list[Rule] = [
      "an empty body before sending"),
     (r"^(SEND_MESSAGE|SEND_MESSAGE_V2)\[send(-v2)?:(m|batch)=TRUE\]", r".",
      "a single message flagged as a batch: rmqpy MESSAGE_ILLEGAL, Java fails decoding it (BufferUnderflowException)"),
-    (r"^PEEK_MESSAGE\[", r"^code: 'POLLING_TIMEOUT' != 'PULL_NOT_FOUND'$",
-     "open: an empty peek is answered POLLING_TIMEOUT by rmqpy, PULL_NOT_FOUND by Java"),
     (r"^POLLING_INFO\[", r"^ext: \(\) != \(\('pollingNum', '0'\),\)$",
      "Java's POLLING_INFO answer carries pollingNum 0 also with an error; rmqpy none"),
     (r"^CHANGE_MESSAGE_INVISIBLETIME\[", r"^ext: \(\) != \(\('invisibleTime', '-?\d+'\), \('popTime', '<v>'\), "
