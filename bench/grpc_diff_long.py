@@ -10,7 +10,6 @@ interop suite needs (the Java jars of tests/interop/java/build.sh).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -18,17 +17,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.interop import grpc_diff, grpc_diff_env  # noqa: E402
+from tests.interop import diff_common, grpc_diff, grpc_diff_env  # noqa: E402
 from tests.interop.test_grpc_diff import explained  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--count", type=int, default=1000, help="generated cases besides the CI set")
-    ap.add_argument("--seed", type=int, default=1)
+    ap = diff_common.long_run_arguments(__doc__)
     ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("--no-ci-set", action="store_true", help="the generated cases only")
-    ap.add_argument("--out", type=Path, help="write every case's two answers here")
     ap.add_argument("--version", default="5.4.0", choices=grpc_diff_env.REFERENCE_VERSIONS,
                     help="the reference proxy + broker (default %(default)s)")
     args = ap.parse_args()
@@ -48,14 +43,7 @@ def main() -> int:
             took = time.monotonic() - t0
         finally:
             both.close()
-    bad = [r for r in results if r.differences and not explained(r, args.version)]
-    ok = [r for r in results if r.differences and explained(r, args.version)]
-    if args.out:
-        args.out.write_text("".join(f"{r.case.name}\n  rmqpy: {r.ours}\n  proxy: {r.theirs}\n" for r in results))
-    for r in bad:
-        print("UNEXPLAINED", r.case.name, "; ".join(r.differences))
-    for r in ok:
-        print("explained  ", r.case.name, f"[{explained(r, args.version)}]")
+    bad, ok = diff_common.report(results, lambda r: explained(r, args.version), args.out, "proxy")
     print(f"{len(results)} cases (seed {args.seed}, proxy {args.version}) in {took:.1f} s: {len(bad)} unexplained, {len(ok)} explained "
           f"differences")
     return 1 if bad else 0

@@ -9,7 +9,6 @@ interop suite needs (the Java jars of tests/interop/java/build.sh).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -17,17 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.interop import jvm, remoting_diff  # noqa: E402
+from tests.interop import diff_common, jvm, remoting_diff  # noqa: E402
 from tests.interop.test_remoting_diff import explained  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--count", type=int, default=1000, help="generated cases besides the CI set")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--no-ci-set", action="store_true", help="the generated cases only")
-    ap.add_argument("--out", type=Path, help="write every case's two answers here")
-    args = ap.parse_args()
+    args = diff_common.long_run_arguments(__doc__).parse_args()
     jvm.ensure_built()
     with tempfile.TemporaryDirectory(prefix="remoting-diff-") as tmp:
         started = time.monotonic()
@@ -41,14 +35,7 @@ def main() -> int:
             took = time.monotonic() - t0
         finally:
             both.close()
-    bad = [r for r in results if r.differences and not explained(r)]
-    ok = [r for r in results if r.differences and explained(r)]
-    if args.out:
-        args.out.write_text("".join(f"{r.case.name}\n  rmqpy: {r.ours}\n  java:  {r.theirs}\n" for r in results))
-    for r in bad:
-        print("UNEXPLAINED", r.case.name, "; ".join(r.differences))
-    for r in ok:
-        print("explained  ", r.case.name, f"[{explained(r)}]")
+    bad, ok = diff_common.report(results, explained, args.out, "java")
     print(f"{len(results)} cases (seed {args.seed}, Java {both.version}) in {took:.1f} s: {len(bad)} unexplained, "
           f"{len(ok)} explained differences")
     return 1 if bad else 0

@@ -36,6 +36,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc as sgrpc
 
 from rmqpy.protocol.recall import RecallHandle
+from tests.interop import diff_common
 
 # the resources both targets get, under the same names (a NORMAL topic is the base of every case)
 TOPICS = {"NORMAL": "DiffNormal", "FIFO": "DiffFifo", "DELAY": "DiffDelay", "TRANSACTION": "DiffTx",
@@ -600,15 +601,7 @@ def _scalar_fields(msg: Any) -> Iterator[tuple[Any, Any]]:
 
 
 # ---------------------------------------------------------------------- running
-@dataclass
-class Result:
-    case: Case
-    ours: Answer
-    theirs: Answer
-
-    @property
-    def differences(self) -> list[str]:
-        return self.ours.differences(self.theirs)
+Result = diff_common.Result
 
 
 def run(ours: Target, theirs: Target, selected: list[Case], workers: int = 8) -> list[Result]:

@@ -39,6 +39,7 @@ from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers import admin, broker, namesrv, pop
 from rmqpy.protocol.headers.base import INT_RANGE, CommandHeader
 from rmqpy.protocol.message import decode_offset_msg_id, decode_records, properties_to_string
+from tests.interop import diff_common
 
 # the resources both sides get, under the same names
 BROKER_NAME, CLUSTER = "broker-rdiff", "DefaultCluster"
@@ -693,18 +694,10 @@ def _moved(req: Request, moves: list[tuple[float, str]]) -> Request:
 
 
 # ---------------------------------------------------------------------- running
-@dataclass
-class Result:
-    case: Case
-    ours: Answer
-    theirs: Answer
-
-    @property
-    def differences(self) -> list[str]:
-        return self.ours.differences(self.theirs)
+Result = diff_common.Result
 
 
-def run(ours: Side, theirs: Side, selected: list[Case]) -> list[Result]:
+def run(ours: Side, theirs: Side, selected: list[Case]) -> list[Result[Case, Answer]]:
     """Every case sent to both sides, in order, each side on its own thread (the order of the state
     changes is the same on both: a side's cases run one after another)."""
     answers: dict[str, list[Answer]] = {}

@@ -12,7 +12,6 @@ grpc_diff_env.REFERENCE_VERSIONS). test.sh fetches 5.4.0's broker and proxy in i
 from __future__ import annotations
 
 import os
-import re
 import time
 import uuid
 from collections import Counter
@@ -25,7 +24,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rmqpy.protocol import recall
 from rmqpy.protocol.codes import RequestCode
 from rmqpy.protocol.message import properties_to_string
-from tests.interop import grpc_diff, grpc_diff_env, jvm
+from tests.interop import diff_common, grpc_diff, grpc_diff_env, jvm
 
 pytestmark = pytest.mark.interop
 
@@ -87,15 +86,7 @@ CI_VERSION = "5.4.0"
 def explained(result: grpc_diff.Result, version: str = CI_VERSION) -> str | None:
     """The reason of a case's differences when every one of them is known (against the proxy of
     ``version``), else None."""
-    reasons = []
-    rules = KNOWN + OLDER.get(version, [])
-    for diff in result.differences:
-        base = result.case.name.split("~")[0] + ("]" if "~" in result.case.name else "")
-        hit = [why for name, what, why in rules if re.search(name, base) and re.search(what, diff)]
-        if not hit:
-            return None
-        reasons.append(hit[0])
-    return "; ".join(sorted(set(reasons)))
+    return diff_common.explained(result, KNOWN + OLDER.get(version, []))
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,10 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from typing import Callable
 
 import pytest
 
-from tests.interop import remoting_diff
+from tests.interop import diff_common, remoting_diff
 
 pytestmark = pytest.mark.interop
 
@@ -60,11 +59,10 @@ def unknown_group_online(r: remoting_diff.Result) -> bool:
 
 _TX_ID = r"^ext: \((.*)\) != \(\1, \('transactionId', '<v>'\)\)$"
 
-Rule = tuple[str, "str | Callable[[remoting_diff.Result], bool]", str]
 #: the differences written down in docs/compatibility.md ("Remoting validation, call by call"): a
 #: case name pattern; a pattern that each difference must match, or a test of the whole result that
 #: explains all of its differences; the reason
-KNOWN: list[Rule] = [
+KNOWN: list[diff_common.Rule] = [
     (r".", java_failed, "a malformed request: Java fails with its exception (NullPointerException, "
      "NumberFormatException, fastjson's JSONException ...), rmqpy refuses it naming the field or the body"),
     (r".", r"""^remark: (['"])(.*)http://rocketmq\.apache\.org/docs/faq/(.*)\1 != \1\2https://rocketmq\.apache\.org/docs/bestPractice/06FAQ\3\1$""",
@@ -172,18 +170,7 @@ KNOWN: list[Rule] = [
 
 def explained(result: remoting_diff.Result) -> str | None:
     """The reason of a case's differences when every one of them is known, else None."""
-    reasons = []
-    base = result.case.name.split("~")[0] + ("]" if "~" in result.case.name else "")
-    for name, what, why in KNOWN:
-        if not isinstance(what, str) and re.search(name, base) and what(result):
-            return why
-    for diff in result.differences:
-        hit = [why for name, what, why in KNOWN
-               if isinstance(what, str) and re.search(name, base) and re.search(what, diff)]
-        if not hit:
-            return None
-        reasons.append(hit[0])
-    return "; ".join(sorted(set(reasons)))
+    return diff_common.explained(result, KNOWN)
 
 
 @pytest.fixture(scope="module")
