@@ -33,8 +33,8 @@ class GroupAdmin(AdminBase):
     @master_only
     def update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand) -> Any:
         self.log.info("updateAndCreateSubscriptionGroup called by {a}", a=channel.remote_address)
-        obj = fastjson.loads(request.body or b"{}")
-        if obj:
+        obj = fastjson.loads(request.body or b"null")
+        if obj is not None:  # Java: a body that decodes to a config ({} too) is checked; null is nothing to do
             config = SubscriptionGroupConfig.from_json(obj)
             # rmqpy: Java 5.3.3 stores any name and count; the group names %RETRY%/%DLQ% topics
             bad = validate_group(config.groupName)

@@ -128,6 +128,11 @@ def test_subscription_group_name_and_retry_queue_nums_checked(broker):
         return call(broker, FakeChannel(), req(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                                                body=fastjson.dumps(body).encode()))
 
+    # a config without a name ({}): refused as a blank one (Java 5.3.3 fails with a NullPointerException;
+    # rmqpy answered SUCCESS and stored nothing; found by tests/interop/remoting_diff.py)
+    resp = create({})
+    assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark == "the specified group is blank"
+    assert call(broker, FakeChannel(), req(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)).code == ResponseCode.SUCCESS
     resp = create({"groupName": TRAVERSAL})
     assert resp.code == ResponseCode.SYSTEM_ERROR and "contains illegal characters" in resp.remark
     resp = create({"groupName": "G1", "retryQueueNums": 2_000_000_000})
