@@ -155,8 +155,6 @@ KNOWN: list[diff_common.Rule] = [
      "open: 343 and 345 (mqadmin queryTopicsByConsumer/querySubscriptionByConsumer, 5.x) are not served by rmqpy"),
     (r"^PULL_MESSAGE\[pull:maxMsgBytes=-1\]", r"nextBeginOffset|^body: ",
      "open: a negative maxMsgBytes: rmqpy's pull stops after one message, Java's reads it as no bound"),
-    (r"^UPDATE_AND_CREATE_SUBSCRIPTIONGROUP\[create-group:body=empty-object\]", r".",
-     "open: a group config without a groupName ({}): rmqpy answers SUCCESS, Java fails (NullPointerException)"),
     (r"^VIEW_MESSAGE_BY_ID\[", r"^code: 'SYSTEM_ERROR' != 'SUCCESS'$|^remark: 'can not find message by the offset, "
      r"\d+' != ''$|^body: 0 lines != 1 lines: '<\d+ bytes, not records: RecordError>'$",
      "an offset that is no message's start: Java answers the bytes it reads there (no record), rmqpy refuses"),
