@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from rmqpy.protocol.codes import MQVersion, ResponseCode
+
 #: TopicValidator.TOPIC_MAX_LENGTH / Validators.CHARACTER_MAX_LENGTH (5.3.3)
 TOPIC_MAX_LENGTH = 127
 GROUP_MAX_LENGTH = 255
@@ -83,3 +85,10 @@ def validate_queue_nums(read: int, write: int, limit: int) -> str | None:
 def bounded(count: int, limit: int) -> int:
     """``count`` clamped to ``[0, limit]``: how many queues a loop may visit."""
     return 0 if count <= 0 else min(count, limit)
+
+
+def bad_parameter_code(version: int) -> int:
+    """The code of a request refused for an illegal topic name or queue id: INVALID_PARAMETER from
+    a V5_0_0 requester on, as the 5.x broker answers; SYSTEM_ERROR before, as 4.9.x answers (found by
+    tests/interop/remoting_diff.py against Java 5.3.3)."""
+    return ResponseCode.INVALID_PARAMETER if version >= MQVersion.V5_0_0 else ResponseCode.SYSTEM_ERROR

@@ -18,7 +18,7 @@ from rmqpy.broker.topic import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
     validate_topic,
 )
-from rmqpy.broker.validation import bounded
+from rmqpy.broker.validation import bad_parameter_code, bounded
 from rmqpy.common import config_guard
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.codes import LanguageCode, MQVersion, ResponseCode
@@ -114,9 +114,10 @@ class AdminBase:
     def _topic_checks(self, request: RemotingCommand, topic: str) -> RemotingCommand | None:
         bad = validate_topic(topic)
         if bad is not None:
-            return request.response(ResponseCode.SYSTEM_ERROR, bad)
+            return request.response(bad_parameter_code(request.version), bad)
         if self._is_system_topic(topic):
-            return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+            return request.response(bad_parameter_code(request.version),
+                                    f"The topic[{topic}] is conflict with system topic.")
         return None
 
     def _stats(self) -> Any:

@@ -191,7 +191,9 @@ class PeekMessageProcessor(_Base):
         if not 0 < h.maxMsgNums <= MAX_POP_NUMS:
             return request.response(ResponseCode.INVALID_PARAMETER,
                                     f"the broker[{ip}] peek message's num must be in [1, 32]")
-        refused = self._topic_queue(request, channel, h.topic, h.queueId, ResponseCode.SYSTEM_ERROR, allow_all=True)
+        # an illegal queue id: PeekMessageProcessor's INVALID_PARAMETER (PEEK_MESSAGE is 5.x's only)
+        refused = self._topic_queue(request, channel, h.topic, h.queueId, ResponseCode.INVALID_PARAMETER,
+                                    allow_all=True)
         if refused is None:
             refused = self._group(request, h.consumerGroup)
         if refused is not None:

@@ -14,6 +14,7 @@ from twisted.internet import defer
 
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager, ExpressionMessageFilter
 from rmqpy.broker.longpolling import PullRequest
+from rmqpy.broker.validation import bad_parameter_code
 from rmqpy.common.faq import suggest_todo
 from rmqpy.protocol.bodies.heartbeat import SubscriptionData
 from rmqpy.protocol.bodies.topic import PERM_READ
@@ -107,7 +108,7 @@ class PullMessageProcessor:
             info = (f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                     f"[{tc.readQueueNums}] consumer:[{_slash(channel.remote_address)}]")
             self.log.warn("{text}", text=info)
-            return self._error(request, ResponseCode.SYSTEM_ERROR, info)
+            return self._error(request, bad_parameter_code(request.version), info)
 
         filter_data = None
         sub: SubscriptionData | None

@@ -15,6 +15,7 @@ from twisted.internet import defer
 
 from rmqpy.broker.timer import TIMER_TOPIC
 from rmqpy.broker.topic import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, dlq_topic, topic_config_string, validate_topic
+from rmqpy.broker.validation import bad_parameter_code
 from rmqpy.common.faq import suggest_todo
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
@@ -141,7 +142,7 @@ class SendMessageProcessor:
         if topic not in _valid_topics:
             bad = validate_topic(topic)
             if bad is not None:
-                return self.response(request, ResponseCode.SYSTEM_ERROR, bad)
+                return self.response(request, bad_parameter_code(request.version), bad)
             if len(_valid_topics) >= _VALID_TOPICS_MAX:
                 _valid_topics.clear()
             _valid_topics.add(topic)
@@ -166,7 +167,7 @@ class SendMessageProcessor:
             info = (f"request queueId[{header.queueId}] is illegal, {topic_config_string(tc)} "
                     f"Producer: {channel.remote_address}")
             self.log.warn("{text}", text=info)
-            return self.response(request, ResponseCode.SYSTEM_ERROR, info)
+            return self.response(request, bad_parameter_code(request.version), info)
         return None
 
     def select_queue_id(self, header: SendMessageRequestHeader) -> int:

@@ -317,6 +317,34 @@ def test_consumer_offsets_persist_in_java_format(tmp_path):
     broker2.shutdown()
 
 
+def test_an_illegal_queue_id_or_topic_name_is_answered_in_the_requesters_generation(tmp_path):
+    """An illegal queue id (send, pull) or topic name (send, UPDATE_AND_CREATE_TOPIC): INVALID_PARAMETER
+    to a V5_0_0 requester as 5.3.3 answers, SYSTEM_ERROR to an older one as 4.9.x answers (found by
+    tests/interop/remoting_diff.py against Java 5.3.3)."""
+    from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
+    from rmqpy.protocol.bodies.topic import TopicConfig
+    from rmqpy.protocol.headers.admin import CreateTopicRequestHeader
+
+    broker, _ = make_broker(tmp_path, autoCreateTopicEnable=False)
+    try:
+        broker.topic_config_manager.update_topic_config(TopicConfig("T", 4, 4))
+        broker.subscription_group_manager.update(SubscriptionGroupConfig("G"))
+        ch = FakeChannel()
+        create = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
+            topic="bad name", readQueueNums=1, writeQueueNums=1, perm=6, topicFilterType="SINGLE_TAG"))
+        for version, code in ((MQVersion.V4_9_8, ResponseCode.SYSTEM_ERROR),
+                              (MQVersion.V5_3_3, ResponseCode.INVALID_PARAMETER)):
+            requests = [send_request("T", queue_id=7), send_request("bad name"), pull_request("T", "G", queue_id=7),
+                        create]
+            for req in requests:
+                req.version = version
+                resp = call(broker, ch, req)
+                assert resp.code == code, (version, req, resp)
+                assert "illegal" in resp.remark, resp.remark
+    finally:
+        broker.shutdown()
+
+
 # ---------------------------------------------------------------------- clients
 def test_heartbeat_answers_is_sub_change_as_java_5(broker):
     """IS_SUB_CHANGE: a heartbeat without a fingerprint (v1) is always answered true, as 5.3.3's
