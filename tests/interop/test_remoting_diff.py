@@ -69,11 +69,6 @@ KNOWN: list[diff_common.Rule] = [
      "rmqpy's remarks keep 4.9's FAQ link for every client generation"),
     (r".", r"^remark: '' != 'not set any response code'$",
      "Java's default remark of an answer its processor left without one (createResponseCommand); rmqpy sends none"),
-    (r"^(SEND_MESSAGE|SEND_MESSAGE_V2|PULL_MESSAGE|PEEK_MESSAGE|UPDATE_AND_CREATE_TOPIC)\[",
-     r"^code: 'SYSTEM_ERROR' != 'INVALID_PARAMETER'$",
-     "an illegal queue id or topic name: 5.x answers INVALID_PARAMETER, 4.9.x (and rmqpy, for every client) SYSTEM_ERROR"),
-    (r"^(SEND_MESSAGE|SEND_MESSAGE_V2)\[send(-v2)?:(b|topic)=(percent|retry)\]", r".",
-     "an illegal queue id of %RETRY%: the code above, and 5.x names the topic's attributes in the text"),
     (r"^PULL_MESSAGE\[", r"^ext: \((.*)\) != \(\('groupSysFlag', '\d+'\), \1, \('topicSysFlag', '\d+'\)\)$",
      "5.x's pull answer adds topicSysFlag and groupSysFlag; rmqpy answers 4.9's header (no client acts on them)"),
     (r"^(POP_MESSAGE|PEEK_MESSAGE)\[", r"^ext: \(\) != \(\('invisibleTime', '\d+'\), \('popTime', '<v>'\), "
