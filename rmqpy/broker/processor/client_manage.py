@@ -8,7 +8,7 @@ from rmqpy.broker.filter import sql92
 from rmqpy.broker.topic import retry_topic
 from rmqpy.protocol.bodies.heartbeat import CheckClientRequestBody, HeartbeatData
 from rmqpy.protocol.bodies.topic import PERM_READ, PERM_WRITE
-from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import UnregisterClientRequestHeader
 from rmqpy.remoting.channel import Channel
@@ -43,6 +43,8 @@ class ClientManageProcessor:
         sub_changed = False
         for consumer in data.consumerDataSet:
             sgc = b.subscription_group_manager.find(consumer.groupName)
+            if sgc is None and request.version >= MQVersion.V5_0_0:
+                continue  # 5.3.3's heartBeat skips a consumer of a group it has no config of; 4.9.x registers it
             notify = True
             if sgc is not None:
                 notify = sgc.notifyConsumerIdsChangedEnable

@@ -366,6 +366,21 @@ def test_heartbeat_answers_is_sub_change_as_java_5(broker):
     assert resp.ext_fields["IS_SUB_CHANGE"] == "true"
 
 
+def test_a_5x_heartbeat_of_a_group_without_config_registers_no_consumer(tmp_path):
+    """Without the group's subscription config (autoCreateSubscriptionGroup off): a V5_0_0 requester's
+    consumer is not registered, as 5.3.3's heartBeat skips it; an older one's is, as 4.9.x does (found by
+    tests/interop/remoting_diff.py against Java 5.3.3)."""
+    broker, _ = make_broker(tmp_path, autoCreateSubscriptionGroup=False)
+    try:
+        for version, registered in ((MQVersion.V5_3_3, False), (MQVersion.V4_9_8, True)):
+            req = heartbeat(f"c{version}", "NoConfig", "T")
+            req.version = version
+            assert call(broker, FakeChannel(), req).code == ResponseCode.SUCCESS
+            assert (broker.consumer_manager.get("NoConfig") is not None) is registered, version
+    finally:
+        broker.shutdown()
+
+
 def test_heartbeat_registers_and_notifies_group_members(broker):
     a, b = FakeChannel(), FakeChannel()
     resp = call(broker, a, heartbeat("c1", "G", "T"))
