@@ -52,11 +52,6 @@ def filter_type_refused(r: remoting_diff.Result) -> bool:
     return r.ours.code == "SUCCESS" and "topicFilterType = [" in r.theirs.remark
 
 
-def unknown_group_online(r: remoting_diff.Result) -> bool:
-    """The unknown group has the harness's client on rmqpy only (the HEART_BEAT case registered it)."""
-    return r.ours.code == "SUCCESS" and remoting_diff.UNKNOWN_GROUP in r.theirs.remark
-
-
 _TX_ID = r"^ext: \((.*)\) != \(\1, \('transactionId', '<v>'\)\)$"
 
 #: the differences written down in docs/compatibility.md ("Remoting validation, call by call"): a
@@ -84,9 +79,6 @@ KNOWN: list[diff_common.Rule] = [
     (r"^UPDATE_CONSUMER_OFFSET\[",
      r"^code: 'SUCCESS' != '(SUBSCRIPTION_GROUP_NOT_EXIST|TOPIC_NOT_EXIST)'$|^remark: '' != '(Group|Topic) .* not exist!'$",
      "5.3.3 refuses an offset of an unknown group or topic; 4.9.x and rmqpy store it"),
-    (r"^(GET_CONSUMER_LIST_BY_GROUP|GET_CONSUMER_CONNECTION_LIST)\[", unknown_group_online,
-     "5.3.3 does not register a heartbeat's consumer of a group without a subscription config; 4.9.x and rmqpy do "
-     "(the HEART_BEAT case with an unknown group registered the harness's client)"),
     (r"^SEARCH_OFFSET_BY_TIMESTAMP\[", r"^ext: \(\('offset', '\d+'\),\) != \(\('offset', '\d+'\),\)$",
      "the store's offset by time (boundaryType, a time past the last message): being fixed on another branch"),
     (r"^SEND_MESSAGE_V2\[send-v2(:e=-1|~)|^SEND_MESSAGE\[send(:queueId=-1|~)",
