@@ -18,7 +18,7 @@ from rmqpy.broker.validation import bad_parameter_code
 from rmqpy.common.faq import suggest_todo
 from rmqpy.protocol.bodies.heartbeat import SubscriptionData
 from rmqpy.protocol.bodies.topic import PERM_READ
-from rmqpy.protocol.codes import RequestCode, ResponseCode
+from rmqpy.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmqpy.protocol.command import RemotingCommand
 from rmqpy.protocol.headers.broker import PullMessageRequestHeader, PullMessageResponseHeader
 from rmqpy.remoting.channel import Channel
@@ -159,6 +159,9 @@ class PullMessageProcessor:
         status = result.status.name
         header = PullMessageResponseHeader(suggestWhichBrokerId=0, nextBeginOffset=result.next_begin_offset,
                                            minOffset=result.min_offset, maxOffset=result.max_offset)
+        if request.version >= MQVersion.V5_0_0:  # 5.x's PullMessageProcessor adds both to every pull it answers
+            header.topicSysFlag = tc.topicSysFlag
+            header.groupSysFlag = int(sgc.extra.get("groupSysFlag", 0) or 0)
         if status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):
             code = ResponseCode.PULL_OFFSET_MOVED if h.queueOffset != 0 else ResponseCode.PULL_NOT_FOUND
         else:

@@ -134,6 +134,12 @@ def test_pull_found_and_status_mapping(broker):
     assert {k: resp.ext_fields[k] for k in ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")} \
         == {"suggestWhichBrokerId": "0", "nextBeginOffset": "2", "minOffset": "0", "maxOffset": "2"}
     assert [m.body for m in decode_records(resp.body)] == [b"one", b"two"]
+    assert "topicSysFlag" not in resp.ext_fields and "groupSysFlag" not in resp.ext_fields  # 4.9's header
+    five = pull_request("TP", "G", offset=2, sys_flag=0x4)
+    five.version = MQVersion.V5_3_3  # 5.x's answer adds both (PullMessageProcessor), found or not
+    resp = call(broker, ch, five)
+    assert (resp.code, resp.ext_fields["topicSysFlag"], resp.ext_fields["groupSysFlag"]) == \
+        (ResponseCode.PULL_NOT_FOUND, "0", "0")
     # TAG filter by tag hash
     resp = call(broker, ch, pull_request("TP", "G", offset=0, sys_flag=0x4, subscription="B"))
     assert [m.body for m in decode_records(resp.body)] == [b"two"]
