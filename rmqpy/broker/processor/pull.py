@@ -151,7 +151,9 @@ class PullMessageProcessor:
 
         message_filter = ExpressionMessageFilter(sub, filter_data)
         result = b.message_store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset, h.maxMsgNums,
-                                             max_total_bytes=h.maxMsgBytes if h.maxMsgBytes else None,
+                                             # rmqpy: a positive one bounds the bytes (Java ignores it)
+                                             max_total_bytes=h.maxMsgBytes if h.maxMsgBytes and h.maxMsgBytes > 0
+                                             else None,
                                              message_filter=message_filter)
         if result is None:
             return self._error(request, ResponseCode.SYSTEM_ERROR, "store getMessage return null")

@@ -135,6 +135,10 @@ def test_pull_found_and_status_mapping(broker):
         == {"suggestWhichBrokerId": "0", "nextBeginOffset": "2", "minOffset": "0", "maxOffset": "2"}
     assert [m.body for m in decode_records(resp.body)] == [b"one", b"two"]
     assert "topicSysFlag" not in resp.ext_fields and "groupSysFlag" not in resp.ext_fields  # 4.9's header
+    for bound, bodies in (("-1", [b"one", b"two"]), ("0", [b"one", b"two"]), ("1", [b"one"])):
+        bounded = pull_request("TP", "G", offset=0, sys_flag=0x4)
+        bounded.ext_fields["maxMsgBytes"] = bound  # not positive: no bound (Java reads none at all)
+        assert [m.body for m in decode_records(call(broker, ch, bounded).body)] == bodies, bound
     five = pull_request("TP", "G", offset=2, sys_flag=0x4)
     five.version = MQVersion.V5_3_3  # 5.x's answer adds both (PullMessageProcessor), found or not
     resp = call(broker, ch, five)
