@@ -70,7 +70,8 @@ VOLATILE_KEYS = frozenset({
     "maxTimeStamp", "consumeTimeStamp", "timestamp", "counter", "lastTimestamp", "brokerVersion",
     "earliestStoreTime", "lastConsumeTimestamp", "delayTime", "popTime", "consumeTps", "pullTPS",
     "consumeFailedTPS", "pullRT", "pullTps", "sendTps", "brokerVersionDesc", "stateVersion",
-    "avgpt", "tps",  # VIEW_BROKER_STATS_DATA: a put's measured time and rate
+    "avgpt", "tps", "sum",  # VIEW_BROKER_STATS_DATA: measured times and rates, and counts as of the
+    # sampler's last run (Java samples every 10 s: the same puts counted or not, by the clock)
 })
 
 

@@ -64,8 +64,6 @@ KNOWN: list[diff_common.Rule] = [
      "rmqpy's remarks keep 4.9's FAQ link for every client generation"),
     (r".", r"^remark: '' != 'not set any response code'$",
      "Java's default remark of an answer its processor left without one (createResponseCommand); rmqpy sends none"),
-    (r"^PULL_MESSAGE\[", r"^ext: \((.*)\) != \(\('groupSysFlag', '\d+'\), \1, \('topicSysFlag', '\d+'\)\)$",
-     "5.x's pull answer adds topicSysFlag and groupSysFlag; rmqpy answers 4.9's header (no client acts on them)"),
     (r"^(POP_MESSAGE|PEEK_MESSAGE)\[", r"^ext: \(\) != \(\('invisibleTime', '\d+'\), \('popTime', '<v>'\), "
      r"\('restNum', '<v>'\), \('reviveQid', '<v>'\)\)$",
      "Java's pop/peek answer without messages still carries popTime, invisibleTime, reviveQid and restNum; rmqpy sends none"),
@@ -140,8 +138,6 @@ KNOWN: list[diff_common.Rule] = [
      "server's own table)"),
     (r"^(QUERY_TOPICS_BY_CONSUMER|QUERY_SUBSCRIPTION_BY_CONSUMER)\[", r".",
      "open: 343 and 345 (mqadmin queryTopicsByConsumer/querySubscriptionByConsumer, 5.x) are not served by rmqpy"),
-    (r"^PULL_MESSAGE\[pull:maxMsgBytes=-1\]", r"nextBeginOffset|^body: ",
-     "open: a negative maxMsgBytes: rmqpy's pull stops after one message, Java's reads it as no bound"),
     (r"^VIEW_MESSAGE_BY_ID\[", r"^code: 'SYSTEM_ERROR' != 'SUCCESS'$|^remark: 'can not find message by the offset, "
      r"\d+' != ''$|^body: 0 lines != 1 lines: '<\d+ bytes, not records: RecordError>'$",
      "an offset that is no message's start: Java answers the bytes it reads there (no record), rmqpy refuses"),
