@@ -55,12 +55,15 @@ def perm_to_string(perm: int) -> str:
         ("X" if perm & PERM_INHERIT else "-")
 
 
-def topic_config_string(tc: TopicConfig) -> str:
-    """Java ``TopicConfig.toString()`` (appears in remarks)."""
+def topic_config_string(tc: TopicConfig, attributes: bool = False) -> str:
+    """Java ``TopicConfig.toString()`` (appears in remarks): 4.9.x's, or with ``attributes`` 5.x's, which
+    ends with the attributes map as Java prints it (``{k=v, ...}``; more than one in the dict's order,
+    where Java prints its HashMap's)."""
+    tail = ", attributes={" + ", ".join(f"{k}={v}" for k, v in tc.attributes.items()) + "}" if attributes else ""
     return (f"TopicConfig [topicName={tc.topicName}, readQueueNums={tc.readQueueNums}, "
             f"writeQueueNums={tc.writeQueueNums}, perm={perm_to_string(tc.perm)}, "
             f"topicFilterType={tc.topicFilterType}, topicSysFlag={tc.topicSysFlag}, "
-            f"order={'true' if tc.order else 'false'}]")
+            f"order={'true' if tc.order else 'false'}{tail}]")
 
 
 class TopicConfigManager(ConfigManager):

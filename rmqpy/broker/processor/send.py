@@ -164,7 +164,8 @@ class SendMessageProcessor:
                                       f"topic[{topic}] not exist, apply first please!" + suggest_todo())
         valid = max(tc.writeQueueNums, tc.readQueueNums)
         if header.queueId >= valid:
-            info = (f"request queueId[{header.queueId}] is illegal, {topic_config_string(tc)} "
+            info = (f"request queueId[{header.queueId}] is illegal, "
+                    f"{topic_config_string(tc, request.version >= MQVersion.V5_0_0)} "
                     f"Producer: {channel.remote_address}")
             self.log.warn("{text}", text=info)
             return self.response(request, bad_parameter_code(request.version), info)

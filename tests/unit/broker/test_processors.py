@@ -351,6 +351,9 @@ def test_an_illegal_queue_id_or_topic_name_is_answered_in_the_requesters_generat
                 resp = call(broker, ch, req)
                 assert resp.code == code, (version, req, resp)
                 assert "illegal" in resp.remark, resp.remark
+            # the send's remark ends with TopicConfig.toString(): 5.x's names the attributes
+            tail = "order=false, attributes={}]" if version >= MQVersion.V5_0_0 else "order=false]"
+            assert call(broker, ch, requests[0]).remark.endswith(f"{tail} Producer: {ch.remote_address}")
     finally:
         broker.shutdown()
 
