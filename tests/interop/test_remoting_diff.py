@@ -90,9 +90,6 @@ KNOWN: list[diff_common.Rule] = [
      "its exception or serves an empty one"),
     (r".", rmqpy_bound, "a value past a bound rmqpy sets (pop pollTime, peek num, invisibleTime, queue numbers "
      "of a topic, attributes' length): refused; Java serves it, fails, or answers otherwise"),
-    (r"^(SEND_MESSAGE|SEND_MESSAGE_V2)\[", r"^remark: 'request queueId\[\d+\] is illegal, TopicConfig \[.*, "
-     r"order=(true|false)\] Producer: <addr>' != '.*, order=(true|false), attributes=\{\}\] Producer: <addr>'$",
-     "5.x's TopicConfig text adds the attributes; rmqpy writes 4.9's"),
     (r"^(SEND_MESSAGE|SEND_MESSAGE_V2)\[", _TX_ID,
      "5.3.3 gives a message sent without a UNIQ_KEY one of its own (answered as transactionId); "
      "4.9.x and rmqpy store it without"),
