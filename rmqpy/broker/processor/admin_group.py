@@ -28,7 +28,12 @@ class GroupAdmin(AdminBase):
         config = self.broker.subscription_group_manager.table.get(group)
         if config is None:
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
-        return self._ok(request, fastjson.dumps(config).encode())
+        # 5.x's request (mqadmin getSubscriptionGroup, the dashboard): 5.3.3's bean writes its attributes and
+        # retry policy when never set too (an empty map, the default CUSTOMIZED policy)
+        body = config.to_json()
+        body.setdefault("attributes", {})
+        body.setdefault("groupRetryPolicy", {"type": "CUSTOMIZED"})
+        return self._ok(request, fastjson.dumps(body).encode())
 
     @master_only
     def update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand) -> Any:

@@ -70,8 +70,11 @@ class TopicAdmin(AdminBase):
         tc = self.broker.topic_config_manager.select(h.topic)
         if tc is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}")
-        # TopicConfigAndQueueMapping: the TopicConfig properties (no mapping detail: no static topics)
-        return self._ok(request, fastjson.dumps(tc).encode())
+        # TopicConfigAndQueueMapping: the TopicConfig properties (no mapping detail: no static topics), the
+        # attributes map written when empty too, as 5.3.3 writes it (its topics.json leaves it out: 4.9's)
+        body = tc.to_json()
+        body.setdefault("attributes", {})
+        return self._ok(request, fastjson.dumps(body).encode())
 
     def get_topic_name_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         body = {"brokerAddr": self.broker.broker_addr, "topicList": sorted(self.broker.topic_config_manager.table)}

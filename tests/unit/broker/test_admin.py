@@ -148,3 +148,24 @@ def test_system_topics_and_running_info_offline(broker):
     resp = call(broker, ch, req(RequestCode.GET_CONSUMER_RUNNING_INFO,
                                 GetConsumerRunningInfoRequestHeader(consumerGroup="G", clientId="c")))
     assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark == "The Consumer <G> <c> not online"
+
+
+def test_topic_and_group_config_bodies_carry_5x_defaults(broker):
+    """GET_TOPIC_CONFIG and GET_SUBSCRIPTIONGROUP_CONFIG (5.x requests): an empty attributes map and the
+    default retry policy are written, as Java 5.3.3's beans write them (found by
+    tests/interop/remoting_diff.py); set ones are kept."""
+    ch = FakeChannel()
+    h = CreateTopicRequestHeader(topic="AT", defaultTopic="TBW102", readQueueNums=2, writeQueueNums=2, perm=6,
+                                 topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False)
+    assert call(broker, ch, req(RequestCode.UPDATE_AND_CREATE_TOPIC, h)).code == ResponseCode.SUCCESS
+    body = fastjson.loads(call(broker, ch, req(RequestCode.GET_TOPIC_CONFIG, TopicRequestHeader(topic="AT"))).body)
+    assert body["attributes"] == {} and body["topicName"] == "AT"
+    group = {"groupName": "GC", "groupRetryPolicy": {"type": "EXPONENTIAL", "exponentialRetryPolicy": {
+        "initial": 1000, "max": 8000, "multiplier": 2}}}
+    for name, policy in (("G0", {"type": "CUSTOMIZED"}), ("GC", group["groupRetryPolicy"])):
+        created = req(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                      body=fastjson.dumps(group if name == "GC" else {"groupName": name}).encode())
+        assert call(broker, ch, created).code == ResponseCode.SUCCESS
+        get = RemotingCommand.request(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, ext_fields={"group": name})
+        body = fastjson.loads(call(broker, ch, get).body)
+        assert (body["groupName"], body["attributes"], body["groupRetryPolicy"]) == (name, {}, policy)
