@@ -115,9 +115,6 @@ KNOWN: list[diff_common.Rule] = [
      "answers 4.9.x's SYSTEM_ERROR"),
     (r"^QUERY_CONSUME_QUEUE\[", r"^body: line 1: '\"filterData\": \"(\S+ is not online!|null)\",' != ",
      "open: queryCq's filterData: rmqpy finds the online consumer's subscription under another key than Java"),
-    (r"^GET_(TOPIC_CONFIG|SUBSCRIPTIONGROUP_CONFIG)\[", r"^body: line 1: .* != '\"attributes\": \{\},'$",
-     "5.x's TopicConfig and SubscriptionGroupConfig bodies carry attributes (and groupRetryPolicy); rmqpy "
-     "writes 4.9's"),
     (r"^GET_ALL_(TOPIC_CONFIG|SUBSCRIPTIONGROUP_CONFIG|CONSUMER_OFFSET|DELAY_OFFSET)\[|^GET_BROKER_CONFIG\[",
      r"stateVersion|dataVersion|groupTopicMap",
      "5.x's DataVersion adds stateVersion, its offset wrappers a dataVersion (and groupTopicMap); rmqpy "
