@@ -77,8 +77,6 @@ KNOWN: list[diff_common.Rule] = [
     (r"^UPDATE_CONSUMER_OFFSET\[",
      r"^code: 'SUCCESS' != '(SUBSCRIPTION_GROUP_NOT_EXIST|TOPIC_NOT_EXIST)'$|^remark: '' != '(Group|Topic) .* not exist!'$",
      "5.3.3 refuses an offset of an unknown group or topic; 4.9.x and rmqpy store it"),
-    (r"^SEARCH_OFFSET_BY_TIMESTAMP\[", r"^ext: \(\('offset', '\d+'\),\) != \(\('offset', '\d+'\),\)$",
-     "the store's offset by time (boundaryType, a time past the last message): being fixed on another branch"),
     (r"^SEND_MESSAGE_V2\[send-v2(:e=-1)?\]|^SEND_MESSAGE\[send(:queueId=-1)?\]",  # a generated case: its base's name
      r"^ext: \((.*)\('queueId', '\d+'\)(.*)\) != \(\1\('queueId', '\d+'\)\2\)$",
      "a send to a negative queue id: each broker picks a random queue"),
