@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import rss_split  # noqa: E402
 from rmqpy.protocol.codes import RequestCode  # noqa: E402
 from tests.interop import jvm, servers  # noqa: E402
 
@@ -210,14 +211,23 @@ class JavaTarget(Target):
 
 # ---------------------------------------------------------------------- measuring
 
-def rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+def rss_mib(pids: list[int]) -> dict[str, float]:
+    """VmRSS, RssAnon, RssFile, RssShmem and VmHWM (MiB) summed over ``pids`` (NaN: one is gone)."""
+    out = dict.fromkeys(rss_split.STATUS_FIELDS, 0.0)
+    for pid in pids:
+        st = rss_split.status(pid)
+        for k in out:
+            out[k] += st.get(k, float("nan"))
+    return out
+
+
+def rss_kinds(pids: list[int]) -> dict[str, float]:
+    """Resident MiB per kind of mapping (bench/rss_split.py), summed over ``pids``."""
+    out: dict[str, float] = {}
+    for pid in pids:
+        for kind, mib in rss_split.by_kind(pid).items():
+            out[kind] = out.get(kind, 0.0) + mib
+    return {k: round(v, 1) for k, v in out.items()}
 
 
 def measure(target: Target, size: int, a: argparse.Namespace, home: Path, rnd: int = 0) -> dict:
@@ -227,11 +237,12 @@ def measure(target: Target, size: int, a: argparse.Namespace, home: Path, rnd: i
                  "--batch", a.batch]
     pids = target.broker_pids
     load = os.getloadavg()[0]
-    rss0 = sum(rss_mib(p) for p in pids)
+    rss0 = rss_mib(pids)
     c0 = sum(cpu_seconds(p) for p in pids)
     prod = run_loadgen([str(x) for x in prod_args], home, timeout=a.warmup + a.seconds + 90)
     c1 = sum(cpu_seconds(p) for p in pids)
-    rss1 = sum(rss_mib(p) for p in pids)
+    rss1 = rss_mib(pids)
+    kinds1 = rss_kinds(pids)
     print(f"  [{target.name} {size} B round {rnd}] send: {prod}", flush=True)
     # oneway: the sender cannot know what was stored; the consumer drains whatever is there
     expect = prod["totalOk"] if a.mode != "oneway" else 2 ** 62
@@ -243,7 +254,13 @@ def measure(target: Target, size: int, a: argparse.Namespace, home: Path, rnd: i
     print(f"  [{target.name} {size} B round {rnd}] consume: {cons}", flush=True)
     return {
         "target": target.name, "size": size, "round": rnd, "boot_s": target.boot_seconds,
-        "rss_before_mib": rss0, "rss_after_send_mib": rss1,
+        "rss_before_mib": rss0["VmRSS"], "rss_after_send_mib": rss1["VmRSS"],
+        # what the RSS is made of (bench/rss_split.py): private memory, mapped files (the store's
+        # pages among them), and the peak since the broker started
+        "rss_anon_after_send_mib": rss1["RssAnon"], "rss_file_after_send_mib": rss1["RssFile"],
+        "rss_shmem_after_send_mib": rss1["RssShmem"], "rss_peak_mib": rss1["VmHWM"],
+        "rss_anon_before_mib": rss0["RssAnon"], "rss_file_before_mib": rss0["RssFile"],
+        "rss_kinds_after_send_mib": kinds1,
         "send_tps": prod["tps"], "avg_rt_ms": prod["avgRtMs"], "p99_rt_ms": prod["p99RtMs"],
         "max_rt_ms": prod["maxRtMs"], "send_failed": prod["failed"], "sent_total": prod["totalOk"],
         "consume_tps": cons["tps"], "consumed": cons["received"], "consume_first_ms": cons["firstMsgAfterMs"],
@@ -283,6 +300,9 @@ METRICS = [("send TPS", "send_tps", "{:,.0f}"), ("avg send RT (ms)", "avg_rt_ms"
            ("broker CPU ms/msg, send", "send_cpu_ms_per_msg", "{:.3f}"),
            ("broker CPU ms/msg, consume", "consume_cpu_ms_per_msg", "{:.3f}"),
            ("broker RSS after send (MiB)", "rss_after_send_mib", "{:,.0f}"),
+           ("of which RssAnon (MiB)", "rss_anon_after_send_mib", "{:,.0f}"),
+           ("of which RssFile (MiB)", "rss_file_after_send_mib", "{:,.0f}"),
+           ("broker peak RSS, VmHWM (MiB)", "rss_peak_mib", "{:,.0f}"),
            ("boot to registered (s)", "boot_s", "{:.1f}")]
 JAVA_LABEL = "Java 4.9.7"  # the broker jar: Maven Central has no 4.9.8 broker (jvm.SERVER_VERSIONS)
 
@@ -295,7 +315,7 @@ def target_names(results: list[dict]) -> tuple[str | None, str | None]:
 
 def stat(results: list[dict], target: str | None, size: int, key: str) -> tuple[float, float, float, int] | None:
     """(median, min, max, runs) of ``key`` over the rounds of one target and size."""
-    vals = sorted(r[key] for r in results if r["target"] == target and r["size"] == size)
+    vals = sorted(r[key] for r in results if r["target"] == target and r["size"] == size and key in r)
     if not vals:
         return None
     return statistics.median(vals), vals[0], vals[-1], len(vals)
@@ -317,6 +337,23 @@ def table(results: list[dict], sizes: list[int]) -> str:
             rv = f"{ratio(py[0], java[0]):.2f}" if py and java else "-"
             rows.append(f"| {size} B | {label} | {cell(py, fmt)} | {cell(java, fmt)} | {rv} |")
     return "\n".join(rows)
+
+
+def kinds_table(results: list[dict], sizes: list[int]) -> str:
+    """RSS after send by kind of mapping (bench/rss_split.py), each target's last round per body size."""
+    py_name, java_name = target_names(results)
+    targets = [t for t in (py_name, java_name) if t is not None]
+    rows = [f"| body | mapping | {' | '.join(JAVA_LABEL if t == 'java' else t for t in targets)} |",
+            "|---:|---|" + "---:|" * len(targets)]
+    for size in sizes:
+        last = {t: next((r["rss_kinds_after_send_mib"] for r in reversed(results)
+                         if r["target"] == t and r["size"] == size and "rss_kinds_after_send_mib" in r), {})
+                for t in targets}
+        kinds = sorted({k for m in last.values() for k, v in m.items() if v >= 1.0},
+                       key=lambda k: -max(m.get(k, 0.0) for m in last.values()))
+        rows += [f"| {size} B | {k} | " + " | ".join(f"{last[t].get(k, 0.0):,.1f}" for t in targets) + " |"
+                 for k in kinds]
+    return "\n".join(rows) if len(rows) > 2 else ""
 
 
 def plot(results: list[dict], sizes: list[int], path: Path, a: argparse.Namespace) -> bool:
@@ -403,6 +440,12 @@ def report(results: list[dict], sizes: list[int], a: argparse.Namespace, check: 
             lines.append(f"* {s} B: send TPS {r['send_tps']:.2f}, avg RT {r['avg_rt_ms']:.2f}, "
                          f"p99 RT {r['p99_rt_ms']:.2f}, max RT {r['max_rt_ms']:.2f}, "
                          f"consume TPS {r['consume_tps']:.2f}")
+    kinds = kinds_table(results, sizes)
+    if kinds:
+        lines += ["", "## RSS after send by mapping (MiB, each broker's last round; bench/rss_split.py)", "",
+                  "RssFile is mapped files: the store's (the commit log's pages a put wrote or a pull read), the "
+                  "libraries, a JVM's modules; RssAnon is private memory (Python's heap, malloc arenas, thread "
+                  "stacks; a JVM's heap).", "", kinds]
     lines += [
         "",
         "## Set-up",
