@@ -127,6 +127,23 @@ class MappedFile:
     def readable_position(self) -> int:
         return min(self.wrote_position, self.mapped_len)
 
+    def release(self, start: int, end: int) -> int:
+        """Take the whole pages of [start, end) out of this process' page tables (MADV_DONTNEED).
+
+        The mapping is shared, so the pages and their data stay in the page cache (a dirty page
+        stays dirty) and the next access maps them again: the bytes never change, only the
+        process' RSS (rmqpy/store/resident.py). Returns the bytes advised (0: unmapped)."""
+        mm = self.mm
+        lo = -(-max(0, start) // mmap.PAGESIZE) * mmap.PAGESIZE
+        hi = min(end, self.mapped_len) // mmap.PAGESIZE * mmap.PAGESIZE
+        if mm is None or hi <= lo:
+            return 0
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (ValueError, OSError):  # closed meanwhile (the file deleted): nothing to drop
+            return 0
+        return hi - lo
+
     def flush_sync(self) -> int:
         """fsync the file (blocking; call from a thread).  Returns the new flushed position."""
         target = self.wrote_position

@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Iterable, Literal, overload
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from rmqpy.protocol import sysflag as SF
 from rmqpy.protocol.message import (
@@ -61,6 +62,7 @@ from rmqpy.store.index import IndexService
 from rmqpy.store.mapped_file import StoreError
 from rmqpy.store.paths import StorePathError
 from rmqpy.store.prefault import Prefaulter, prefault_enabled
+from rmqpy.store.resident import ResidentWindow, window_from_env
 from rmqpy.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -152,6 +154,10 @@ class MessageStore(DiskSpaceGuard):
         #: the commit log's next pages faulted in by a thread (the compiled path only: it has no pure form)
         populate = getattr(_native, "populate_write", None) if not ro else None
         self.prefaulter: Prefaulter | None = Prefaulter(populate) if populate is not None else None
+        #: the commit log's pages behind its newest ones dropped from the page tables (None: kept)
+        window = window_from_env() if not ro else None
+        self.resident: ResidentWindow | None = ResidentWindow(self.commit_log.queue, window) if window else None
+        self._resident_busy = False
         # bound once: the put path calls them per message
         self._append_message = self.commit_log.append_message
         self._dispatch_put = self.dispatcher.dispatch_put
@@ -314,6 +320,8 @@ class MessageStore(DiskSpaceGuard):
         self._schedule(cfg.flushIntervalConsumeQueue, self.flush_service.consume_queue_tick)
         self._schedule(cfg.cleanResourceInterval, self._clean_tick)
         self._schedule(1000, self._stats_tick)
+        if self.resident is not None:
+            self._schedule(int(self.resident.interval * 1000), self._resident_tick)
 
     def start_prefault(self) -> None:
         """Start the thread that faults in the commit log's next pages (:meth:`start` does when the
@@ -1017,6 +1025,24 @@ class MessageStore(DiskSpaceGuard):
         return dict(self.topic_queue_table)
 
     # ------------------------------------------------------------------ retention
+    def _resident_tick(self) -> None:
+        """One pass of :class:`ResidentWindow` in the blocking-work thread, one at a time."""
+        rw = self.resident
+        if rw is None or self._resident_busy:
+            return
+        self._resident_busy = True
+        limit = rw.limit(self.commit_log.queue.flushed_where, self.commit_log.get_max_offset())
+
+        def done(_: object) -> None:
+            self._resident_busy = False
+
+        def failed(f: Failure) -> None:
+            self._resident_busy = False
+            if limiter_for(self.reactor).allow("store-resident-failed"):
+                log.error("dropping the commit log's old pages failed: %s", f.getErrorMessage())
+
+        self.blocking.run(rw.trim, limit).addCallbacks(done, failed)
+
     def _clean_tick(self) -> None:
         self.clean_service.delete_expired_files()
 
