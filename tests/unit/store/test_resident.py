@@ -121,6 +121,7 @@ def test_limit_is_flushed_and_a_window_behind_the_end() -> None:
 
 def test_trim_advances_over_files_then_sweeps_the_files_behind_in_turn() -> None:
     rw, (a, b, c) = _window(100, 3, 30)
+    rw.sweep = 100  # one file a pass
     assert rw.trim(150) == 150 + 100  # [0,150), then the sweep: a whole
     assert a.calls == [(0, 100), (0, 100)] and b.calls == [(0, 50)] and c.calls == []
     assert rw.released_to == 150
@@ -134,8 +135,21 @@ def test_trim_advances_over_files_then_sweeps_the_files_behind_in_turn() -> None
     assert (len(a.calls), len(b.calls), len(c.calls)) == (3, 4, 2)
 
 
+def test_a_pass_sweeps_its_budget_of_files() -> None:
+    rw, spies = _window(100, 5, 0)
+    rw.sweep = 250  # three files of 100 a pass: the budget is spent after the third
+    rw.trim(500)
+    assert [len(s.calls) for s in spies] == [2, 2, 2, 1, 1]
+    rw.trim(500)
+    assert [len(s.calls) for s in spies] == [3, 2, 2, 2, 2]
+    rw.sweep = resident.SWEEP  # the default: every file of a small store
+    rw.trim(500)
+    assert [len(s.calls) for s in spies] == [4, 3, 3, 3, 3]
+
+
 def test_trim_after_the_log_was_truncated_back() -> None:
     rw, (a, b) = _window(100, 2, 0)
+    rw.sweep = 0  # no sweep: only the advance
     rw.trim(180)
     rw.trim(120)  # truncated to 120: the next pass starts there again
     assert rw.released_to == 120
@@ -188,8 +202,7 @@ def test_store_drops_old_pages_and_reads_every_message_back(monkeypatch: pytest.
             off = g.next_begin_offset
     assert sorted((m.uniq_key, m.body) for m in seen) == sorted((f"U{i}", b) for i, b in enumerate(bodies))
     assert sum(mapped_rss(f.path) for f in files) > before // 2  # the reads mapped them again
-    for _ in range(3):  # and the next passes drop them again, one file each
-        h.clock.advance(1)
+    h.clock.advance(1)  # and the next pass drops them again
     # the window, and what a read's fault maps around it (the kernel's fault-around, 64 KiB)
     assert sum(mapped_rss(f.path) for f in files) <= 16 * KIB + 64 * KIB + 2 * PAGE
     h.close()
