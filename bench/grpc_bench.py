@@ -196,7 +196,9 @@ def run_worker(args: list[str]) -> dict:
 
 def java_gen(args: list[str], home: Path) -> dict:
     """bench/java's GrpcLoadGen (the shaded 5.0.8 client from tests/interop's build), full JIT."""
-    cmd = [c for c in jvm.grpc_harness_cmd(args, home=home, heap_mb=512) if c != C1_ONLY]
+    # without the harness's class archive options (its archive is keyed by the harness's class path)
+    cmd = [c for c in jvm.grpc_harness_cmd(args, home=home, heap_mb=512)
+           if c != C1_ONLY and not c.startswith(("-XX:SharedArchiveFile=", "-XX:ArchiveClassesAtExit="))]
     i = cmd.index(jvm.GRPC_HARNESS_MAIN)
     cmd[i] = "io.rmqpy.bench.GrpcLoadGen"
     j = cmd.index("-cp")
