@@ -329,7 +329,7 @@ def main() -> int:
               "cpus": os.cpu_count()}
     REPORT.mkdir(parents=True, exist_ok=True)
     stem = "grpc_bench" if a.client == "java" else "grpc_bench_python"
-    (REPORT / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (REPORT / f"{stem}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     client = "rocketmq-client-java 5.0.8 (bench/java GrpcLoadGen)" if a.client == "java" else \
         "rocketmq-python-client 5.1.2"
     md = [f"# gRPC endpoint: {client} through rmqpy vs through rocketmq-proxy 5.3.3 + Java broker 5.3.3",
