@@ -6,7 +6,7 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from rmqpy.broker.pop.receipt import parse_receipt
+from rmqpy.broker.pop.receipt import build_receipt, parse_receipt
 from rmqpy.protocol.bodies.broker import SubscriptionGroupConfig
 from rmqpy.protocol.bodies.topic import TopicConfig
 from rmqpy.protocol.message import MessageExt
@@ -394,3 +394,18 @@ def _with_user(m: pb.Message, props: dict[str, str]) -> pb.Message:
     for k, v in props.items():
         m.user_properties[k] = v
     return m
+
+
+def test_a_failed_ack_entry_is_a_first_error_for_one_entry_as_for_many(env, monkeypatch) -> None:
+    """One entry skips gatherResults (the clients ack one message a call); a bug in an entry still
+    reaches the servicer as gatherResults reports it, so INTERNAL_SERVER_ERROR's text is the same."""
+    from twisted.internet import defer
+    acts, ch = env
+    monkeypatch.setattr(acts.ack.receipts, "remove", lambda *a: defer.fail(RuntimeError("boom")))
+    handle = build_receipt(0, 1_700_000_000_000, 30_000, 0, "GrpcT", "broker-a", 0, 0) + " 0"
+    for entries in (1, 2):
+        req = spb.AckMessageRequest(group=pb.Resource(name="g1"), topic=pb.Resource(name="GrpcT"), entries=[
+            spb.AckMessageEntry(message_id=f"MSGID{i}", receipt_handle=handle) for i in range(entries)])
+        failure = _result(acts.ack_message(req, ch))
+        assert isinstance(failure.value, defer.FirstError) and failure.value.index == 0, entries
+        assert str(failure.value.subFailure.value) == "boom"

@@ -5,6 +5,7 @@ from typing import Any
 
 from rocketmq.grpc_protocol import service_pb2 as spb
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from rmqpy.broker.pop.receipt import ReceiptError, real_topic
 from rmqpy.protocol.codes import RequestCode, ResponseCode
@@ -28,6 +29,15 @@ def ack_response(entries: list[Any]) -> Any:
     return spb.AckMessageResponse(status=top, entries=entries)
 
 
+def _one_response(entry: Any) -> Any:
+    return ack_response([entry])
+
+
+def _first_error(failure: Failure) -> Failure:
+    """A failed entry as ``gatherResults`` reports it (FirstError), for one entry as for many."""
+    return Failure(defer.FirstError(failure, 0))
+
+
 class AckMessageActivity:
     def __init__(self, ctx: ActivityContext, receipts: ReceiptHandles) -> None:
         self.ctx = ctx
@@ -41,6 +51,8 @@ class AckMessageActivity:
             raise Refused(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
         if len(req.entries) > MAX_ENTRIES:
             raise Refused(Code.BAD_REQUEST, "ack entries must be 1 to 1024")
+        if len(req.entries) == 1:  # what the clients send (one message an ack): no DeferredList for it
+            return self.ack_one(ch, group, topic, req.entries[0]).addCallbacks(_one_response, _first_error)
         acks = [self.ack_one(ch, group, topic, e) for e in req.entries]
         return defer.gatherResults(acks, consumeErrors=True).addCallback(ack_response)
 
@@ -49,14 +61,16 @@ class AckMessageActivity:
         revive_queues = self.ctx.broker.broker_config.reviveQueueNum
         entry = spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle)
         try:
-            real = real_topic(topic, group, parse_handle(e.receipt_handle, revive_queues).receipt.retry)
+            first = parse_handle(e.receipt_handle, revive_queues)
+            real = real_topic(topic, group, first.receipt.retry)
         except (Refused, ReceiptError) as exc:
             code = exc.code if isinstance(exc, Refused) else Code.INVALID_RECEIPT_HANDLE
             entry.status.CopyFrom(status(code, str(exc)))
             return defer.succeed(entry)
 
         def ack(current: str) -> defer.Deferred[Any]:
-            h = parse_handle(current, revive_queues)  # a renewed handle: the broker's, well formed
+            # the client's handle, read above, or a renewed one: the broker's, well formed
+            h = first if current == e.receipt_handle else parse_handle(current, revive_queues)
             try:
                 check_live(h.receipt, self.ctx.broker)
             except Refused as exc:
