@@ -316,6 +316,7 @@ def main() -> int:
                        "gen_receive_cpu_us": got["cpuSecs"] / a.n * 1e6,
                        "send_secs": sent["secs"], "receive_secs": got["secs"],
                        "failed": sent.get("failed", 0) + got.get("failed", 0),  # GrpcLoadGen's failed calls
+                       "errors": sent.get("errors", []) + got.get("errors", []),  # and the first few's text
                        "load1": load, "load1_after": os.getloadavg()[0]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)

@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
@@ -62,6 +63,24 @@ public final class GrpcLoadGen {
             throw new IllegalArgumentException("missing --" + k);
         }
         return v;
+    }
+
+    /** The first few failures' text, printed with the totals (what kind of call failed, and why). */
+    static final ConcurrentLinkedQueue<String> ERRORS = new ConcurrentLinkedQueue<>();
+
+    private static void failure(String what, Throwable e) {
+        if (ERRORS.size() < 5) {
+            ERRORS.add(what + ": " + e);
+        }
+    }
+
+    private static String errors() {
+        StringBuilder sb = new StringBuilder("[");
+        for (String e : ERRORS) {
+            sb.append(sb.length() > 1 ? "," : "").append('"')
+                .append(e.replace("\\", "\\\\").replace("\"", "\\\"").replace('\n', ' ')).append('"');
+        }
+        return sb.append(']').toString();
     }
 
     private static long cpuNanos() {
@@ -121,6 +140,7 @@ public final class GrpcLoadGen {
                 rt.add(System.nanoTime() - s);
                 if (e != null) {
                     failed.increment();
+                    failure("send", e);
                 }
                 window.release();
                 done.countDown();
@@ -130,8 +150,8 @@ public final class GrpcLoadGen {
         double secs = (System.nanoTime() - t0) / 1e9;
         double cpu = (cpuNanos() - cpu0) / 1e9;
         return String.format(Locale.ROOT, "{\"mode\":\"send\",\"n\":%d,\"secs\":%.4f,\"rate\":%.1f,\"p50Ms\":%.2f,"
-            + "\"p99Ms\":%.2f,\"failed\":%d,\"cpuSecs\":%.3f,\"cpuTotalSecs\":%.3f}", n, secs, n / secs, rt.ms(0.5),
-            rt.ms(0.99), failed.sum(), cpu, cpuNanos() / 1e9);
+            + "\"p99Ms\":%.2f,\"failed\":%d,\"cpuSecs\":%.3f,\"cpuTotalSecs\":%.3f,\"errors\":%s}", n, secs, n / secs,
+            rt.ms(0.5), rt.ms(0.99), failed.sum(), cpu, cpuNanos() / 1e9, errors());
     }
 
     private static String receive(Map<String, String> a) throws Exception {
@@ -170,8 +190,8 @@ public final class GrpcLoadGen {
         long got = acked.get();
         return String.format(Locale.ROOT, "{\"mode\":\"receive\",\"n\":%d,\"complete\":%b,\"secs\":%.4f,"
             + "\"rate\":%.1f,\"p50Ms\":%.2f,\"p99Ms\":%.2f,\"ackP99Ms\":%.2f,\"failed\":%d,\"cpuSecs\":%.3f,"
-            + "\"cpuTotalSecs\":%.3f}", got, all, secs, got / secs, receiveRt.ms(0.5), receiveRt.ms(0.99),
-            ackRt.ms(0.99), failed.sum(), cpu, cpuNanos() / 1e9);
+            + "\"cpuTotalSecs\":%.3f,\"errors\":%s}", got, all, secs, got / secs, receiveRt.ms(0.5), receiveRt.ms(0.99),
+            ackRt.ms(0.99), failed.sum(), cpu, cpuNanos() / 1e9, errors());
     }
 
     /** One receive in flight on {@code c}: receive, ack every message, receive again until done. */
@@ -184,6 +204,7 @@ public final class GrpcLoadGen {
         c.receiveAsync(batch, Duration.ofSeconds(30)).whenComplete((List<MessageView> msgs, Throwable e) -> {
             if (e != null) {  // counted, and retried a little later rather than at once
                 failed.increment();
+                failure("receive", e);
                 CompletableFuture.runAsync(() -> loop(c, batch, n, receiveRt, ackRt, failed, acked, stop, done),
                     CompletableFuture.delayedExecutor(100, TimeUnit.MILLISECONDS));
                 return;
@@ -196,6 +217,7 @@ public final class GrpcLoadGen {
                         ackRt.add(System.nanoTime() - as);
                         if (ae != null) {
                             failed.increment();
+                            failure("ack", ae);
                         } else if (acked.incrementAndGet() == n) {
                             stop.set(true);
                             done.countDown();
