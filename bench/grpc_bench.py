@@ -124,10 +124,10 @@ def worker(argv: list[str]) -> int:
 class Rmqpy:
     name = "rmqpy"
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, props: dict[str, str]) -> None:
         port = servers.free_port()
         self.cluster = servers.Cluster(work / "rmqpy", "127.0.0.1", {"brokerName": "broker-grpc-bench",
-                                                                      "grpcServerPort": port})
+                                                                      "grpcServerPort": port, **props})
         self.ns_addr, self.endpoint = self.cluster.ns_addr, f"127.0.0.1:{port}"
         assert self.cluster.broker.proc is not None
         self.pids = [self.cluster.broker.proc.pid]  # the endpoint is in the broker process
@@ -249,7 +249,7 @@ def command(a: argparse.Namespace) -> str:
                 f"--inflight {a.inflight} --warmup {a.warmup} --java-jit {a.java_jit}")
     return (f"python bench/grpc_bench.py --rounds {a.rounds} -n {a.n} --body {a.body} --inflight {a.inflight} "
             f"--consumers {a.consumers} --receives {a.receives} --batch {a.batch} --warmup {a.warmup} "
-            f"--java-jit {a.java_jit}")
+            f"--java-jit {a.java_jit}" + "".join(f" -D {kv}" for kv in a.D))
 
 
 def main() -> int:
@@ -267,6 +267,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=10000, help="messages per target sent and received first")
     ap.add_argument("--java-jit", choices=("full", "c1"), default="full", help="the Java servers' JIT")
     ap.add_argument("--only", choices=("rmqpy", "java"), help="one target (profiling)")
+    ap.add_argument("-D", action="append", default=[], help="rmqpy broker property key=value, e.g. "
+                    "tls.server.mode=disabled (grpcio on the port, no front relaying the connections)")
     ap.add_argument("--pyspy", type=Path, help="py-spy the rmqpy broker in each phase, stacks into this dir")
     a = ap.parse_args()
     jvm.ensure_built()
@@ -279,7 +281,7 @@ def main() -> int:
     targets: list = []
     try:
         if a.only != "java":
-            targets.append(Rmqpy(work))
+            targets.append(Rmqpy(work, dict(kv.split("=", 1) for kv in a.D)))
         if a.only != "rmqpy":
             targets.append(JavaProxy(work))
         for r in ["Warm", *range(a.rounds)]:
