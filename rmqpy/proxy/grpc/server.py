@@ -72,7 +72,8 @@ MAX_STREAMS_PER_CONNECTION = 1024
 
 def grpc_server(max_calls: int, max_inbound: int, idle_ms: int = 120_000) -> grpc.aio.Server:
     """A ``grpc.aio`` server that admits ``max_calls`` calls at once; more are refused with
-    RESOURCE_EXHAUSTED. Made on the loop that will run it.
+    RESOURCE_EXHAUSTED (and as many may wait in grpc core for the loop). Made on the loop that will
+    run it.
 
     ``idle_ms`` (``grpcClientIdleTimeMills``) is the proxy's ``maxConnectionIdle``: a connection without
     a call in progress for that long gets a GOAWAY and is closed (grpc-java's ``MaxConnectionIdleManager``
@@ -83,6 +84,13 @@ def grpc_server(max_calls: int, max_inbound: int, idle_ms: int = 120_000) -> grp
         ("grpc.max_send_message_length", -1),
         ("grpc.so_reuseport", 0),
         ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+        # A call that arrives before grpcio's asyncio server has asked grpc core for the next one
+        # waits in core's own queue, which by default cancels (CANCELLED) what is beyond 1,000 there:
+        # a client acking one receive round of 4 x 8 x 32 messages sends about 1,000 AckMessage calls
+        # at once, and those cancelled came back only after their invisible time (receive+ack 6x
+        # slower, bench/report/grpc/README.md). That queue is bounded as the admitted calls are.
+        ("grpc.server.max_pending_requests", max_calls),
+        ("grpc.server.max_pending_requests_hard_limit", max_calls),
     ]
     if idle_ms > 0:
         options.append(("grpc.max_connection_idle_ms", idle_ms))

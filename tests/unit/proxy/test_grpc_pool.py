@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any, AsyncIterator, Iterator
 
 import grpc
@@ -80,3 +81,49 @@ def test_a_call_over_the_limit_is_refused_at_once(endpoint) -> None:
         endpoint.unary_unary("/rmqpy.test.Pool/Ping")(b"", timeout=10)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert len(streams) == LIMIT
+
+
+def test_a_burst_of_calls_waiting_for_the_loop_is_served_not_cancelled() -> None:
+    """grpc core keeps a call that arrived before grpcio's asyncio server asked for the next one in
+    a queue of its own, and by default cancels (CANCELLED) what is beyond 1,000 there: consumers acking
+    their receive rounds send about 1,000 AckMessage calls at once, and while the loop was busy some
+    were cancelled (their messages came back only after the invisible time,
+    bench/report/grpc/README.md). That queue is bounded by the calls the endpoint admits instead.
+    Three connections of 900 calls each: one connection's streams stay under its 1,024."""
+    per_connection, connections = 900, 3
+    aio = AioThread()
+    aio.start()
+    release = asyncio.Event()
+
+    async def serve() -> tuple[Any, int]:
+        server = grpc_server(10 * per_connection * connections, 1 << 20)
+        server.add_generic_rpc_handlers((_handler(release),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        return server, port
+
+    server, port = aio.submit(serve()).result(10)
+    # a channel argument of its own: each channel its own connection, not a shared subchannel
+    channels = [grpc.insecure_channel(f"127.0.0.1:{port}", options=[("rmqpy.test.connection", i)])
+                for i in range(connections)]
+    try:
+        pings = [channel.unary_unary("/rmqpy.test.Pool/Ping") for channel in channels]
+        assert all(ping(b"", timeout=10) == b"pong" for ping in pings)  # connected
+        assert aio.loop is not None
+        aio.loop.call_soon_threadsafe(time.sleep, 1.0)  # the loop busy: the burst waits in grpc core
+        calls = [ping.future(b"", timeout=60) for ping in pings for _ in range(per_connection)]
+        codes: dict[Any, int] = {}
+        for call in calls:
+            try:
+                call.result()
+                code: Any = grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                code = (e.code(), e.details())
+            codes[code] = codes.get(code, 0) + 1
+        assert codes == {grpc.StatusCode.OK: per_connection * connections}
+    finally:
+        aio.loop.call_soon_threadsafe(release.set)  # type: ignore[union-attr]
+        for channel in channels:
+            channel.close()
+        aio.submit(server.stop(None)).result(10)
+        aio.stop()
