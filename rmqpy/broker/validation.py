@@ -92,3 +92,12 @@ def bad_parameter_code(version: int) -> int:
     a V5_0_0 requester on, as the 5.x broker answers; SYSTEM_ERROR before, as 4.9.x answers (found by
     tests/interop/remoting_diff.py against Java 5.3.3)."""
     return ResponseCode.INVALID_PARAMETER if version >= MQVersion.V5_0_0 else ResponseCode.SYSTEM_ERROR
+
+
+def group_sys_flag(extra: dict) -> int:
+    """5.x's ``groupSysFlag`` of a subscription group, kept among its config's extra keys: a Java int,
+    0 when absent or not one (a config a client wrote may hold any JSON value there)."""
+    value = extra.get("groupSysFlag", 0)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) <= 11:
+        value = int(value)
+    return value if type(value) is int and -(1 << 31) <= value < (1 << 31) else 0

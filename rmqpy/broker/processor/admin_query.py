@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmqpy.broker.processor.admin_base import AdminBase
+from rmqpy.broker.validation import group_sys_flag
 from rmqpy.protocol import fastjson
 from rmqpy.protocol.bodies import admin as admin_bodies
 from rmqpy.protocol.codes import RequestCode, ResponseCode
@@ -59,7 +60,7 @@ class MessageQueryAdmin(AdminBase):
         if h.consumerGroup:
             sgc = b.subscription_group_manager.table.get(h.consumerGroup)
             if sgc is not None:
-                ext["groupSysFlag"] = str(int(sgc.extra.get("groupSysFlag", 0) or 0))
+                ext["groupSysFlag"] = str(group_sys_flag(sgc.extra))
         if h.msgId:
             from rmqpy.protocol.message import decode_offset_msg_id
             _, offset = decode_offset_msg_id(h.msgId)

@@ -14,7 +14,7 @@ from twisted.internet import defer
 
 from rmqpy.broker.filter.message_filter import ConsumerFilterManager, ExpressionMessageFilter
 from rmqpy.broker.longpolling import PullRequest
-from rmqpy.broker.validation import bad_parameter_code
+from rmqpy.broker.validation import bad_parameter_code, group_sys_flag
 from rmqpy.common.faq import suggest_todo
 from rmqpy.protocol.bodies.heartbeat import SubscriptionData
 from rmqpy.protocol.bodies.topic import PERM_READ
@@ -163,7 +163,7 @@ class PullMessageProcessor:
                                            minOffset=result.min_offset, maxOffset=result.max_offset)
         if request.version >= MQVersion.V5_0_0:  # 5.x's PullMessageProcessor adds both to every pull it answers
             header.topicSysFlag = tc.topicSysFlag
-            header.groupSysFlag = int(sgc.extra.get("groupSysFlag", 0) or 0)
+            header.groupSysFlag = group_sys_flag(sgc.extra)
         if status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):
             code = ResponseCode.PULL_OFFSET_MOVED if h.queueOffset != 0 else ResponseCode.PULL_NOT_FOUND
         else:

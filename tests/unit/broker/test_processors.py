@@ -697,3 +697,20 @@ def test_new_owner_reads_the_offset_the_previous_owner_commits_on_hand_over(brok
     call(broker, FakeChannel(), heartbeat("cd", "G", "T"))
     assert _query(broker, c, "G", "T", qid=1).ext_fields["offset"] == "0"
     assert broker.queue_handover.waiters == []
+
+
+@pytest.mark.parametrize("stored, answered", [(3, "3"), ("5", "5"), ("x", "0"), ({"a": 1}, "0"), (1 << 40, "0"),
+                                              (None, "0"), ("9" * 400, "0")])
+def test_a_groups_sys_flag_written_by_a_client_is_read_as_a_java_int_or_0(broker, stored, answered):
+    """groupSysFlag is kept among a group config's extra keys, where UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+    may put any JSON value: a 5.x pull answers it as a Java int, or 0, and never fails on it."""
+    from rmqpy.broker.validation import group_sys_flag
+
+    ch = FakeChannel()
+    call(broker, ch, send_request("TG", b"one"))
+    broker.subscription_group_manager.find("G").extra["groupSysFlag"] = stored
+    five = pull_request("TG", "G", offset=0, sys_flag=0x4)
+    five.version = MQVersion.V5_3_3
+    resp = call(broker, ch, five)
+    assert (resp.code, resp.ext_fields["groupSysFlag"]) == (ResponseCode.SUCCESS, answered)
+    assert str(group_sys_flag({"groupSysFlag": stored})) == answered
